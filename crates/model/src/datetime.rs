@@ -1,0 +1,463 @@
+//! W3C Datetime (the profile of ISO 8601 at <https://www.w3.org/TR/NOTE-datetime>), the format of
+//! every time attribute and `<lastmod>` in ResourceSync documents (spec section 7).
+//!
+//! A value keeps the granularity and offset it was written with, so a document reads back to an
+//! equal model after being written again. Comparisons between values are always made on the
+//! instant ([`W3cDateTime::instant`]), never on the text: `2013-01-03T00:00:00Z`,
+//! `2013-01-03T01:00:00.000+01:00` and `2013-01-03` denote the same instant (a partial date is
+//! placed at the start of its interval, in UTC).
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use chrono::{DateTime, Datelike, NaiveDate, Timelike};
+
+/// How much of a datetime was given; each step adds the components of the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// `YYYY`
+    Year,
+    /// `YYYY-MM`
+    Month,
+    /// `YYYY-MM-DD`
+    Day,
+    /// `YYYY-MM-DDThh:mmTZD`
+    Minute,
+    /// `YYYY-MM-DDThh:mm:ssTZD`
+    Second,
+    /// `YYYY-MM-DDThh:mm:ss.sTZD` with this many fraction digits (1..=9; more digits than
+    /// nanoseconds can hold are truncated when read).
+    Fraction(u8),
+}
+
+/// The time zone designator of a value that has a time part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tzd {
+    /// No designator: a date without time, or (lenient reading only) a time written without one,
+    /// which is then taken as UTC.
+    None,
+    /// `Z`
+    Utc,
+    /// `+hh:mm` or `-hh:mm`, in minutes east of UTC (`+00:00` is kept apart from `Z`).
+    Offset(i16),
+}
+
+/// A W3C Datetime value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct W3cDateTime {
+    secs: i64,
+    nanos: u32,
+    precision: Precision,
+    tzd: Tzd,
+}
+
+/// Why a text is not a W3C Datetime.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DateTimeError {
+    /// The text does not have the shape of any W3C Datetime granularity.
+    #[error("`{0}` is not a W3C Datetime (YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm[:ss[.s]]TZD)")]
+    Syntax(String),
+    /// The components are well formed but out of range (month 13, 30 February, hour 25, …).
+    #[error("`{0}` is not a valid date or time")]
+    Range(String),
+}
+
+/// Outcome of a successful parse: the value and whether it needed leniency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parsed {
+    /// The value.
+    pub value: W3cDateTime,
+    /// True when a time was given without a time zone designator (not W3C conformant; the
+    /// value was taken as UTC).
+    pub missing_tzd: bool,
+}
+
+impl W3cDateTime {
+    /// Parses any W3C Datetime granularity. A time without a designator is accepted and
+    /// reported through [`Parsed::missing_tzd`] so that a lenient reader can warn about it.
+    pub fn parse(text: &str) -> Result<Parsed, DateTimeError> {
+        parse(text.trim())
+    }
+
+    /// A value with second precision in UTC, from Unix seconds and nanoseconds (nanoseconds
+    /// other than zero select nanosecond fraction precision).
+    pub fn from_unix(secs: i64, nanos: u32) -> Self {
+        let nanos = nanos.min(999_999_999);
+        let precision = if nanos == 0 {
+            Precision::Second
+        } else {
+            Precision::Fraction(9)
+        };
+        W3cDateTime {
+            secs,
+            nanos,
+            precision,
+            tzd: Tzd::Utc,
+        }
+    }
+
+    /// A value with exactly the given fraction digits in UTC.
+    pub fn from_unix_with_precision(secs: i64, nanos: u32, precision: Precision) -> Self {
+        W3cDateTime {
+            secs,
+            nanos: truncate_nanos(nanos.min(999_999_999), precision),
+            precision,
+            tzd: Tzd::Utc,
+        }
+    }
+
+    /// The current time in UTC with microsecond precision.
+    pub fn now() -> Self {
+        let now = chrono::Utc::now();
+        W3cDateTime::from_unix_with_precision(
+            now.timestamp(),
+            now.timestamp_subsec_nanos(),
+            Precision::Fraction(6),
+        )
+    }
+
+    /// The instant (Unix seconds, nanoseconds) this value denotes; partial dates denote the
+    /// start of their interval in UTC.
+    pub fn instant(&self) -> (i64, u32) {
+        (self.secs, self.nanos)
+    }
+
+    /// Nanoseconds since the Unix epoch (saturating), handy for arithmetic on instants.
+    pub fn unix_nanos(&self) -> i128 {
+        i128::from(self.secs) * 1_000_000_000 + i128::from(self.nanos)
+    }
+
+    /// Compares the instants of two values (never their text).
+    pub fn cmp_instant(&self, other: &Self) -> Ordering {
+        self.instant().cmp(&other.instant())
+    }
+
+    /// The granularity the value was written with.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// The time zone designator the value was written with.
+    pub fn tzd(&self) -> Tzd {
+        self.tzd
+    }
+
+    /// Writes the value with its own granularity and designator into `buf`, returning the text.
+    pub fn format_into<'b>(&self, buf: &'b mut [u8; 40]) -> &'b str {
+        let offset_min = match self.tzd {
+            Tzd::Offset(m) => i64::from(m),
+            _ => 0,
+        };
+        let local = DateTime::from_timestamp(self.secs + offset_min * 60, 0)
+            .unwrap_or_default()
+            .naive_utc();
+        let mut n = 0;
+        let mut put = |bytes: &[u8]| {
+            buf[n..n + bytes.len()].copy_from_slice(bytes);
+            n += bytes.len();
+        };
+        let year = local.year();
+        if (0..=9999).contains(&year) {
+            put(&digits::<4>(year as u32));
+        } else {
+            // Out of W3C range; still written so nothing is silently lost.
+            let s = year.to_string();
+            put(s.as_bytes());
+        }
+        if !matches!(self.precision, Precision::Year) {
+            put(b"-");
+            put(&digits::<2>(local.month()));
+        }
+        if !matches!(self.precision, Precision::Year | Precision::Month) {
+            put(b"-");
+            put(&digits::<2>(local.day()));
+        }
+        if matches!(
+            self.precision,
+            Precision::Minute | Precision::Second | Precision::Fraction(_)
+        ) {
+            put(b"T");
+            put(&digits::<2>(local.hour()));
+            put(b":");
+            put(&digits::<2>(local.minute()));
+            if !matches!(self.precision, Precision::Minute) {
+                put(b":");
+                put(&digits::<2>(local.second()));
+            }
+            if let Precision::Fraction(d) = self.precision {
+                put(b".");
+                let all = digits::<9>(self.nanos);
+                put(&all[..usize::from(d.clamp(1, 9))]);
+            }
+            match self.tzd {
+                Tzd::None => {}
+                Tzd::Utc => put(b"Z"),
+                Tzd::Offset(m) => {
+                    put(if m < 0 { b"-" } else { b"+" });
+                    let m = u32::from(m.unsigned_abs());
+                    put(&digits::<2>(m / 60));
+                    put(b":");
+                    put(&digits::<2>(m % 60));
+                }
+            }
+        }
+        // Only ASCII was written.
+        std::str::from_utf8(&buf[..n]).unwrap_or_default()
+    }
+
+    /// This instant plus `nanos` nanoseconds, in UTC with nanosecond precision (used to make
+    /// strictly increasing change datetimes).
+    pub fn plus_nanos(&self, nanos: u64) -> Self {
+        let total = self.unix_nanos() + i128::from(nanos);
+        let secs = total.div_euclid(1_000_000_000) as i64;
+        let sub = total.rem_euclid(1_000_000_000) as u32;
+        W3cDateTime::from_unix_with_precision(secs, sub, Precision::Fraction(9))
+    }
+}
+
+impl fmt::Display for W3cDateTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = [0u8; 40];
+        f.write_str(self.format_into(&mut buf))
+    }
+}
+
+impl serde::Serialize for W3cDateTime {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for W3cDateTime {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        W3cDateTime::parse(&text)
+            .map(|p| p.value)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+fn truncate_nanos(nanos: u32, precision: Precision) -> u32 {
+    match precision {
+        Precision::Fraction(d) => {
+            let d = u32::from(d.clamp(1, 9));
+            let unit = 10u32.pow(9 - d);
+            nanos / unit * unit
+        }
+        _ => 0,
+    }
+}
+
+fn digits<const N: usize>(mut v: u32) -> [u8; N] {
+    let mut out = [b'0'; N];
+    for slot in out.iter_mut().rev() {
+        *slot = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    out
+}
+
+/// Reads exactly `n` ASCII digits at `*i`.
+fn num(b: &[u8], i: &mut usize, n: usize) -> Option<u32> {
+    let s = b.get(*i..*i + n)?;
+    let mut v = 0u32;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u32::from(c - b'0');
+    }
+    *i += n;
+    Some(v)
+}
+
+fn expect(b: &[u8], i: &mut usize, c: u8) -> Option<()> {
+    (b.get(*i) == Some(&c)).then(|| *i += 1)
+}
+
+fn parse(text: &str) -> Result<Parsed, DateTimeError> {
+    let syntax = || DateTimeError::Syntax(text.to_owned());
+    let range = || DateTimeError::Range(text.to_owned());
+    let b = text.as_bytes();
+    let mut i = 0;
+    let year = num(b, &mut i, 4).ok_or_else(syntax)?;
+    let mut month = 1;
+    let mut day = 1;
+    let (mut hour, mut minute, mut second, mut nanos) = (0, 0, 0, 0);
+    let mut precision = Precision::Year;
+    let mut tzd = Tzd::None;
+    let mut missing_tzd = false;
+    if i < b.len() {
+        expect(b, &mut i, b'-').ok_or_else(syntax)?;
+        month = num(b, &mut i, 2).ok_or_else(syntax)?;
+        precision = Precision::Month;
+    }
+    if i < b.len() {
+        expect(b, &mut i, b'-').ok_or_else(syntax)?;
+        day = num(b, &mut i, 2).ok_or_else(syntax)?;
+        precision = Precision::Day;
+    }
+    if i < b.len() {
+        expect(b, &mut i, b'T').ok_or_else(syntax)?;
+        hour = num(b, &mut i, 2).ok_or_else(syntax)?;
+        expect(b, &mut i, b':').ok_or_else(syntax)?;
+        minute = num(b, &mut i, 2).ok_or_else(syntax)?;
+        precision = Precision::Minute;
+        if b.get(i) == Some(&b':') {
+            i += 1;
+            second = num(b, &mut i, 2).ok_or_else(syntax)?;
+            precision = Precision::Second;
+            if b.get(i) == Some(&b'.') {
+                i += 1;
+                let start = i;
+                while b.get(i).is_some_and(u8::is_ascii_digit) {
+                    i += 1;
+                }
+                let all = &b[start..i];
+                if all.is_empty() {
+                    return Err(syntax());
+                }
+                let kept = &all[..all.len().min(9)];
+                let mut v = 0u32;
+                for &c in kept {
+                    v = v * 10 + u32::from(c - b'0');
+                }
+                nanos = v * 10u32.pow(9 - kept.len() as u32);
+                precision = Precision::Fraction(kept.len() as u8);
+            }
+        }
+        match b.get(i) {
+            Some(b'Z') => {
+                i += 1;
+                tzd = Tzd::Utc;
+            }
+            Some(&sign @ (b'+' | b'-')) => {
+                i += 1;
+                let oh = num(b, &mut i, 2).ok_or_else(syntax)?;
+                expect(b, &mut i, b':').ok_or_else(syntax)?;
+                let om = num(b, &mut i, 2).ok_or_else(syntax)?;
+                if oh > 23 || om > 59 {
+                    return Err(range());
+                }
+                let m = (oh * 60 + om) as i16;
+                tzd = Tzd::Offset(if sign == b'-' { -m } else { m });
+            }
+            None => missing_tzd = true,
+            Some(_) => return Err(syntax()),
+        }
+    }
+    if i != b.len() {
+        return Err(syntax());
+    }
+    if hour > 23 || minute > 59 || second > 60 {
+        return Err(range());
+    }
+    let date = NaiveDate::from_ymd_opt(year as i32, month, day).ok_or_else(range)?;
+    // A leap second (:60) is folded onto the next second for ordering purposes.
+    let base = date
+        .and_hms_opt(hour, minute, 0)
+        .ok_or_else(range)?
+        .and_utc()
+        .timestamp();
+    let offset = match tzd {
+        Tzd::Offset(m) => i64::from(m) * 60,
+        _ => 0,
+    };
+    Ok(Parsed {
+        value: W3cDateTime {
+            secs: base + i64::from(second) - offset,
+            nanos,
+            precision,
+            tzd,
+        },
+        missing_tzd,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> W3cDateTime {
+        W3cDateTime::parse(s).unwrap().value
+    }
+
+    #[test]
+    fn every_granularity_round_trips() {
+        for s in [
+            "2013",
+            "2013-01",
+            "2013-01-03",
+            "2013-01-03T09:00Z",
+            "2013-01-03T09:00:00Z",
+            "2013-01-03T09:00:00.5Z",
+            "2013-01-03T09:00:00.123456789Z",
+            "2013-01-03T09:00:00+01:00",
+            "2013-01-03T09:00:00-05:30",
+            "2013-01-03T09:00:00.000+00:00",
+        ] {
+            assert_eq!(p(s).to_string(), s, "{s}");
+        }
+    }
+
+    #[test]
+    fn compares_instants_not_text() {
+        let a = p("2013-01-03T00:00:00Z");
+        let b = p("2013-01-03T01:00:00.000000+01:00");
+        let c = p("2013-01-03");
+        assert_eq!(a.cmp_instant(&b), Ordering::Equal);
+        assert_eq!(a.cmp_instant(&c), Ordering::Equal);
+        assert_ne!(a, b, "representation differs");
+        // Text order would say the opposite.
+        let d = p("2013-01-02T23:30:00-01:00");
+        assert_eq!(d.cmp_instant(&a), Ordering::Greater);
+        let e = p("2013-01-03T00:00:00.1Z");
+        let f = p("2013-01-03T00:00:00.09999Z");
+        assert_eq!(e.cmp_instant(&f), Ordering::Greater);
+        assert_eq!(p("2013").cmp_instant(&p("2012-12-31T23:59:59Z")), Ordering::Greater);
+    }
+
+    #[test]
+    fn rejects_malformed_values() {
+        for s in [
+            "",
+            "13",
+            "2013-1-03",
+            "2013-01-03T09Z",
+            "2013-01-03 09:00:00Z",
+            "2013-01-03T09:00:00.Z",
+            "2013-01-03T09:00:00z",
+            "2013-01-03T09:00:00+0100",
+            "2013-01-03T09:00:00Zjunk",
+        ] {
+            assert!(W3cDateTime::parse(s).is_err(), "{s}");
+        }
+        for s in ["2013-13-01", "2013-02-30", "2013-01-03T24:00:00Z", "2013-01-03T09:61Z"] {
+            assert!(matches!(W3cDateTime::parse(s), Err(DateTimeError::Range(_))), "{s}");
+        }
+    }
+
+    #[test]
+    fn missing_designator_is_reported() {
+        let r = W3cDateTime::parse("2013-01-03T09:00:00").unwrap();
+        assert!(r.missing_tzd);
+        assert_eq!(r.value.cmp_instant(&p("2013-01-03T09:00:00Z")), Ordering::Equal);
+        assert!(!W3cDateTime::parse("2013-01-03").unwrap().missing_tzd);
+    }
+
+    #[test]
+    fn long_fractions_are_truncated_to_nanoseconds() {
+        let v = p("2013-01-03T09:00:00.1234567891234Z");
+        assert_eq!(v.instant().1, 123_456_789);
+        assert_eq!(v.to_string(), "2013-01-03T09:00:00.123456789Z");
+    }
+
+    #[test]
+    fn plus_nanos_is_strictly_increasing() {
+        let a = p("2013-01-03T09:00:00Z");
+        let b = a.plus_nanos(1);
+        assert_eq!(b.cmp_instant(&a), Ordering::Greater);
+        assert_eq!(b.to_string(), "2013-01-03T09:00:00.000000001Z");
+    }
+}

@@ -1,0 +1,24 @@
+//! The ResourceSync document model: every document of ResourceSync Framework 1.1
+//! (ANSI/NISO Z39.99-2017) and the Change Notification 1.0.1 payload, as plain types, plus the
+//! rules that make a document valid. No I/O here: reading and writing XML is `rsagg-sitemap`.
+//!
+//! # Layout
+//!
+//! - [`datetime`]: W3C Datetime in every granularity, compared as instants.
+//! - [`hash`]: the `hash` attribute (`md5:`, `sha-1:`, `sha-256:`, several per attribute).
+//! - [`document`]: root, `<rs:md>`, `<rs:ln>`, entries, and the [`DocumentKind`] they add up to.
+//! - [`validate`]: every rule of the spec with its section, judged in strict or lenient mode by
+//!   a streaming [`Validator`].
+
+pub mod datetime;
+pub mod document;
+pub mod hash;
+pub mod validate;
+
+pub use datetime::{DateTimeError, Precision, Tzd, W3cDateTime};
+pub use document::{
+    Capability, Change, ChangeFreq, DocumentKind, EntrySpans, ExtAttr, Header, HeaderSpans, Link,
+    Md, Pos, RS_NS, Root, SITEMAP_NS, UrlEntry,
+};
+pub use hash::{HashAlgorithm, HashValue, Hashes};
+pub use validate::{Mode, Problem, Rule, Severity, Validator};
