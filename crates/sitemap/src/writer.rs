@@ -1,0 +1,564 @@
+//! Streaming writers. Output is UTF-8, declares the Sitemap namespace as default and the
+//! ResourceSync namespace as `rs`, writes ResourceSync attributes without prefix (spec 7) and
+//! escapes every value with quick-xml's escaper, so any model read by the reader writes back
+//! to a document that reads to an equal model.
+
+use std::fmt::Write as _;
+use std::future::Future;
+use std::io;
+use std::path::PathBuf;
+
+use quick_xml::escape::{escape, partial_escape};
+use rsagg_model::{
+    DocumentKind, ExtAttr, Header, Link, Md, RS_NS, Root, SITEMAP_NS, UrlEntry, W3cDateTime,
+};
+use rsagg_model::validate::{MAX_BYTES, MAX_ENTRIES};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use crate::Error;
+
+const FLUSH_AT: usize = 64 * 1024;
+
+fn attr(out: &mut Vec<u8>, name: &str, value: &str) {
+    out.push(b' ');
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"=\"");
+    out.extend_from_slice(escape(value).as_bytes());
+    out.push(b'"');
+}
+
+fn attr_dt(out: &mut Vec<u8>, name: &str, value: &Option<W3cDateTime>) {
+    if let Some(v) = value {
+        let mut buf = [0u8; 40];
+        let s = v.format_into(&mut buf);
+        out.push(b' ');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"=\"");
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
+}
+
+fn attr_opt(out: &mut Vec<u8>, name: &str, value: Option<&str>) {
+    if let Some(v) = value {
+        attr(out, name, v);
+    }
+}
+
+fn attr_num(out: &mut Vec<u8>, name: &str, value: Option<u64>) {
+    if let Some(v) = value {
+        let mut s = String::new();
+        let _ = write!(s, "{v}");
+        attr(out, name, &s);
+    }
+}
+
+/// Extension attributes: each foreign namespace is declared on the element itself, under its
+/// own prefix unless that prefix would clash with `rs`.
+fn ext_attrs(out: &mut Vec<u8>, ext: &[ExtAttr]) {
+    for (i, a) in ext.iter().enumerate() {
+        if a.namespace.is_empty() {
+            attr(out, &a.local, &a.value);
+            continue;
+        }
+        let prefix = if a.prefix.is_empty() || a.prefix == "rs" || a.prefix == "xmlns" {
+            format!("ext{i}")
+        } else {
+            a.prefix.clone()
+        };
+        if a.prefix != "xml" {
+            attr(out, &format!("xmlns:{prefix}"), &a.namespace);
+        }
+        attr(out, &format!("{prefix}:{}", a.local), &a.value);
+    }
+}
+
+fn md_element(out: &mut Vec<u8>, indent: &str, md: &Md) {
+    out.extend_from_slice(indent.as_bytes());
+    out.extend_from_slice(b"<rs:md");
+    if let Some(c) = &md.capability {
+        attr(out, "capability", c.as_str());
+    }
+    attr_dt(out, "at", &md.at);
+    attr_dt(out, "completed", &md.completed);
+    attr_dt(out, "from", &md.from);
+    attr_dt(out, "until", &md.until);
+    if let Some(c) = &md.change {
+        attr(out, "change", c.as_str());
+    }
+    attr_dt(out, "datetime", &md.datetime);
+    if let Some(h) = &md.hash {
+        attr(out, "hash", &h.to_string());
+    }
+    attr_num(out, "length", md.length);
+    attr_opt(out, "type", md.mime_type.as_deref());
+    attr_opt(out, "encoding", md.encoding.as_deref());
+    attr_opt(out, "path", md.path.as_deref());
+    ext_attrs(out, &md.ext);
+    out.extend_from_slice(b"/>\n");
+}
+
+fn ln_element(out: &mut Vec<u8>, indent: &str, l: &Link) {
+    out.extend_from_slice(indent.as_bytes());
+    out.extend_from_slice(b"<rs:ln");
+    attr(out, "rel", &l.rel);
+    attr(out, "href", &l.href);
+    attr_num(out, "pri", l.pri.map(u64::from));
+    attr_dt(out, "modified", &l.modified);
+    if let Some(h) = &l.hash {
+        attr(out, "hash", &h.to_string());
+    }
+    attr_num(out, "length", l.length);
+    attr_opt(out, "type", l.mime_type.as_deref());
+    attr_opt(out, "encoding", l.encoding.as_deref());
+    attr_opt(out, "path", l.path.as_deref());
+    ext_attrs(out, &l.ext);
+    out.extend_from_slice(b"/>\n");
+}
+
+fn text_element(out: &mut Vec<u8>, name: &str, value: &str) {
+    out.extend_from_slice(b"    <");
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'>');
+    out.extend_from_slice(partial_escape(value).as_bytes());
+    out.extend_from_slice(b"</");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b">\n");
+}
+
+/// Appends the XML of one entry (`<url>` or `<sitemap>` per `root`) to `out`.
+pub fn encode_entry(root: Root, e: &UrlEntry, out: &mut Vec<u8>) {
+    let child = root.child();
+    out.extend_from_slice(b"  <");
+    out.extend_from_slice(child.as_bytes());
+    out.extend_from_slice(b">\n");
+    text_element(out, "loc", &e.loc);
+    if let Some(lm) = &e.lastmod {
+        let mut buf = [0u8; 40];
+        text_element(out, "lastmod", lm.format_into(&mut buf));
+    }
+    if let Some(cf) = &e.changefreq {
+        text_element(out, "changefreq", cf.as_str());
+    }
+    if let Some(p) = &e.priority {
+        text_element(out, "priority", p);
+    }
+    if let Some(md) = &e.md {
+        md_element(out, "    ", md);
+    }
+    for l in &e.links {
+        ln_element(out, "    ", l);
+    }
+    out.extend_from_slice(b"  </");
+    out.extend_from_slice(child.as_bytes());
+    out.extend_from_slice(b">\n");
+}
+
+/// Appends the XML declaration, root start tag, and root `<rs:md>`/`<rs:ln>` to `out`.
+pub fn encode_header(h: &Header, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<");
+    out.extend_from_slice(h.root.element().as_bytes());
+    attr(out, "xmlns", SITEMAP_NS);
+    attr(out, "xmlns:rs", RS_NS);
+    out.extend_from_slice(b">\n");
+    if let Some(md) = &h.md {
+        md_element(out, "  ", md);
+    }
+    for l in &h.links {
+        ln_element(out, "  ", l);
+    }
+}
+
+fn closing(root: Root) -> String {
+    format!("</{}>\n", root.element())
+}
+
+/// Writes one document to an `AsyncWrite`, entry by entry, through a 64 KiB buffer.
+pub struct DocumentWriter<W> {
+    out: W,
+    buf: Vec<u8>,
+    root: Root,
+    bytes: u64,
+    entries: u64,
+}
+
+impl<W: AsyncWrite + Unpin> DocumentWriter<W> {
+    /// Writes the header and returns the writer for the entries.
+    pub async fn start(out: W, header: &Header) -> io::Result<Self> {
+        let mut buf = Vec::with_capacity(FLUSH_AT * 2);
+        encode_header(header, &mut buf);
+        Ok(DocumentWriter {
+            out,
+            bytes: buf.len() as u64,
+            buf,
+            root: header.root,
+            entries: 0,
+        })
+    }
+
+    /// Writes one entry.
+    pub async fn write_entry(&mut self, e: &UrlEntry) -> io::Result<()> {
+        let before = self.buf.len();
+        encode_entry(self.root, e, &mut self.buf);
+        self.bytes += (self.buf.len() - before) as u64;
+        self.entries += 1;
+        self.maybe_flush().await
+    }
+
+    /// Writes one entry already encoded with [`encode_entry`].
+    pub async fn write_encoded(&mut self, encoded: &[u8]) -> io::Result<()> {
+        self.buf.extend_from_slice(encoded);
+        self.bytes += encoded.len() as u64;
+        self.entries += 1;
+        self.maybe_flush().await
+    }
+
+    async fn maybe_flush(&mut self) -> io::Result<()> {
+        if self.buf.len() >= FLUSH_AT {
+            self.out.write_all(&self.buf).await?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Bytes of the document so far, including what is still buffered.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Entries written so far.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Bytes the closing tag will add.
+    pub fn closing_len(&self) -> u64 {
+        closing(self.root).len() as u64
+    }
+
+    /// Writes the closing tag and flushes; returns the output and the document size. Call
+    /// `shutdown` on the output when it needs one (object uploads, files to be synced).
+    pub async fn finish(mut self) -> io::Result<(W, u64)> {
+        let c = closing(self.root);
+        self.buf.extend_from_slice(c.as_bytes());
+        self.bytes += c.len() as u64;
+        self.out.write_all(&self.buf).await?;
+        self.out.flush().await?;
+        Ok((self.out, self.bytes))
+    }
+}
+
+/// Where a [`SplitWriter`] puts its documents.
+pub trait PartSink {
+    /// The writer of one document; shut down when the document is complete.
+    type Part: AsyncWrite + Unpin + Send;
+    /// Starts the document called `name` (relative to the split's base URL).
+    fn create(&mut self, name: &str) -> impl Future<Output = io::Result<Self::Part>> + Send;
+}
+
+/// A [`PartSink`] writing files into a directory.
+#[derive(Debug, Clone)]
+pub struct FsPartSink {
+    dir: PathBuf,
+}
+
+impl FsPartSink {
+    /// Files go into `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        FsPartSink { dir: dir.into() }
+    }
+}
+
+impl PartSink for FsPartSink {
+    type Part = tokio::io::BufWriter<tokio::fs::File>;
+    fn create(&mut self, name: &str) -> impl Future<Output = io::Result<Self::Part>> + Send {
+        let path = self.dir.join(name);
+        async move {
+            let f = tokio::fs::File::create(path).await?;
+            Ok(tokio::io::BufWriter::with_capacity(256 * 1024, f))
+        }
+    }
+}
+
+/// How to split.
+#[derive(Debug, Clone)]
+pub struct SplitOptions {
+    /// URL prefix of the index and parts (ends with `/`).
+    pub base_url: String,
+    /// Name of the index document, e.g. `resourcelist.xml`.
+    pub index_name: String,
+    /// Parts are named `{part_stem}-{n:05}.xml`, n from 1.
+    pub part_stem: String,
+    /// Entries per part, at most 50,000 (spec 7).
+    pub max_entries: u64,
+    /// Bytes per part, at most 50 MB (spec 7).
+    pub max_bytes: u64,
+}
+
+impl SplitOptions {
+    /// Limits of the Sitemap protocol; names from `base_url`, `index_name` and `part_stem`.
+    pub fn new(base_url: impl Into<String>, index_name: impl Into<String>, part_stem: impl Into<String>) -> Self {
+        SplitOptions {
+            base_url: base_url.into(),
+            index_name: index_name.into(),
+            part_stem: part_stem.into(),
+            max_entries: MAX_ENTRIES,
+            max_bytes: MAX_BYTES,
+        }
+    }
+}
+
+/// One part written by a [`SplitWriter`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartInfo {
+    /// Name given to the sink.
+    pub name: String,
+    /// Public URL.
+    pub url: String,
+    /// Entries in the part.
+    pub entries: u64,
+    /// Bytes of the part.
+    pub bytes: u64,
+    /// `from` of a change document part.
+    pub from: Option<W3cDateTime>,
+    /// `until` of a change document part (closed parts only).
+    pub until: Option<W3cDateTime>,
+}
+
+/// What a [`SplitWriter`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitOutcome {
+    /// The parts, in order.
+    pub parts: Vec<PartInfo>,
+    /// Name of the index document.
+    pub index_name: String,
+    /// Bytes of the index document.
+    pub index_bytes: u64,
+    /// Entries over all parts.
+    pub entries: u64,
+}
+
+enum Body<P> {
+    /// Snapshot documents: the part header is known up front, so entries stream to the sink.
+    Direct(DocumentWriter<P>),
+    /// Change documents: a part's `until` is only known when the next part starts, so its
+    /// entries are held (at most `max_bytes`) and written with the header when it closes.
+    Held(Vec<u8>),
+}
+
+struct OpenPart<P> {
+    name: String,
+    body: Body<P>,
+    header_len: u64,
+    bytes: u64,
+    entries: u64,
+    from: Option<W3cDateTime>,
+    last_instant: Option<W3cDateTime>,
+}
+
+/// Turns a stream of entries into `<urlset>` parts of at most 50,000 entries and 50 MB, each
+/// with an `<rs:ln rel="index">` to the index, plus a `<sitemapindex>` listing the parts with
+/// their `at`/`completed` (snapshot documents) or `from`/`until` (change documents)
+/// (spec 6.1, 7, 10.2, 12.2).
+///
+/// For change documents, a part's `from` is the previous part's `until`, and a closed part's
+/// `until` is the change instant of the next part's first entry, so consecutive parts cover
+/// consecutive intervals (callers give strictly increasing datetimes, so no instant is split).
+pub struct SplitWriter<S: PartSink> {
+    sink: S,
+    opts: SplitOptions,
+    header: Header,
+    kind: DocumentKind,
+    current: Option<OpenPart<S::Part>>,
+    parts: Vec<PartInfo>,
+    scratch: Vec<u8>,
+    entries: u64,
+}
+
+impl<S: PartSink> SplitWriter<S> {
+    /// `header` is the header of the whole list (capability, `at`/`completed` or
+    /// `from`/`until`, `up` link); parts add an `index` link, the index drops it.
+    pub fn new(sink: S, opts: SplitOptions, header: Header) -> Result<Self, Error> {
+        if opts.max_entries == 0 || opts.max_entries > MAX_ENTRIES || opts.max_bytes > MAX_BYTES {
+            return Err(Error::Write(format!(
+                "parts must hold 1..={MAX_ENTRIES} entries and at most {MAX_BYTES} bytes (spec 7)"
+            )));
+        }
+        let kind = DocumentKind::of(Root::Urlset, header.capability());
+        Ok(SplitWriter {
+            sink,
+            opts,
+            kind,
+            header: Header {
+                root: Root::Urlset,
+                ..header
+            },
+            current: None,
+            parts: Vec::new(),
+            scratch: Vec::with_capacity(1024),
+            entries: 0,
+        })
+    }
+
+    fn part_header(&self, from: Option<W3cDateTime>, until: Option<W3cDateTime>) -> Header {
+        let mut h = self.header.clone();
+        h.links.retain(|l| l.rel != "index");
+        h.links.push(Link::new("index", format!("{}{}", self.opts.base_url, self.opts.index_name)));
+        if self.kind.is_change_document()
+            && let Some(md) = h.md.as_mut()
+        {
+            md.from = from.or(md.from);
+            md.until = until;
+        }
+        h
+    }
+
+    async fn open_part(&mut self, from: Option<W3cDateTime>) -> Result<(), Error> {
+        let n = self.parts.len() + 1;
+        if n as u64 > MAX_ENTRIES {
+            return Err(Error::Write(format!("more than {MAX_ENTRIES} parts would be needed; an index cannot list them (spec 7)")));
+        }
+        let name = format!("{}-{n:05}.xml", self.opts.part_stem);
+        let (body, header_len) = if self.kind.is_change_document() {
+            // Measure the header with a worst-case `until` so the size cap holds after closing.
+            let mut probe = Vec::new();
+            encode_header(&self.part_header(from, Some(W3cDateTime::now())), &mut probe);
+            (Body::Held(Vec::new()), probe.len() as u64 + 16)
+        } else {
+            let out = self.sink.create(&name).await.map_err(|e| io_err(&name, e))?;
+            let w = DocumentWriter::start(out, &self.part_header(None, None)).await.map_err(|e| io_err(&name, e))?;
+            let len = w.bytes();
+            (Body::Direct(w), len)
+        };
+        self.current = Some(OpenPart {
+            name,
+            body,
+            header_len,
+            bytes: header_len,
+            entries: 0,
+            from,
+            last_instant: from,
+        });
+        Ok(())
+    }
+
+    async fn close_part(&mut self, until: Option<W3cDateTime>) -> Result<(), Error> {
+        let Some(part) = self.current.take() else {
+            return Ok(());
+        };
+        let name = part.name.clone();
+        let bytes = match part.body {
+            Body::Direct(w) => {
+                let (mut out, bytes) = w.finish().await.map_err(|e| io_err(&name, e))?;
+                out.shutdown().await.map_err(|e| io_err(&name, e))?;
+                bytes
+            }
+            Body::Held(body) => {
+                let header = self.part_header(part.from, until);
+                let out = self.sink.create(&name).await.map_err(|e| io_err(&name, e))?;
+                let mut w = DocumentWriter::start(out, &header).await.map_err(|e| io_err(&name, e))?;
+                w.buf.extend_from_slice(&body);
+                w.bytes += body.len() as u64;
+                let (mut out, bytes) = w.finish().await.map_err(|e| io_err(&name, e))?;
+                out.shutdown().await.map_err(|e| io_err(&name, e))?;
+                bytes
+            }
+        };
+        let _ = part.header_len;
+        self.parts.push(PartInfo {
+            url: format!("{}{}", self.opts.base_url, name),
+            name,
+            entries: part.entries,
+            bytes,
+            from: part.from,
+            until,
+        });
+        Ok(())
+    }
+
+    /// Adds one entry, starting a new part when the current one is full.
+    pub async fn write_entry(&mut self, e: &UrlEntry) -> Result<(), Error> {
+        self.scratch.clear();
+        encode_entry(Root::Urlset, e, &mut self.scratch);
+        let len = self.scratch.len() as u64;
+        let closing_len = closing(Root::Urlset).len() as u64;
+        let instant = e.change_instant().copied();
+        let full = match &self.current {
+            None => None,
+            Some(p) => Some(p.entries >= self.opts.max_entries || p.bytes + len + closing_len > self.opts.max_bytes),
+        };
+        match full {
+            None => {
+                let from = self.header.md.as_ref().and_then(|m| m.from);
+                self.open_part(from).await?;
+            }
+            Some(true) => {
+                let boundary = instant.or(self.current.as_ref().and_then(|p| p.last_instant));
+                self.close_part(boundary).await?;
+                self.open_part(boundary).await?;
+            }
+            Some(false) => {}
+        }
+        let part = self.current.as_mut().ok_or_else(|| Error::Write("no open part".into()))?;
+        if part.header_len + len + closing_len > self.opts.max_bytes {
+            return Err(Error::Write(format!("entry {} alone exceeds the part size limit of {} bytes", e.loc, self.opts.max_bytes)));
+        }
+        match &mut part.body {
+            Body::Direct(w) => w.write_encoded(&self.scratch).await.map_err(|err| io_err(&part.name, err))?,
+            Body::Held(buf) => buf.extend_from_slice(&self.scratch),
+        }
+        part.bytes += len;
+        part.entries += 1;
+        if instant.is_some() {
+            part.last_instant = instant;
+        }
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// Closes the last part and writes the index; returns what was written. The last part of a
+    /// change document gets the list's own `until` (none while the list is open).
+    pub async fn finish(mut self) -> Result<SplitOutcome, Error> {
+        if self.current.is_none() && self.parts.is_empty() {
+            let from = self.header.md.as_ref().and_then(|m| m.from);
+            self.open_part(from).await?;
+        }
+        let until = self.header.md.as_ref().and_then(|m| m.until);
+        self.close_part(until).await?;
+        let mut index = self.header.clone();
+        index.root = Root::Sitemapindex;
+        index.links.retain(|l| l.rel != "index");
+        let name = self.opts.index_name.clone();
+        let out = self.sink.create(&name).await.map_err(|e| io_err(&name, e))?;
+        let mut w = DocumentWriter::start(out, &index).await.map_err(|e| io_err(&name, e))?;
+        let snapshot = self.header.md.clone().unwrap_or_default();
+        for p in &self.parts {
+            let md = if self.kind.is_change_document() {
+                Md { from: p.from, until: p.until, ..Md::default() }
+            } else {
+                Md { at: snapshot.at, completed: snapshot.completed, ..Md::default() }
+            };
+            let entry = UrlEntry {
+                loc: p.url.clone(),
+                md: (md != Md::default()).then_some(md),
+                ..UrlEntry::default()
+            };
+            w.write_entry(&entry).await.map_err(|e| io_err(&name, e))?;
+        }
+        let (mut out, index_bytes) = w.finish().await.map_err(|e| io_err(&name, e))?;
+        out.shutdown().await.map_err(|e| io_err(&name, e))?;
+        Ok(SplitOutcome {
+            parts: self.parts,
+            index_name: name,
+            index_bytes,
+            entries: self.entries,
+        })
+    }
+}
+
+fn io_err(name: &str, error: io::Error) -> Error {
+    Error::Io {
+        source_name: name.to_owned(),
+        error,
+    }
+}
