@@ -1,1 +1,49 @@
-fn main(){}
+//! `rsagg`: the ResourceSync aggregator's command line. This is the only crate that uses
+//! `anyhow`; libraries return their own error enums.
+
+mod input;
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A ResourceSync aggregator: harvests upstream Sources into object storage and republishes
+/// them as a Source of its own.
+#[derive(Debug, Parser)]
+#[command(name = "rsagg", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Parse and check any ResourceSync document (file, `-` for stdin, or http(s) URL).
+    ///
+    /// Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error.
+    Validate(validate::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RSAGG_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rsagg: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async {
+        match cli.command {
+            Command::Validate(args) => validate::run(args).await,
+        }
+    })
+}
