@@ -117,6 +117,7 @@ async fn check(input: input::Input, opts: ReadOptions) -> Result<Report, Error> 
         problems.push(fatal_problem(&e));
         errors += 1;
     }
+    problems.sort_by_key(|p| (p.line, p.column));
     Ok(Report {
         valid: errors == 0,
         document: DocumentInfo {
