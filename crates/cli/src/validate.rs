@@ -97,7 +97,7 @@ async fn check(input: input::Input, opts: ReadOptions) -> Result<Report, Error> 
         Err(e) => return fatal(e, mode_name, None),
     };
     let header = reader.header().clone();
-    let kind = reader.validator().kind();
+    let kind = reader.kind();
     let mut fatal_error = None;
     loop {
         match reader.next_entry().await {
@@ -110,9 +110,9 @@ async fn check(input: input::Input, opts: ReadOptions) -> Result<Report, Error> 
             }
         }
     }
-    let v = reader.validator();
-    let mut problems = v.problems().to_vec();
-    let mut errors = v.errors();
+    let tally = reader.tally();
+    let mut problems = reader.take_problems();
+    let mut errors = tally.errors;
     if let Some(e) = fatal_error {
         problems.push(fatal_problem(&e));
         errors += 1;
@@ -124,12 +124,12 @@ async fn check(input: input::Input, opts: ReadOptions) -> Result<Report, Error> 
             root: Some(header.root.element()),
             capability: header.capability().map(|c| c.as_str().to_owned()),
             kind: Some(kind_name(kind)),
-            entries: v.entries(),
+            entries: tally.entries,
         },
         problems,
         mode: mode_name,
         errors,
-        warnings: v.warnings(),
+        warnings: tally.warnings,
     })
 }
 

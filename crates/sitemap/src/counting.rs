@@ -5,12 +5,9 @@
 //! so memory stays bounded by the buffer size whatever the document length.
 
 use std::collections::VecDeque;
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::io::{self, BufRead, Read};
 
 use rsagg_model::Pos;
-use tokio::io::{AsyncBufRead, AsyncRead, ReadBuf};
 
 /// Counting, capped, line-tracking reader.
 #[derive(Debug)]
@@ -62,39 +59,39 @@ impl<R> Counting<R> {
     }
 }
 
-impl<R: AsyncRead + Unpin> AsyncRead for Counting<R> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        // The XML reader only uses the buffered interface; plain reads are passed through
-        // uncounted only for completeness of the trait.
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+impl<R: BufRead> Read for Counting<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let buf = self.fill_buf()?;
+            let n = buf.len().min(out.len());
+            out[..n].copy_from_slice(&buf[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
     }
 }
 
-impl<R: AsyncBufRead + Unpin> AsyncBufRead for Counting<R> {
-    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
-        let this = self.get_mut();
-        let buf = match Pin::new(&mut this.inner).poll_fill_buf(cx) {
-            Poll::Ready(Ok(b)) => b,
-            other => return other,
-        };
-        let end = this.consumed + buf.len() as u64;
-        if end > this.limit {
-            return Poll::Ready(Err(io::Error::other(LimitExceeded(this.limit))));
+impl<R: BufRead> BufRead for Counting<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        let buf = self.inner.fill_buf()?;
+        let end = self.consumed + buf.len() as u64;
+        if end > self.limit {
+            return Err(io::Error::other(LimitExceeded(self.limit)));
         }
-        if end > this.scanned {
-            let skip = (this.scanned - this.consumed) as usize;
+        if end > self.scanned {
+            let skip = (self.scanned - self.consumed) as usize;
             for i in memchr::memchr_iter(b'\n', &buf[skip..]) {
-                this.newlines.push_back(this.scanned + i as u64);
+                self.newlines.push_back(self.scanned + i as u64);
             }
-            this.scanned = end;
+            self.scanned = end;
         }
-        Poll::Ready(Ok(buf))
+        Ok(buf)
     }
 
-    fn consume(self: Pin<&mut Self>, amt: usize) {
-        let this = self.get_mut();
-        this.consumed += amt as u64;
-        Pin::new(&mut this.inner).consume(amt);
+    fn consume(&mut self, amt: usize) {
+        self.consumed += amt as u64;
+        self.inner.consume(amt);
     }
 }
 
@@ -106,24 +103,24 @@ pub struct LimitExceeded(pub u64);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncBufReadExt;
 
-    #[tokio::test]
-    async fn positions_follow_lines() {
-        let data = b"ab\ncde\n\nf".as_slice();
-        let mut r = Counting::new(tokio::io::BufReader::with_capacity(2, data), 100);
-        let mut all = Vec::new();
+    fn drain(r: &mut impl BufRead) -> io::Result<usize> {
+        let mut total = 0;
         loop {
-            let n = {
-                let b = r.fill_buf().await.unwrap();
-                if b.is_empty() {
-                    break;
-                }
-                all.extend_from_slice(b);
-                b.len()
-            };
-            Pin::new(&mut r).consume(n);
+            let n = r.fill_buf()?.len();
+            if n == 0 {
+                return Ok(total);
+            }
+            total += n;
+            r.consume(n);
         }
+    }
+
+    #[test]
+    fn positions_follow_lines() {
+        let data = b"ab\ncde\n\nf".as_slice();
+        let mut r = Counting::new(io::BufReader::with_capacity(2, data), 100);
+        drain(&mut r).unwrap();
         assert_eq!(r.pos(0), Pos { line: 1, column: 1 });
         assert_eq!(r.pos(1), Pos { line: 1, column: 2 });
         assert_eq!(r.pos(3), Pos { line: 2, column: 1 });
@@ -131,23 +128,12 @@ mod tests {
         assert_eq!(r.pos(8), Pos { line: 4, column: 1 });
     }
 
-    #[tokio::test]
-    async fn cap_counts_bytes_actually_read() {
+    #[test]
+    fn cap_counts_bytes_actually_read() {
         let data = vec![b'x'; 100];
-        let mut r = Counting::new(tokio::io::BufReader::with_capacity(16, data.as_slice()), 40);
-        let mut total = 0;
-        let err = loop {
-            match r.fill_buf().await {
-                Ok(b) if b.is_empty() => panic!("cap not hit"),
-                Ok(b) => {
-                    let n = b.len();
-                    total += n;
-                    Pin::new(&mut r).consume(n);
-                }
-                Err(e) => break e,
-            }
-        };
-        assert!(total <= 40);
+        let mut r = Counting::new(io::BufReader::with_capacity(16, data.as_slice()), 40);
+        let err = drain(&mut r).unwrap_err();
+        assert!(r.consumed() <= 40);
         assert!(err.to_string().contains("limit of 40 bytes"));
     }
 }

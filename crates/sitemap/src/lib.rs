@@ -7,8 +7,10 @@
 //!
 //! # Layout
 //!
-//! - [`reader`]: [`DocumentReader`] over any `AsyncBufRead`, with byte and entry caps, no
-//!   entity expansion, line:column for every problem, validation as it streams.
+//! - [`reader`]: [`SyncReader`] over any `BufRead`, with byte and entry caps, no entity
+//!   expansion, line:column for every problem, validation as it streams.
+//! - [`stream`]: [`DocumentReader`] for async input: the sync reader on a blocking thread,
+//!   entries handed over in bounded batches.
 //! - [`writer`]: [`DocumentWriter`] for any document, and [`SplitWriter`], which turns a
 //!   stream of entries into `<urlset>` parts of at most 50,000 entries / 50 MB plus a
 //!   `<sitemapindex>` over them.
@@ -16,9 +18,11 @@
 
 mod counting;
 pub mod reader;
+pub mod stream;
 pub mod writer;
 
-pub use reader::{DocumentReader, ReadOptions};
+pub use reader::{ReadOptions, SyncReader};
+pub use stream::{DocumentReader, Tally};
 pub use writer::{DocumentWriter, FsPartSink, PartSink, SplitOptions, SplitOutcome, SplitWriter};
 
 /// Errors that stop reading or writing a document. Each names the input and, where there is

@@ -12,13 +12,13 @@ use std::io;
 
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::{NamespaceResolver, QName, ResolveResult};
-use quick_xml::NsReader;
+use quick_xml::Reader;
 use rsagg_model::validate::{apply_ln_attr, apply_md_attr, datetime};
 use rsagg_model::{
     ChangeFreq, EntrySpans, ExtAttr, Header, HeaderSpans, Link, Md, Mode, Pos, Problem, RS_NS,
     Root, Rule, SITEMAP_NS, UrlEntry, Validator,
 };
-use tokio::io::AsyncBufRead;
+use std::io::BufRead;
 
 use crate::counting::{Counting, LimitExceeded};
 use crate::Error;
@@ -95,6 +95,35 @@ fn classify(r: &ResolveResult<'_>) -> Ns {
     }
 }
 
+/// Namespace scopes: only elements that declare namespaces open one, so the common element
+/// costs no push or pop (the resolver itself is quick-xml's).
+#[derive(Debug, Default)]
+struct Scopes {
+    ns: NamespaceResolver,
+    /// Depths of the open elements that declared namespaces.
+    declared_at: Vec<u32>,
+    depth: u32,
+}
+
+impl Scopes {
+    fn start(&mut self, e: &BytesStart<'_>) -> Result<(), String> {
+        self.depth += 1;
+        if memchr::memmem::find(e.attributes_raw(), b"xmlns").is_some() {
+            self.ns.push(e).map_err(|err| err.to_string())?;
+            self.declared_at.push(self.depth);
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) {
+        if self.declared_at.last() == Some(&self.depth) {
+            self.declared_at.pop();
+            self.ns.pop();
+        }
+        self.depth = self.depth.saturating_sub(1);
+    }
+}
+
 /// What one element start means inside a document.
 #[derive(Debug)]
 enum Tag {
@@ -153,11 +182,12 @@ fn ns_message(ns: &Ns, local: &str) -> String {
     }
 }
 
-/// Reads a ResourceSync document from async input: [`DocumentReader::open`] parses up to the
-/// first entry and yields the [`Header`]; [`DocumentReader::next_entry`] yields entries until
+/// Reads a ResourceSync document from buffered input: [`SyncReader::open`] parses up to the
+/// first entry and yields the [`Header`]; [`SyncReader::next_entry`] yields entries until
 /// the end of the document, checking each with the [`Validator`] of the chosen mode.
-pub struct DocumentReader<R> {
-    xml: NsReader<Counting<R>>,
+pub struct SyncReader<R> {
+    xml: Reader<Counting<R>>,
+    scopes: Scopes,
     buf: Vec<u8>,
     skip_buf: Vec<u8>,
     validator: Validator,
@@ -172,17 +202,18 @@ pub struct DocumentReader<R> {
     opts: ReadOptions,
 }
 
-impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
+impl<R: BufRead> SyncReader<R> {
     /// Parses the prolog, the root and its `<rs:md>`/`<rs:ln>` children.
-    pub async fn open(input: R, opts: ReadOptions) -> Result<Self, Error> {
-        let mut xml = NsReader::from_reader(Counting::new(input, opts.max_bytes));
+    pub fn open(input: R, opts: ReadOptions) -> Result<Self, Error> {
+        let mut xml = Reader::from_reader(Counting::new(input, opts.max_bytes));
         let cfg = xml.config_mut();
         cfg.expand_empty_elements = false;
         cfg.check_end_names = true;
         cfg.check_comments = true;
         let validator = Validator::new(opts.mode).with_max_problems(opts.max_problems);
-        let mut r = DocumentReader {
+        let mut r = SyncReader {
             xml,
+            scopes: Scopes::default(),
             buf: Vec::with_capacity(4096),
             skip_buf: Vec::new(),
             validator,
@@ -199,7 +230,7 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
             entries: 0,
             opts,
         };
-        r.read_prolog_and_header().await?;
+        r.read_prolog_and_header()?;
         Ok(r)
     }
 
@@ -240,31 +271,32 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
 
     /// The next entry, or `None` at the end of the document (after the whole input was read
     /// and the document-level rules were checked).
-    pub async fn next_entry(&mut self) -> Result<Option<UrlEntry>, Error> {
+    pub fn next_entry(&mut self) -> Result<Option<UrlEntry>, Error> {
         if self.finished {
             return Ok(None);
         }
         if let Some((pos, empty, tag)) = self.pending.take() {
-            return self.read_entry(pos, empty, tag).await.map(Some);
+            return self.read_entry(pos, empty, tag).map(Some);
         }
         if !self.root_closed {
             loop {
                 let start = self.xml.buffer_position();
                 self.buf.clear();
-                let ev = match self.xml.read_event_into_async(&mut self.buf).await {
+                let ev = match self.xml.read_event_into(&mut self.buf) {
                     Ok(ev) => ev,
                     Err(e) => return Err(self.xml_error(e)),
                 };
                 let empty = matches!(ev, Event::Empty(_));
                 match ev {
                     Event::Start(e) | Event::Empty(e) => {
-                        let (res, local) = self.xml.resolver().resolve_element(e.name());
+                        self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
+                        let (res, local) = self.scopes.ns.resolve_element(e.name());
                         let tag = tag_of(classify(&res), local.as_ref());
                         let name = e.name().as_ref().to_vec();
                         let pos = self.xml.get_mut().pos(start);
                         match tag {
                             Tag::Url | Tag::Sitemap => {
-                                return self.read_entry(pos, empty, tag).await.map(Some);
+                                return self.read_entry(pos, empty, tag).map(Some);
                             }
                             Tag::Md | Tag::Ln => {
                                 self.validator.report(
@@ -274,13 +306,15 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
                                     "<rs:md> and <rs:ln> of the document must come before its entries; ignored",
                                 );
                                 if !empty {
-                                    self.skip(&name).await?;
+                                    self.skip(&name)?;
                                 }
                             }
-                            other => self.unexpected(other, pos, &name, empty).await?,
+                            other => self.unexpected(other, pos, &name, empty)?,
                         }
+                        self.scopes.end();
                     }
                     Event::End(_) => {
+                        self.scopes.end();
                         self.root_closed = true;
                         break;
                     }
@@ -289,7 +323,7 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
                 }
             }
         }
-        self.read_epilog().await?;
+        self.read_epilog()?;
         Ok(None)
     }
 
@@ -319,16 +353,16 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
         syntax_err(&self.opts.source, pos, "unexpected end of document: the root element is not closed".into())
     }
 
-    async fn skip(&mut self, name: &[u8]) -> Result<(), Error> {
+    fn skip(&mut self, name: &[u8]) -> Result<(), Error> {
         self.skip_buf.clear();
-        match self.xml.read_to_end_into_async(QName(name), &mut self.skip_buf).await {
+        match self.xml.read_to_end_into(QName(name), &mut self.skip_buf) {
             Ok(_) => Ok(()),
             Err(e) => Err(self.xml_error(e)),
         }
     }
 
     /// An element that is neither expected here nor an extension: report and skip.
-    async fn unexpected(&mut self, tag: Tag, pos: Pos, name: &[u8], empty: bool) -> Result<(), Error> {
+    fn unexpected(&mut self, tag: Tag, pos: Pos, name: &[u8], empty: bool) -> Result<(), Error> {
         match tag {
             Tag::Extension => {}
             Tag::BadNs(ns, local) => {
@@ -346,17 +380,17 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
             }
         }
         if !empty {
-            self.skip(name).await?;
+            self.skip(name)?;
         }
         Ok(())
     }
 
-    async fn read_prolog_and_header(&mut self) -> Result<(), Error> {
+    fn read_prolog_and_header(&mut self) -> Result<(), Error> {
         // Prolog up to the root element.
         let (root_pos, root_empty) = loop {
             let start = self.xml.buffer_position();
             self.buf.clear();
-            let ev = match self.xml.read_event_into_async(&mut self.buf).await {
+            let ev = match self.xml.read_event_into(&mut self.buf) {
                 Ok(ev) => ev,
                 Err(e) => return Err(self.xml_error(e)),
             };
@@ -375,7 +409,8 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
                     }
                 }
                 Event::Start(e) | Event::Empty(e) => {
-                    let (res, local) = self.xml.resolver().resolve_element(e.name());
+                    self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
+                    let (res, local) = self.scopes.ns.resolve_element(e.name());
                     let ns = classify(&res);
                     let local_s = String::from_utf8_lossy(local.as_ref()).into_owned();
                     let pos = self.xml.get_mut().pos(start);
@@ -421,26 +456,28 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
         };
         let _ = root_pos;
         if root_empty {
+            self.scopes.end();
             self.root_closed = true;
         } else {
             // Root children up to the first entry.
             loop {
                 let start = self.xml.buffer_position();
                 self.buf.clear();
-                let ev = match self.xml.read_event_into_async(&mut self.buf).await {
+                let ev = match self.xml.read_event_into(&mut self.buf) {
                     Ok(ev) => ev,
                     Err(e) => return Err(self.xml_error(e)),
                 };
                 let empty = matches!(ev, Event::Empty(_));
                 match ev {
                     Event::Start(e) | Event::Empty(e) => {
-                        let (res, local) = self.xml.resolver().resolve_element(e.name());
+                        self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
+                        let (res, local) = self.scopes.ns.resolve_element(e.name());
                         let tag = tag_of(classify(&res), local.as_ref());
                         let name = e.name().as_ref().to_vec();
                         let pos = self.xml.get_mut().pos(start);
                         match tag {
                             Tag::Md => {
-                                let md = parse_md(&e, self.xml.resolver(), &mut self.validator, pos)
+                                let md = parse_md(&e, &self.scopes.ns, &mut self.validator, pos)
                                     .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
                                 if self.header.md.is_some() {
                                     self.validator.report(Rule::Repeated, "7", pos, "the root has more than one <rs:md>; the first is used");
@@ -449,26 +486,29 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
                                     self.header_spans.md = pos;
                                 }
                                 if !empty {
-                                    self.empty_content(pos).await?;
+                                    self.empty_content(pos)?;
                                 }
                             }
                             Tag::Ln => {
-                                let ln = parse_ln(&e, self.xml.resolver(), &mut self.validator, pos)
+                                let ln = parse_ln(&e, &self.scopes.ns, &mut self.validator, pos)
                                     .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
                                 self.header.links.push(ln);
                                 self.header_spans.links.push(pos);
                                 if !empty {
-                                    self.empty_content(pos).await?;
+                                    self.empty_content(pos)?;
                                 }
                             }
                             Tag::Url | Tag::Sitemap => {
+                                // Its scope ends when read_entry has read it.
                                 self.pending = Some((pos, empty, tag));
                                 break;
                             }
-                            other => self.unexpected(other, pos, &name, empty).await?,
+                            other => self.unexpected(other, pos, &name, empty)?,
                         }
+                        self.scopes.end();
                     }
                     Event::End(_) => {
+                        self.scopes.end();
                         self.root_closed = true;
                         break;
                     }
@@ -485,11 +525,11 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
     }
 
     /// `<rs:md>` and `<rs:ln>` have no content; anything inside is reported and skipped.
-    async fn empty_content(&mut self, pos: Pos) -> Result<(), Error> {
+    fn empty_content(&mut self, pos: Pos) -> Result<(), Error> {
         let mut reported = false;
         loop {
             self.buf.clear();
-            let ev = match self.xml.read_event_into_async(&mut self.buf).await {
+            let ev = match self.xml.read_event_into(&mut self.buf) {
                 Ok(ev) => ev,
                 Err(e) => return Err(self.xml_error(e)),
             };
@@ -500,7 +540,7 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
                 Event::Comment(_) | Event::PI(_) => false,
                 Event::Start(e) => {
                     let name = e.name().as_ref().to_vec();
-                    self.skip(&name).await?;
+                    self.skip(&name)?;
                     true
                 }
                 _ => true,
@@ -512,11 +552,11 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
         }
     }
 
-    async fn read_epilog(&mut self) -> Result<(), Error> {
+    fn read_epilog(&mut self) -> Result<(), Error> {
         loop {
             let start = self.xml.buffer_position();
             self.buf.clear();
-            let ev = match self.xml.read_event_into_async(&mut self.buf).await {
+            let ev = match self.xml.read_event_into(&mut self.buf) {
                 Ok(ev) => ev,
                 Err(e) => return Err(self.xml_error(e)),
             };
@@ -541,7 +581,7 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
         Ok(())
     }
 
-    async fn read_entry(&mut self, pos: Pos, empty: bool, tag: Tag) -> Result<UrlEntry, Error> {
+    fn read_entry(&mut self, pos: Pos, empty: bool, tag: Tag) -> Result<UrlEntry, Error> {
         if self.entries >= self.opts.max_entries {
             return Err(Error::TooManyEntries {
                 source_name: self.opts.source.clone(),
@@ -571,19 +611,20 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
             loop {
                 let start = self.xml.buffer_position();
                 self.buf.clear();
-                let ev = match self.xml.read_event_into_async(&mut self.buf).await {
+                let ev = match self.xml.read_event_into(&mut self.buf) {
                     Ok(ev) => ev,
                     Err(e) => return Err(self.xml_error(e)),
                 };
                 let empty = matches!(ev, Event::Empty(_));
                 match ev {
                     Event::Start(e) | Event::Empty(e) => {
-                        let (res, local) = self.xml.resolver().resolve_element(e.name());
+                        self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
+                        let (res, local) = self.scopes.ns.resolve_element(e.name());
                         let tag = tag_of(classify(&res), local.as_ref());
                         let epos = self.xml.get_mut().pos(start);
                         match tag {
                             Tag::Md => {
-                                let md = parse_md(&e, self.xml.resolver(), &mut self.validator, epos)
+                                let md = parse_md(&e, &self.scopes.ns, &mut self.validator, epos)
                                     .map_err(|m| syntax_err(&self.opts.source, epos, m))?;
                                 if entry.md.is_some() {
                                     self.validator.report(Rule::Repeated, "7", epos, "<rs:md> is not repeatable in an entry; the first is used");
@@ -592,21 +633,21 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
                                     self.spans.md = epos;
                                 }
                                 if !empty {
-                                    self.empty_content(epos).await?;
+                                    self.empty_content(epos)?;
                                 }
                             }
                             Tag::Ln => {
-                                let ln = parse_ln(&e, self.xml.resolver(), &mut self.validator, epos)
+                                let ln = parse_ln(&e, &self.scopes.ns, &mut self.validator, epos)
                                     .map_err(|m| syntax_err(&self.opts.source, epos, m))?;
                                 entry.links.push(ln);
                                 self.spans.links.push(epos);
                                 if !empty {
-                                    self.empty_content(epos).await?;
+                                    self.empty_content(epos)?;
                                 }
                             }
                             Tag::Loc | Tag::Lastmod | Tag::Changefreq | Tag::Priority => {
                                 let name = e.name().as_ref().to_vec();
-                                let text = if empty { String::new() } else { self.read_text(&name, epos).await? };
+                                let text = if empty { String::new() } else { self.read_text(&name, epos)? };
                                 match tag {
                                     Tag::Loc => {
                                         if seen_loc {
@@ -627,9 +668,10 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
                             }
                             other => {
                                 let name = e.name().as_ref().to_vec();
-                                self.unexpected(other, epos, &name, empty).await?;
+                                self.unexpected(other, epos, &name, empty)?;
                             }
                         }
+                        self.scopes.end();
                     }
                     Event::End(_) => break,
                     Event::Eof => return Err(self.eof_error()),
@@ -637,18 +679,20 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
                 }
             }
         }
+        // The scope of the <url>/<sitemap> element itself (opened by the caller).
+        self.scopes.end();
         self.validator.entry(&entry, &self.spans);
         Ok(entry)
     }
 
     /// Text content of a simple element up to its end tag; entity references other than the
     /// predefined five are refused.
-    async fn read_text(&mut self, name: &[u8], pos: Pos) -> Result<String, Error> {
+    fn read_text(&mut self, name: &[u8], pos: Pos) -> Result<String, Error> {
         let mut out = String::new();
         loop {
             let start = self.xml.buffer_position();
             self.buf.clear();
-            let ev = match self.xml.read_event_into_async(&mut self.buf).await {
+            let ev = match self.xml.read_event_into(&mut self.buf) {
                 Ok(ev) => ev,
                 Err(e) => return Err(self.xml_error(e)),
             };
@@ -684,13 +728,15 @@ impl<R: AsyncBufRead + Unpin> DocumentReader<R> {
                 }
                 Event::End(_) => break,
                 Event::Start(e) | Event::Empty(e) => {
+                    self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
                     let child = e.name().as_ref().to_vec();
                     let p = self.xml.get_mut().pos(start);
                     let local = String::from_utf8_lossy(name).into_owned();
                     self.validator.report(Rule::Misplaced, "7", p, format!("<{local}> holds text only; child element ignored"));
                     if !empty {
-                        self.skip(&child).await?;
+                        self.skip(&child)?;
                     }
+                    self.scopes.end();
                 }
                 Event::Eof => return Err(self.eof_error()),
                 _ => {}

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use rsagg_model::{Header, Mode, UrlEntry};
-use rsagg_sitemap::{DocumentReader, DocumentWriter, ReadOptions};
+use rsagg_sitemap::{SyncReader, DocumentWriter, ReadOptions};
 
 fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
@@ -22,10 +22,10 @@ fn fixtures() -> Vec<PathBuf> {
 }
 
 async fn read_all(bytes: &[u8], name: &str) -> (Header, Vec<UrlEntry>) {
-    let mut r = DocumentReader::open(bytes, ReadOptions::new(Mode::Lenient, name)).await.unwrap();
+    let mut r = SyncReader::open(bytes, ReadOptions::new(Mode::Lenient, name)).unwrap();
     let header = r.header().clone();
     let mut entries = Vec::new();
-    while let Some(e) = r.next_entry().await.unwrap() {
+    while let Some(e) = r.next_entry().unwrap() {
         entries.push(e);
     }
     (header, entries)
@@ -53,4 +53,35 @@ async fn every_spec_example_round_trips() {
         // Writing is deterministic: a second round gives the same bytes.
         assert_eq!(written, write_all(&h2, &e2).await, "{name}");
     }
+}
+
+/// The async reader (sync core on a blocking thread) gives exactly what the sync reader gives,
+/// across batch boundaries.
+#[tokio::test]
+async fn async_reader_matches_sync_reader() {
+    use rsagg_sitemap::DocumentReader;
+    let mut doc = String::from(
+        "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\n<rs:md capability=\"changelist\" from=\"2013-01-01T00:00:00Z\"/>\n",
+    );
+    for i in 0..1300 {
+        doc.push_str(&format!("<url><loc>http://e.com/{i}</loc><rs:md change=\"created\" datetime=\"2013-01-01T00:00:{:02}Z\"/></url>\n", i % 60));
+    }
+    doc.push_str("</urlset>\n");
+    let (h1, e1) = read_all(doc.as_bytes(), "sync").await;
+    let mut r = DocumentReader::open(std::io::Cursor::new(doc.clone().into_bytes()), ReadOptions::new(Mode::Lenient, "async")).await.unwrap();
+    assert_eq!(r.header(), &h1);
+    let mut e2 = Vec::new();
+    while let Some(e) = r.next_entry().await.unwrap() {
+        e2.push(e);
+    }
+    assert_eq!(e1, e2);
+    // The datetimes go backwards every 60 entries: the same problems, from either reader.
+    let t = r.tally();
+    assert_eq!(t.entries, 1300);
+    assert_eq!(t.errors, 21);
+    assert_eq!(t.warnings, 1, "the up link is missing");
+    let order: Vec<_> = r.problems().iter().filter(|p| p.code == "chronological-order").collect();
+    assert_eq!(order.len(), 21);
+    assert_eq!(order[0].entry, Some(60));
+    assert_eq!(t.bytes, doc.len() as u64);
 }

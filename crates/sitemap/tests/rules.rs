@@ -2,7 +2,7 @@
 //! code, the spec section, the line:column and the severity in each mode.
 
 use rsagg_model::{Mode, Problem, Severity};
-use rsagg_sitemap::{DocumentReader, Error, ReadOptions};
+use rsagg_sitemap::{SyncReader, Error, ReadOptions};
 
 const NS: &str = r#"xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/""#;
 const UP: &str = r#"<rs:ln rel="up" href="http://example.com/capabilitylist.xml"/>"#;
@@ -17,8 +17,8 @@ fn index(md: &str, body: &str) -> String {
 }
 
 async fn problems(xml: &str, mode: Mode) -> Result<Vec<Problem>, Error> {
-    let mut r = DocumentReader::open(xml.as_bytes(), ReadOptions::new(mode, "t.xml")).await?;
-    while r.next_entry().await?.is_some() {}
+    let mut r = SyncReader::open(xml.as_bytes(), ReadOptions::new(mode, "t.xml"))?;
+    while r.next_entry()?.is_some() {}
     Ok(r.validator().problems().to_vec())
 }
 
@@ -257,8 +257,8 @@ async fn fatal_errors_name_the_position() {
     assert!(e.to_string().contains("undefined entity `&custom;`"), "{e}");
     // Predefined entities and character references are resolved.
     let amp = resourcelist(r#"<url><loc>http://e.com/a?b=1&amp;c=&#50;</loc></url>"#);
-    let mut r = DocumentReader::open(amp.as_bytes(), ReadOptions::default()).await.unwrap();
-    assert_eq!(r.next_entry().await.unwrap().unwrap().loc, "http://e.com/a?b=1&c=2");
+    let mut r = SyncReader::open(amp.as_bytes(), ReadOptions::default()).unwrap();
+    assert_eq!(r.next_entry().unwrap().unwrap().loc, "http://e.com/a?b=1&c=2");
     // Not well-formed, with line:column.
     let e = problems("<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n  <url><loc>x</lox></url>\n</urlset>", Mode::Lenient).await.unwrap_err();
     match e {
@@ -269,8 +269,8 @@ async fn fatal_errors_name_the_position() {
     let big = resourcelist(&url("").repeat(100));
     let opts = ReadOptions { max_bytes: 200, ..ReadOptions::default() };
     let e = async {
-        let mut r = DocumentReader::open(big.as_bytes(), opts).await?;
-        while r.next_entry().await?.is_some() {}
+        let mut r = SyncReader::open(big.as_bytes(), opts)?;
+        while r.next_entry()?.is_some() {}
         Ok::<_, Error>(())
     }
     .await
@@ -278,8 +278,8 @@ async fn fatal_errors_name_the_position() {
     assert!(matches!(e, Error::TooLarge { limit: 200, .. }), "{e}");
     let opts = ReadOptions { max_entries: 10, ..ReadOptions::default() };
     let e = async {
-        let mut r = DocumentReader::open(big.as_bytes(), opts).await?;
-        while r.next_entry().await?.is_some() {}
+        let mut r = SyncReader::open(big.as_bytes(), opts)?;
+        while r.next_entry()?.is_some() {}
         Ok::<_, Error>(())
     }
     .await
