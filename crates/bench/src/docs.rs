@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use md5::{Digest, Md5};
@@ -10,7 +10,9 @@ use rsagg_model::{
     Capability, Change, HashAlgorithm, HashValue, Hashes, Header, Link, Md, Mode, Root, UrlEntry,
     W3cDateTime,
 };
-use rsagg_sitemap::{DocumentReader, DocumentWriter, FsPartSink, ReadOptions, SplitOptions, SplitWriter};
+use rsagg_sitemap::{
+    DocumentReader, DocumentWriter, FsPartSink, ReadOptions, SplitOptions, SplitWriter,
+};
 use serde::{Deserialize, Serialize};
 
 /// The two document shapes measured.
@@ -86,7 +88,10 @@ fn entry(i: u64, kind: Kind) -> UrlEntry {
     let t = W3cDateTime::from_unix(T0 + i as i64, 0);
     let digest = Md5::digest(format!("res{i}").as_bytes());
     let mut md = Md {
-        hash: Some(Hashes(vec![HashValue::from_bytes(HashAlgorithm::Md5, &digest)])),
+        hash: Some(Hashes(vec![HashValue::from_bytes(
+            HashAlgorithm::Md5,
+            &digest,
+        )])),
         length: Some(1000 + i % 1000),
         mime_type: Some("text/html".into()),
         ..Md::default()
@@ -110,12 +115,27 @@ fn entry(i: u64, kind: Kind) -> UrlEntry {
 fn header(kind: Kind) -> Header {
     let t0 = W3cDateTime::from_unix(T0, 0);
     let (cap, md) = match kind {
-        Kind::Changelist => (Capability::ChangeList, Md { from: Some(t0), ..Md::default() }),
-        Kind::ResourcelistIndex => (Capability::ResourceList, Md { at: Some(t0), ..Md::default() }),
+        Kind::Changelist => (
+            Capability::ChangeList,
+            Md {
+                from: Some(t0),
+                ..Md::default()
+            },
+        ),
+        Kind::ResourcelistIndex => (
+            Capability::ResourceList,
+            Md {
+                at: Some(t0),
+                ..Md::default()
+            },
+        ),
     };
     Header {
         root: Root::Urlset,
-        md: Some(Md { capability: Some(cap), ..md }),
+        md: Some(Md {
+            capability: Some(cap),
+            ..md
+        }),
         links: vec![Link::new("up", "http://example.com/capabilitylist.xml")],
     }
 }
@@ -136,17 +156,53 @@ fn file_url(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
-/// `rsagg-bench write`: generates the entries and writes them; generation is timed too
-/// (rsagg never holds the list in memory, so there is nothing to build beforehand).
+/// A stopwatch that only runs while writing: entry generation (md5, formatting) is excluded,
+/// as it is on the resync side, where building the Resource objects is not timed.
+struct Timer {
+    total: Duration,
+    since: Option<Instant>,
+}
+
+impl Timer {
+    fn resume(&mut self) {
+        self.since = Some(Instant::now());
+    }
+    fn pause(&mut self) {
+        if let Some(s) = self.since.take() {
+            self.total += s.elapsed();
+        }
+    }
+}
+
+const BATCH: u64 = 10_000;
+
+/// Entries `first..first + BATCH` (capped at `n`): generated in batches while the timer is
+/// paused, so memory stays bounded however many entries are written.
+fn batch(first: u64, n: u64, kind: Kind) -> Vec<UrlEntry> {
+    (first..(first + BATCH).min(n))
+        .map(|i| entry(i, kind))
+        .collect()
+}
+
+/// `rsagg-bench write`: writes the entries; only the writing is timed (see [`Timer`]).
 pub async fn write_one(a: OneArgs) -> anyhow::Result<()> {
-    let start = Instant::now();
+    let mut timer = Timer {
+        total: Duration::ZERO,
+        since: Some(Instant::now()),
+    };
     let bytes = match a.kind {
         Kind::Changelist => {
-            let f = tokio::fs::File::create(&a.path).await.with_context(|| a.path.display().to_string())?;
-            let out = tokio::io::BufWriter::with_capacity(256 * 1024, f);
-            let mut w = DocumentWriter::start(out, &header(a.kind)).await?;
-            for i in 0..a.entries {
-                w.write_entry(&entry(i, a.kind)).await?;
+            let f = tokio::fs::File::create(&a.path)
+                .await
+                .with_context(|| a.path.display().to_string())?;
+            let mut w = DocumentWriter::start(f, &header(a.kind)).await?;
+            for first in (0..a.entries).step_by(BATCH as usize) {
+                timer.pause();
+                let batch = batch(first, a.entries, a.kind);
+                timer.resume();
+                for e in &batch {
+                    w.write_entry(e).await?;
+                }
             }
             let (mut out, bytes) = w.finish().await?;
             tokio::io::AsyncWriteExt::shutdown(&mut out).await?;
@@ -154,19 +210,29 @@ pub async fn write_one(a: OneArgs) -> anyhow::Result<()> {
         }
         Kind::ResourcelistIndex => {
             let dir = a.path.parent().context("index path has no directory")?;
-            let index_name = a.path.file_name().context("index path has no file name")?.to_string_lossy().into_owned();
+            let index_name = a
+                .path
+                .file_name()
+                .context("index path has no file name")?
+                .to_string_lossy()
+                .into_owned();
             let stem = index_name.trim_end_matches(".xml").to_owned();
             let opts = SplitOptions::new(format!("{}/", file_url(dir)), index_name, stem);
             let mut w = SplitWriter::new(FsPartSink::new(dir), opts, header(a.kind))?;
-            for i in 0..a.entries {
-                w.write_entry(&entry(i, a.kind)).await?;
+            for first in (0..a.entries).step_by(BATCH as usize) {
+                timer.pause();
+                let batch = batch(first, a.entries, a.kind);
+                timer.resume();
+                for e in &batch {
+                    w.write_entry(e).await?;
+                }
             }
             let out = w.finish().await?;
             out.index_bytes + out.parts.iter().map(|p| p.bytes).sum::<u64>()
         }
     };
-    let seconds = start.elapsed().as_secs_f64();
-    print_sample("write", &a, seconds, bytes)
+    timer.pause();
+    print_sample("write", &a, timer.total.as_secs_f64(), bytes)
 }
 
 fn print_sample(op: &str, a: &OneArgs, seconds: f64, bytes: u64) -> anyhow::Result<()> {
@@ -184,9 +250,18 @@ fn print_sample(op: &str, a: &OneArgs, seconds: f64, bytes: u64) -> anyhow::Resu
 }
 
 /// Parses one document into typed entries with lenient validation; returns (entries, bytes).
-async fn parse_file(path: &Path, mut on_entry: impl FnMut(&UrlEntry)) -> anyhow::Result<(u64, u64)> {
-    let f = tokio::fs::File::open(path).await.with_context(|| path.display().to_string())?;
-    let mut r = DocumentReader::open(f, ReadOptions::new(Mode::Lenient, path.display().to_string())).await?;
+async fn parse_file(
+    path: &Path,
+    mut on_entry: impl FnMut(&UrlEntry),
+) -> anyhow::Result<(u64, u64)> {
+    let f = tokio::fs::File::open(path)
+        .await
+        .with_context(|| path.display().to_string())?;
+    let mut r = DocumentReader::open(
+        f,
+        ReadOptions::new(Mode::Lenient, path.display().to_string()),
+    )
+    .await?;
     let mut n = 0;
     while let Some(e) = r.next_entry().await? {
         on_entry(&e);
@@ -194,7 +269,12 @@ async fn parse_file(path: &Path, mut on_entry: impl FnMut(&UrlEntry)) -> anyhow:
     }
     let t = r.tally();
     if t.errors > 0 {
-        bail!("{}: {} errors: {:?}", path.display(), t.errors, r.problems().first());
+        bail!(
+            "{}: {} errors: {:?}",
+            path.display(),
+            t.errors,
+            r.problems().first()
+        );
     }
     Ok((n, t.bytes))
 }
@@ -209,7 +289,9 @@ pub async fn parse_one(a: OneArgs) -> anyhow::Result<()> {
             let (_, mut bytes) = parse_file(&a.path, |e| parts.push(e.loc.clone())).await?;
             let mut total = 0;
             for loc in parts {
-                let p = loc.strip_prefix("file://").with_context(|| format!("part {loc} is not a file URL"))?;
+                let p = loc
+                    .strip_prefix("file://")
+                    .with_context(|| format!("part {loc} is not a file URL"))?;
                 let (n, b) = parse_file(Path::new(p), |_| {}).await?;
                 total += n;
                 bytes += b;
@@ -227,7 +309,11 @@ pub async fn parse_one(a: OneArgs) -> anyhow::Result<()> {
 fn run_sample(cmd: &mut Command) -> anyhow::Result<Sample> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
-        bail!("{cmd:?} failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{cmd:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let line = String::from_utf8_lossy(&out.stdout);
     let line = line.lines().last().unwrap_or_default();
@@ -246,21 +332,36 @@ fn default_python() -> PathBuf {
     if let Ok(v) = std::env::var("RSAGG_PEERS_VENV") {
         return Path::new(&v).join("bin/python");
     }
-    let cache = std::env::var("RSAGG_CACHE").map(PathBuf::from).unwrap_or_else(|_| {
-        Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cache/rsagg")
-    });
+    let cache = std::env::var("RSAGG_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+                .join(".cache/rsagg")
+        });
     cache.join("peers/venv/bin/python")
 }
 
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|s| s.lines().next().and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok())))
+        .and_then(|s| {
+            s.lines().next().and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+        })
         .map(|kib| format!("{:.0} GiB", kib as f64 / 1024.0 / 1024.0))
         .unwrap_or_default();
     format!("{cpu}, {cores} cores, {mem}")
@@ -272,15 +373,25 @@ pub fn run(a: DocsArgs) -> anyhow::Result<()> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/resync_docbench.py");
     let python = a.python.clone().unwrap_or_else(default_python);
     if !a.skip_resync && !python.exists() {
-        bail!("{} not found: run `bash scripts/peers.sh install` first, or pass --python / --skip-resync", python.display());
+        bail!(
+            "{} not found: run `bash scripts/peers.sh install` first, or pass --python / --skip-resync",
+            python.display()
+        );
     }
     let tmp = match &a.dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("rsagg-bench-docs-{}", std::process::id())),
     };
     std::fs::create_dir_all(&tmp)?;
-    println!("machine: {}; runs per figure: {} (median; peak RSS is the maximum)", machine(), a.runs);
-    println!("{:<19} {:>9} {:<6} {:<7} {:>9} {:>9} {:>12} {:>10}", "document", "entries", "op", "tool", "seconds", "MB/s", "entries/s", "peak MiB");
+    println!(
+        "machine: {}; runs per figure: {} (median; peak RSS is the maximum)",
+        machine(),
+        a.runs
+    );
+    println!(
+        "{:<19} {:>9} {:<6} {:<7} {:>9} {:>9} {:>12} {:>10}",
+        "document", "entries", "op", "tool", "seconds", "MB/s", "entries/s", "peak MiB"
+    );
     let mut ratios = Vec::new();
     for &n in &a.sizes {
         for kind in [Kind::Changelist, Kind::ResourcelistIndex] {
@@ -288,27 +399,96 @@ pub fn run(a: DocsArgs) -> anyhow::Result<()> {
             std::fs::create_dir_all(&dir)?;
             let path = dir.join(format!("{}.xml", kind.as_str()));
             for op in ["write", "parse"] {
-                let mine = median((0..a.runs).map(|_| run_sample(Command::new(&me).args([op, "--kind", kind.as_str(), "--entries", &n.to_string(), "--path"]).arg(&path))).collect::<anyhow::Result<_>>()?);
+                let mine = median(
+                    (0..a.runs)
+                        .map(|_| {
+                            run_sample(
+                                Command::new(&me)
+                                    .args([
+                                        op,
+                                        "--kind",
+                                        kind.as_str(),
+                                        "--entries",
+                                        &n.to_string(),
+                                        "--path",
+                                    ])
+                                    .arg(&path),
+                            )
+                        })
+                        .collect::<anyhow::Result<_>>()?,
+                );
                 print_row(&mine);
                 if a.skip_resync {
                     continue;
                 }
                 // resync parses the very files rsagg wrote; it writes its own next to them.
-                let (flag, target) = if op == "write" { ("--out", dir.join(format!("resync-{}.xml", kind.as_str()))) } else { ("--path", path.clone()) };
-                let theirs = median((0..a.runs).map(|_| run_sample(Command::new(&python).arg(&script).args([op, "--kind", kind.as_str(), "--entries", &n.to_string(), flag]).arg(&target))).collect::<anyhow::Result<_>>()?);
+                let (flag, target) = if op == "write" {
+                    ("--out", dir.join(format!("resync-{}.xml", kind.as_str())))
+                } else {
+                    ("--path", path.clone())
+                };
+                let theirs = median(
+                    (0..a.runs)
+                        .map(|_| {
+                            run_sample(
+                                Command::new(&python)
+                                    .arg(&script)
+                                    .args([
+                                        op,
+                                        "--kind",
+                                        kind.as_str(),
+                                        "--entries",
+                                        &n.to_string(),
+                                        flag,
+                                    ])
+                                    .arg(&target),
+                            )
+                        })
+                        .collect::<anyhow::Result<_>>()?,
+                );
                 print_row(&theirs);
                 let ratio = theirs.seconds / mine.seconds;
-                println!("{:<19} {:>9} {:<6} ratio   rsagg is {ratio:.0}x faster", kind.as_str(), n, op);
+                println!(
+                    "{:<19} {:>9} {:<6} ratio   rsagg is {ratio:.0}x faster",
+                    kind.as_str(),
+                    n,
+                    op
+                );
                 ratios.push((kind, n, op, ratio, mine.peak_rss_kib));
             }
         }
     }
     if !a.skip_resync {
-        println!("\nsummary (targets: parse >= 100x resync, write >= 50x resync, peak memory for 1M entries < 64 MiB)");
+        println!(
+            "\nsummary (targets: parse >= 100x resync, write >= 50x resync, peak memory for 1M entries < 64 MiB)"
+        );
         for (kind, n, op, ratio, peak) in ratios {
             let target = if op == "parse" { 100.0 } else { 50.0 };
-            let mem = if n >= 1_000_000 { format!(", rsagg peak {:.1} MiB {}", peak as f64 / 1024.0, if peak < 64 * 1024 { "(< 64 MiB)" } else { "(OVER 64 MiB)" }) } else { String::new() };
-            println!("  {:<19} {:>9} {:<6} {:>6.0}x {}{mem}", kind.as_str(), n, op, ratio, if ratio >= target { "meets target" } else { "BELOW target" });
+            let mem = if n >= 1_000_000 {
+                format!(
+                    ", rsagg peak {:.1} MiB {}",
+                    peak as f64 / 1024.0,
+                    if peak < 64 * 1024 {
+                        "(< 64 MiB)"
+                    } else {
+                        "(OVER 64 MiB)"
+                    }
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "  {:<19} {:>9} {:<6} {:>6.0}x {}{mem}",
+                kind.as_str(),
+                n,
+                op,
+                ratio,
+                if ratio >= target {
+                    "meets target"
+                } else {
+                    "BELOW target"
+                }
+            );
         }
     }
     if a.dir.is_none() {

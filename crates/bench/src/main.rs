@@ -10,7 +10,10 @@ mod docs;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "rsagg-bench", about = "rsagg benchmarks, side by side with peers")]
+#[command(
+    name = "rsagg-bench",
+    about = "rsagg benchmarks, side by side with peers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -28,7 +31,9 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     match cli.command {
         Command::Docs(a) => docs::run(a),
         Command::Write(a) => rt.block_on(docs::write_one(a)),

@@ -20,7 +20,11 @@ pub async fn open(target: &str) -> anyhow::Result<Input> {
             .user_agent(concat!("rsagg/", env!("CARGO_PKG_VERSION")))
             .build()
             .context("building the HTTP client")?;
-        let resp = client.get(target).send().await.with_context(|| format!("GET {target}"))?;
+        let resp = client
+            .get(target)
+            .send()
+            .await
+            .with_context(|| format!("GET {target}"))?;
         let status = resp.status();
         if !status.is_success() {
             bail!("GET {target}: HTTP {status}");
@@ -31,10 +35,14 @@ pub async fn open(target: &str) -> anyhow::Result<Input> {
             tokio_util::io::StreamReader::new(stream),
         ))
     } else {
-        let f = tokio::fs::File::open(target).await.with_context(|| format!("opening {target}"))?;
+        let f = tokio::fs::File::open(target)
+            .await
+            .with_context(|| format!("opening {target}"))?;
         Box::pin(BufReader::with_capacity(256 * 1024, f))
     };
-    gunzip_if_needed(raw).await.with_context(|| format!("reading {target}"))
+    gunzip_if_needed(raw)
+        .await
+        .with_context(|| format!("reading {target}"))
 }
 
 async fn gunzip_if_needed(mut raw: Input) -> std::io::Result<Input> {

@@ -51,7 +51,11 @@ struct DocumentInfo {
 
 /// Runs the command; see the exit codes in [`Args`]' command help.
 pub async fn run(args: Args) -> ExitCode {
-    let mode = if args.strict { Mode::Strict } else { Mode::Lenient };
+    let mode = if args.strict {
+        Mode::Strict
+    } else {
+        Mode::Lenient
+    };
     let input = match input::open(&args.target).await {
         Ok(i) => i,
         Err(e) => {
@@ -84,14 +88,22 @@ pub async fn run(args: Args) -> ExitCode {
     } else {
         print_human(&args.target, &report);
     }
-    if report.valid { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if report.valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// Reads the whole document; a fatal parse error becomes an error problem, an I/O error is
 /// returned.
 async fn check(input: input::Input, opts: ReadOptions) -> Result<Report, Error> {
     let mode = opts.mode;
-    let mode_name = if mode == Mode::Strict { "strict" } else { "lenient" };
+    let mode_name = if mode == Mode::Strict {
+        "strict"
+    } else {
+        "lenient"
+    };
     let mut reader = match DocumentReader::open(input, opts).await {
         Ok(r) => r,
         Err(e) => return fatal(e, mode_name, None),
@@ -159,9 +171,14 @@ fn fatal(e: Error, mode: &'static str, _root: Option<&'static str>) -> Result<Re
 fn fatal_problem(e: &Error) -> Problem {
     let pos = e.pos().unwrap_or_default();
     let (rule, message) = match e {
-        Error::Syntax { message, .. } => (Rule::XmlSyntax, format!("not well-formed XML: {message}")),
+        Error::Syntax { message, .. } => {
+            (Rule::XmlSyntax, format!("not well-formed XML: {message}"))
+        }
         Error::Root { message, .. } => (Rule::Root, message.clone()),
-        Error::Doctype { .. } => (Rule::Doctype, "DOCTYPE declarations are refused (no entity expansion)".to_owned()),
+        Error::Doctype { .. } => (
+            Rule::Doctype,
+            "DOCTYPE declarations are refused (no entity expansion)".to_owned(),
+        ),
         other => (Rule::XmlSyntax, other.to_string()),
     };
     Problem {
@@ -187,7 +204,10 @@ fn print_human(target: &str, r: &Report) {
         } else {
             format!("section {}", p.section)
         };
-        println!("{target}:{}:{}: {sev}[{}]: {} ({section})", p.line, p.column, p.code, p.message);
+        println!(
+            "{target}:{}:{}: {sev}[{}]: {} ({section})",
+            p.line, p.column, p.code, p.message
+        );
     }
     let shown = r.problems.len() as u64;
     let total = r.errors + r.warnings;

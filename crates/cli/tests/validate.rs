@@ -7,25 +7,60 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn rsagg(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rsagg")).args(args).output().expect("run rsagg")
+    Command::new(env!("CARGO_BIN_EXE_rsagg"))
+        .args(args)
+        .output()
+        .expect("run rsagg")
 }
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(rel)
 }
 
 /// Expected verdicts: (file, valid when lenient, valid when strict, why strict disagrees).
 /// Every file is valid in lenient mode; strict mode, meant for rsagg's own output, rejects
 /// the spec examples that break a rule of the spec itself.
 const VERDICTS: &[(&str, bool, bool, &str)] = &[
-    ("spec-1.1/resourcesync_ex_1.xml", true, false, "walkthrough example (1.3) omits the mandatory `up` link of a Resource List (10.1)"),
-    ("spec-1.1/resourcesync_ex_2.xml", true, false, "walkthrough example (1.3) omits the mandatory `up` link of a Resource List (10.1)"),
-    ("spec-1.1/resourcesync_ex_3.xml", true, false, "walkthrough example (1.3) omits the mandatory `up` link of a Change List (12.1)"),
-    ("spec-1.1/resourcesync_ex_4.xml", true, false, "walkthrough example (1.3) omits the mandatory `up` link of a Resource Dump (11.1)"),
-    ("spec-1.1/resourcesync_ex_5.xml", true, false, "walkthrough example (1.3) omits the mandatory `up` link of a Resource Dump Manifest (11.2)"),
+    (
+        "spec-1.1/resourcesync_ex_1.xml",
+        true,
+        false,
+        "walkthrough example (1.3) omits the mandatory `up` link of a Resource List (10.1)",
+    ),
+    (
+        "spec-1.1/resourcesync_ex_2.xml",
+        true,
+        false,
+        "walkthrough example (1.3) omits the mandatory `up` link of a Resource List (10.1)",
+    ),
+    (
+        "spec-1.1/resourcesync_ex_3.xml",
+        true,
+        false,
+        "walkthrough example (1.3) omits the mandatory `up` link of a Change List (12.1)",
+    ),
+    (
+        "spec-1.1/resourcesync_ex_4.xml",
+        true,
+        false,
+        "walkthrough example (1.3) omits the mandatory `up` link of a Resource Dump (11.1)",
+    ),
+    (
+        "spec-1.1/resourcesync_ex_5.xml",
+        true,
+        false,
+        "walkthrough example (1.3) omits the mandatory `up` link of a Resource Dump Manifest (11.2)",
+    ),
     ("spec-1.1/resourcesync_ex_6.xml", true, true, ""),
     ("spec-1.1/resourcesync_ex_7.xml", true, true, ""),
-    ("spec-1.1/resourcesync_ex_8.xml", true, false, "walkthrough example (1.3) omits the mandatory `up` link of a Resource List Index (10.2)"),
+    (
+        "spec-1.1/resourcesync_ex_8.xml",
+        true,
+        false,
+        "walkthrough example (1.3) omits the mandatory `up` link of a Resource List Index (10.2)",
+    ),
     ("spec-1.1/resourcesync_ex_12.xml", true, true, ""),
     ("spec-1.1/resourcesync_ex_13.xml", true, true, ""),
     ("spec-1.1/resourcesync_ex_14.xml", true, true, ""),
@@ -41,7 +76,12 @@ const VERDICTS: &[(&str, bool, bool, &str)] = &[
     ("spec-1.1/resourcesync_ex_24.xml", true, true, ""),
     ("spec-1.1/resourcesync_ex_25.xml", true, true, ""),
     ("spec-1.1/resourcesync_ex_26.xml", true, true, ""),
-    ("spec-1.1/resourcesync_ex_27.xml", true, false, "its sha-256 values are placeholders, not 64 hex digits (7)"),
+    (
+        "spec-1.1/resourcesync_ex_27.xml",
+        true,
+        false,
+        "its sha-256 values are placeholders, not 64 hex digits (7)",
+    ),
     ("spec-1.1/resourcesync_ex_28.xml", true, true, ""),
     ("spec-1.1/resourcesync_ex_29.xml", true, true, ""),
     ("spec-1.1/resourcesync_ex_30.xml", true, true, ""),
@@ -64,7 +104,13 @@ fn every_fixture_gets_its_verdict() {
     for dir in ["spec-1.1", "notification-1.0.1"] {
         listed += std::fs::read_dir(fixture(dir))
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "xml"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "xml")
+            })
             .count();
     }
     assert_eq!(listed, VERDICTS.len());
@@ -72,21 +118,39 @@ fn every_fixture_gets_its_verdict() {
         let path = fixture(file);
         let p = path.to_str().unwrap();
         let out = rsagg(&["validate", "--json", p]);
-        assert_eq!(out.status.code(), Some(if lenient_ok { 0 } else { 1 }), "{file} lenient");
+        assert_eq!(
+            out.status.code(),
+            Some(if lenient_ok { 0 } else { 1 }),
+            "{file} lenient"
+        );
         assert_eq!(json_of(&out)["valid"], Value::Bool(lenient_ok), "{file}");
         let out = rsagg(&["validate", "--strict", "--json", p]);
-        assert_eq!(out.status.code(), Some(if strict_ok { 0 } else { 1 }), "{file} strict");
+        assert_eq!(
+            out.status.code(),
+            Some(if strict_ok { 0 } else { 1 }),
+            "{file} strict"
+        );
         let report = json_of(&out);
         if !strict_ok {
             // The strict report names the rule the spec's example breaks, with its section.
             let problems = report["problems"].as_array().unwrap();
-            let errors: Vec<_> = problems.iter().filter(|p| p["severity"] == "error").collect();
+            let errors: Vec<_> = problems
+                .iter()
+                .filter(|p| p["severity"] == "error")
+                .collect();
             assert!(!errors.is_empty(), "{file}");
-            let expected_code = if why.contains("`up`") { "up-link-missing" } else { "hash-syntax" };
+            let expected_code = if why.contains("`up`") {
+                "up-link-missing"
+            } else {
+                "hash-syntax"
+            };
             for e in errors {
                 assert_eq!(e["code"], expected_code, "{file}: {e}");
                 let section = e["section"].as_str().unwrap();
-                assert!(why.contains(&format!("({section})")), "{file}: section {section} vs reason {why}");
+                assert!(
+                    why.contains(&format!("({section})")),
+                    "{file}: section {section} vs reason {why}"
+                );
             }
         }
     }
@@ -115,7 +179,13 @@ fn json_output_has_the_contract_shape() {
     assert_eq!(out.status.code(), Some(0));
     let v = json_of(&out);
     assert_eq!(v["valid"], true);
-    assert!(v["problems"].as_array().unwrap().iter().all(|p| p["severity"] == "warning"));
+    assert!(
+        v["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["severity"] == "warning")
+    );
 }
 
 #[test]
@@ -130,7 +200,11 @@ fn human_output_lists_each_problem() {
         "{}",
         lines[0]
     );
-    assert!(lines[4].contains("INVALID Change List, 2 entries, 4 errors, 0 warnings (strict mode)"), "{}", lines[4]);
+    assert!(
+        lines[4].contains("INVALID Change List, 2 entries, 4 errors, 0 warnings (strict mode)"),
+        "{}",
+        lines[4]
+    );
 }
 
 #[test]
@@ -143,7 +217,10 @@ fn malformed_xml_is_invalid_with_a_position() {
     let v = json_of(&out);
     assert_eq!(v["valid"], false);
     let problems = v["problems"].as_array().unwrap();
-    let syntax = problems.iter().find(|p| p["code"] == "xml-syntax").expect("xml-syntax problem");
+    let syntax = problems
+        .iter()
+        .find(|p| p["code"] == "xml-syntax")
+        .expect("xml-syntax problem");
     assert_eq!(syntax["severity"], "error");
     assert_eq!(syntax["line"], 2);
 }
@@ -156,25 +233,38 @@ fn usage_and_io_errors_exit_2() {
     assert_eq!(rsagg(&["validate"]).status.code(), Some(2));
     assert_eq!(rsagg(&["validate", "--bogus", "x"]).status.code(), Some(2));
     // Nothing listens on the discard port on loopback: connection refused.
-    assert_eq!(rsagg(&["validate", "http://127.0.0.1:9/none.xml"]).status.code(), Some(2));
+    assert_eq!(
+        rsagg(&["validate", "http://127.0.0.1:9/none.xml"])
+            .status
+            .code(),
+        Some(2)
+    );
 }
 
 #[test]
 fn reads_stdin_and_gzip() {
     use std::io::Write;
     let xml = std::fs::read(fixture("spec-1.1/resourcesync_ex_14.xml")).unwrap();
-    let gz = tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-        use tokio::io::AsyncWriteExt;
-        let mut enc = async_compression::tokio::write::GzipEncoder::new(Vec::new());
-        enc.write_all(&xml).await.unwrap();
-        enc.shutdown().await.unwrap();
-        enc.into_inner()
-    });
+    let gz = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use tokio::io::AsyncWriteExt;
+            let mut enc = async_compression::tokio::write::GzipEncoder::new(Vec::new());
+            enc.write_all(&xml).await.unwrap();
+            enc.shutdown().await.unwrap();
+            enc.into_inner()
+        });
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("resourcelist.xml.gz");
     std::fs::write(&f, &gz).unwrap();
     let out = rsagg(&["validate", "--strict", "--json", f.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(json_of(&out)["document"]["entries"], 2);
     let mut child = Command::new(env!("CARGO_BIN_EXE_rsagg"))
         .args(["validate", "--json", "-"])
@@ -210,8 +300,16 @@ fn validates_a_url() {
     let url = format!("http://{addr}/changelist.xml");
     let out = rsagg(&["validate", "--json", "--strict", &url]);
     let request = server.join().unwrap();
-    assert!(request.starts_with("GET /changelist.xml HTTP/1.1"), "{request}");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        request.starts_with("GET /changelist.xml HTTP/1.1"),
+        "{request}"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json_of(&out);
     assert_eq!(v["document"]["root"], "sitemapindex");
     assert_eq!(v["document"]["entries"], 3);

@@ -10,8 +10,6 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use chrono::{DateTime, Datelike, NaiveDate, Timelike};
-
 /// How much of a datetime was given; each step adds the components of the previous one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Precision {
@@ -56,7 +54,9 @@ pub struct W3cDateTime {
 #[non_exhaustive]
 pub enum DateTimeError {
     /// The text does not have the shape of any W3C Datetime granularity.
-    #[error("`{0}` is not a W3C Datetime (YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm[:ss[.s]]TZD)")]
+    #[error(
+        "`{0}` is not a W3C Datetime (YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm[:ss[.s]]TZD)"
+    )]
     Syntax(String),
     /// The components are well formed but out of range (month 13, 30 February, hour 25, …).
     #[error("`{0}` is not a valid date or time")]
@@ -149,15 +149,15 @@ impl W3cDateTime {
             Tzd::Offset(m) => i64::from(m),
             _ => 0,
         };
-        let local = DateTime::from_timestamp(self.secs + offset_min * 60, 0)
-            .unwrap_or_default()
-            .naive_utc();
+        let local = self.secs + offset_min * 60;
+        let (year, month, day) = civil_from_days(local.div_euclid(86_400));
+        let sod = local.rem_euclid(86_400) as u32;
+        let (hour, minute, second) = (sod / 3600, sod / 60 % 60, sod % 60);
         let mut n = 0;
         let mut put = |bytes: &[u8]| {
             buf[n..n + bytes.len()].copy_from_slice(bytes);
             n += bytes.len();
         };
-        let year = local.year();
         if (0..=9999).contains(&year) {
             put(&digits::<4>(year as u32));
         } else {
@@ -167,23 +167,23 @@ impl W3cDateTime {
         }
         if !matches!(self.precision, Precision::Year) {
             put(b"-");
-            put(&digits::<2>(local.month()));
+            put(&digits::<2>(month));
         }
         if !matches!(self.precision, Precision::Year | Precision::Month) {
             put(b"-");
-            put(&digits::<2>(local.day()));
+            put(&digits::<2>(day));
         }
         if matches!(
             self.precision,
             Precision::Minute | Precision::Second | Precision::Fraction(_)
         ) {
             put(b"T");
-            put(&digits::<2>(local.hour()));
+            put(&digits::<2>(hour));
             put(b":");
-            put(&digits::<2>(local.minute()));
+            put(&digits::<2>(minute));
             if !matches!(self.precision, Precision::Minute) {
                 put(b":");
-                put(&digits::<2>(local.second()));
+                put(&digits::<2>(second));
             }
             if let Precision::Fraction(d) = self.precision {
                 put(b".");
@@ -235,6 +235,39 @@ impl<'de> serde::Deserialize<'de> for W3cDateTime {
         W3cDateTime::parse(&text)
             .map(|p| p.value)
             .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The inverse of [`days_from_civil`]: (year, month, day).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
     }
 }
 
@@ -353,13 +386,12 @@ fn parse(text: &str) -> Result<Parsed, DateTimeError> {
     if hour > 23 || minute > 59 || second > 60 {
         return Err(range());
     }
-    let date = NaiveDate::from_ymd_opt(year as i32, month, day).ok_or_else(range)?;
+    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year as i64, month) {
+        return Err(range());
+    }
     // A leap second (:60) is folded onto the next second for ordering purposes.
-    let base = date
-        .and_hms_opt(hour, minute, 0)
-        .ok_or_else(range)?
-        .and_utc()
-        .timestamp();
+    let base = days_from_civil(i64::from(year), month, day) * 86_400
+        + i64::from(hour * 3600 + minute * 60);
     let offset = match tzd {
         Tzd::Offset(m) => i64::from(m) * 60,
         _ => 0,
@@ -415,7 +447,10 @@ mod tests {
         let e = p("2013-01-03T00:00:00.1Z");
         let f = p("2013-01-03T00:00:00.09999Z");
         assert_eq!(e.cmp_instant(&f), Ordering::Greater);
-        assert_eq!(p("2013").cmp_instant(&p("2012-12-31T23:59:59Z")), Ordering::Greater);
+        assert_eq!(
+            p("2013").cmp_instant(&p("2012-12-31T23:59:59Z")),
+            Ordering::Greater
+        );
     }
 
     #[test]
@@ -433,8 +468,16 @@ mod tests {
         ] {
             assert!(W3cDateTime::parse(s).is_err(), "{s}");
         }
-        for s in ["2013-13-01", "2013-02-30", "2013-01-03T24:00:00Z", "2013-01-03T09:61Z"] {
-            assert!(matches!(W3cDateTime::parse(s), Err(DateTimeError::Range(_))), "{s}");
+        for s in [
+            "2013-13-01",
+            "2013-02-30",
+            "2013-01-03T24:00:00Z",
+            "2013-01-03T09:61Z",
+        ] {
+            assert!(
+                matches!(W3cDateTime::parse(s), Err(DateTimeError::Range(_))),
+                "{s}"
+            );
         }
     }
 
@@ -442,7 +485,10 @@ mod tests {
     fn missing_designator_is_reported() {
         let r = W3cDateTime::parse("2013-01-03T09:00:00").unwrap();
         assert!(r.missing_tzd);
-        assert_eq!(r.value.cmp_instant(&p("2013-01-03T09:00:00Z")), Ordering::Equal);
+        assert_eq!(
+            r.value.cmp_instant(&p("2013-01-03T09:00:00Z")),
+            Ordering::Equal
+        );
         assert!(!W3cDateTime::parse("2013-01-03").unwrap().missing_tzd);
     }
 
@@ -451,6 +497,22 @@ mod tests {
         let v = p("2013-01-03T09:00:00.1234567891234Z");
         assert_eq!(v.instant().1, 123_456_789);
         assert_eq!(v.to_string(), "2013-01-03T09:00:00.123456789Z");
+    }
+
+    #[test]
+    fn calendar_arithmetic_matches_chrono() {
+        for days in (-800_000i64..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+            let c = chrono::DateTime::from_timestamp(days * 86_400, 0)
+                .unwrap()
+                .date_naive();
+            use chrono::Datelike;
+            assert_eq!((y, m, d), (i64::from(c.year()), c.month(), c.day()));
+        }
+        assert!(W3cDateTime::parse("2000-02-29").is_ok());
+        assert!(W3cDateTime::parse("1900-02-29").is_err());
+        assert!(W3cDateTime::parse("2024-04-31").is_err());
     }
 
     #[test]

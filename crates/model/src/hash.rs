@@ -70,9 +70,9 @@ impl HashValue {
 
     /// True when the digest is hex of the length the algorithm requires.
     pub fn is_well_formed(&self) -> bool {
-        self.algorithm
-            .hex_len()
-            .is_some_and(|n| self.digest.len() == n && self.digest.bytes().all(|c| c.is_ascii_hexdigit()))
+        self.algorithm.hex_len().is_some_and(|n| {
+            self.digest.len() == n && self.digest.bytes().all(|c| c.is_ascii_hexdigit())
+        })
     }
 
     /// Whether two tokens of the same algorithm denote the same digest (hex is
@@ -113,7 +113,11 @@ impl fmt::Display for HashIssue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HashIssue::NoAlgorithm(t) => write!(f, "hash token `{t}` has no `algorithm:` prefix"),
-            HashIssue::BadDigest { algorithm, digest, expected_len } => write!(
+            HashIssue::BadDigest {
+                algorithm,
+                digest,
+                expected_len,
+            } => write!(
                 f,
                 "{algorithm} digest `{digest}` is not {expected_len} hexadecimal digits"
             ),
@@ -150,7 +154,10 @@ impl Hashes {
                 }),
                 Some(_) => {}
             }
-            if out.iter().any(|h: &HashValue| h.algorithm == value.algorithm) {
+            if out
+                .iter()
+                .any(|h: &HashValue| h.algorithm == value.algorithm)
+            {
                 issue(HashIssue::Repeated(alg.to_owned()));
             }
             out.push(value);
@@ -212,15 +219,28 @@ mod tests {
     fn malformed_tokens_are_reported() {
         let (h, v) = issues("sha-256:f4OxZX_x_DFGFDgghgdfb6rtSx-iosjf6735432nklj");
         assert_eq!(h.0.len(), 1, "kept for lenient readers");
-        assert!(matches!(v[0], HashIssue::BadDigest { expected_len: 64, .. }));
+        assert!(matches!(
+            v[0],
+            HashIssue::BadDigest {
+                expected_len: 64,
+                ..
+            }
+        ));
         let (_, v) = issues("md5:abc");
-        assert!(matches!(v[0], HashIssue::BadDigest { expected_len: 32, .. }));
+        assert!(matches!(
+            v[0],
+            HashIssue::BadDigest {
+                expected_len: 32,
+                ..
+            }
+        ));
         let (h, v) = issues("deadbeef");
         assert!(h.is_empty());
         assert!(matches!(v[0], HashIssue::NoAlgorithm(_)));
         let (_, v) = issues("sha-512:00");
         assert!(matches!(v[0], HashIssue::UnknownAlgorithm(_)));
-        let (_, v) = issues("md5:1584abdf8ebdc9802ac0c6a7402c03b6 md5:1584abdf8ebdc9802ac0c6a7402c03b6");
+        let (_, v) =
+            issues("md5:1584abdf8ebdc9802ac0c6a7402c03b6 md5:1584abdf8ebdc9802ac0c6a7402c03b6");
         assert!(matches!(v[0], HashIssue::Repeated(_)));
         let (_, v) = issues("  ");
         assert_eq!(v, vec![HashIssue::Empty]);

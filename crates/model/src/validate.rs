@@ -16,8 +16,8 @@ use std::cmp::Ordering;
 
 use crate::datetime::W3cDateTime;
 use crate::document::{
-    Capability, Change, ChangeFreq, DocumentKind, EntrySpans, Header, HeaderSpans, Link, Md,
-    Pos, UrlEntry,
+    Capability, Change, ChangeFreq, DocumentKind, EntrySpans, Header, HeaderSpans, Link, Md, Pos,
+    UrlEntry,
 };
 use crate::hash::{HashIssue, Hashes};
 
@@ -195,9 +195,10 @@ impl Rule {
             // Never tolerated: the document cannot be read as intended.
             XmlSyntax | Doctype | Root | Namespace | Misplaced | CapabilityMissing
             | CapabilityDuplicate | LocMissing | LocNotAbsolute | DateTimeSyntax
-            | IntervalOrder | LinkIncomplete | Length | MdMissing | ChangeMissing
-            | ChangeValue | PathMissing | ChronologicalOrder | DateTimeInterval
-            | OpenListNotLast => (Some(E), Some(E)),
+            | IntervalOrder | LinkIncomplete | Length | MdMissing | ChangeMissing | ChangeValue
+            | PathMissing | ChronologicalOrder | DateTimeInterval | OpenListNotLast => {
+                (Some(E), Some(E))
+            }
             // Quirks of real Sources, tolerated in upstream documents.
             Repeated | RootMdMissing | CapabilityUnknown | DateTimeTimezone | AtMissing
             | FromMissing | UntilMissing | AttributeNotUsed | AttributeUnknown
@@ -320,7 +321,13 @@ impl Validator {
     }
 
     /// Records a finding of `rule` at `pos`, unless the mode does not report it.
-    pub fn report(&mut self, rule: Rule, section: &'static str, pos: Pos, message: impl Into<String>) {
+    pub fn report(
+        &mut self,
+        rule: Rule,
+        section: &'static str,
+        pos: Pos,
+        message: impl Into<String>,
+    ) {
         let Some(severity) = rule.severity(self.mode) else {
             return;
         };
@@ -401,30 +408,70 @@ impl Validator {
         let pos = spans.md;
         // Appendix A: at/completed vs from/until.
         if kind.is_snapshot_document() {
-            if md.at.is_none() && !matches!(kind, DocumentKind::PlainSitemap | DocumentKind::PlainSitemapIndex) {
-                self.report(Rule::AtMissing, "Appendix A", pos, format!("a {} must have `at` on its root <rs:md>", kind.name()));
+            if md.at.is_none()
+                && !matches!(
+                    kind,
+                    DocumentKind::PlainSitemap | DocumentKind::PlainSitemapIndex
+                )
+            {
+                self.report(
+                    Rule::AtMissing,
+                    "Appendix A",
+                    pos,
+                    format!("a {} must have `at` on its root <rs:md>", kind.name()),
+                );
             }
             for (name, v) in [("from", &md.from), ("until", &md.until)] {
                 if v.is_some() {
-                    self.report(Rule::AttributeNotUsed, "Appendix A", pos, format!("`{name}` is not used in a {}", kind.name()));
+                    self.report(
+                        Rule::AttributeNotUsed,
+                        "Appendix A",
+                        pos,
+                        format!("`{name}` is not used in a {}", kind.name()),
+                    );
                 }
             }
         } else if kind.is_change_document() {
             if md.from.is_none() {
-                self.report(Rule::FromMissing, "Appendix A", pos, format!("a {} must have `from` on its root <rs:md>", kind.name()));
+                self.report(
+                    Rule::FromMissing,
+                    "Appendix A",
+                    pos,
+                    format!("a {} must have `from` on its root <rs:md>", kind.name()),
+                );
             }
             if kind == DocumentKind::ChangeNotification && md.until.is_none() {
-                self.report(Rule::UntilMissing, "CN 3", pos, "a change notification must have `until` on its root <rs:md>");
+                self.report(
+                    Rule::UntilMissing,
+                    "CN 3",
+                    pos,
+                    "a change notification must have `until` on its root <rs:md>",
+                );
             }
             for (name, v) in [("at", &md.at), ("completed", &md.completed)] {
                 if v.is_some() {
-                    self.report(Rule::AttributeNotUsed, "Appendix A", pos, format!("`{name}` is not used in a {}", kind.name()));
+                    self.report(
+                        Rule::AttributeNotUsed,
+                        "Appendix A",
+                        pos,
+                        format!("`{name}` is not used in a {}", kind.name()),
+                    );
                 }
             }
         } else if kind != DocumentKind::Other {
-            for (name, v) in [("at", &md.at), ("completed", &md.completed), ("from", &md.from), ("until", &md.until)] {
+            for (name, v) in [
+                ("at", &md.at),
+                ("completed", &md.completed),
+                ("from", &md.from),
+                ("until", &md.until),
+            ] {
                 if v.is_some() {
-                    self.report(Rule::AttributeNotUsed, "7", pos, format!("`{name}` is not used in a {}", kind.name()));
+                    self.report(
+                        Rule::AttributeNotUsed,
+                        "7",
+                        pos,
+                        format!("`{name}` is not used in a {}", kind.name()),
+                    );
                 }
             }
         }
@@ -435,7 +482,12 @@ impl Validator {
             ("path", md.path.is_some()),
         ] {
             if present {
-                self.report(Rule::AttributeNotUsed, "7", pos, format!("`{name}` describes a resource and is not used on the root <rs:md>"));
+                self.report(
+                    Rule::AttributeNotUsed,
+                    "7",
+                    pos,
+                    format!("`{name}` describes a resource and is not used on the root <rs:md>"),
+                );
             }
         }
         let _ = sec;
@@ -461,22 +513,34 @@ impl Validator {
                 | DocumentKind::ChangeDumpManifest
         );
         if needs_up && h.link("up").is_none() {
-            let target = if kind == DocumentKind::CapabilityList { "Source Description" } else { "Capability List" };
+            let target = if kind == DocumentKind::CapabilityList {
+                "Source Description"
+            } else {
+                "Capability List"
+            };
             self.report(
                 Rule::UpLinkMissing,
                 kind.section(),
                 spans.root,
-                format!("a {} must have an <rs:ln rel=\"up\"> to its {target}", kind.name()),
+                format!(
+                    "a {} must have an <rs:ln rel=\"up\"> to its {target}",
+                    kind.name()
+                ),
             );
         }
-        if matches!(kind, DocumentKind::SourceDescription | DocumentKind::CapabilityList)
-            && h.link("describedby").is_none()
+        if matches!(
+            kind,
+            DocumentKind::SourceDescription | DocumentKind::CapabilityList
+        ) && h.link("describedby").is_none()
         {
             self.report(
                 Rule::Recommended,
                 kind.section(),
                 spans.root,
-                format!("a {} should have an <rs:ln rel=\"describedby\">", kind.name()),
+                format!(
+                    "a {} should have an <rs:ln rel=\"describedby\">",
+                    kind.name()
+                ),
             );
         }
     }
@@ -485,21 +549,41 @@ impl Validator {
         if let (Some(a), Some(c)) = (&md.at, &md.completed)
             && c.cmp_instant(a) == Ordering::Less
         {
-            self.report(Rule::IntervalOrder, section, pos, format!("`completed` {c} is before `at` {a}"));
+            self.report(
+                Rule::IntervalOrder,
+                section,
+                pos,
+                format!("`completed` {c} is before `at` {a}"),
+            );
         }
         if let (Some(f), Some(u)) = (&md.from, &md.until)
             && u.cmp_instant(f) == Ordering::Less
         {
-            self.report(Rule::IntervalOrder, section, pos, format!("`until` {u} is before `from` {f}"));
+            self.report(
+                Rule::IntervalOrder,
+                section,
+                pos,
+                format!("`until` {u} is before `from` {f}"),
+            );
         }
     }
 
     fn link(&mut self, l: &Link, pos: Pos) {
         if l.rel.is_empty() {
-            self.report(Rule::LinkIncomplete, "7", pos, "<rs:ln> has no `rel` attribute, which is mandatory");
+            self.report(
+                Rule::LinkIncomplete,
+                "7",
+                pos,
+                "<rs:ln> has no `rel` attribute, which is mandatory",
+            );
         }
         if l.href.is_empty() {
-            self.report(Rule::LinkIncomplete, "7", pos, "<rs:ln> has no `href` attribute, which is mandatory");
+            self.report(
+                Rule::LinkIncomplete,
+                "7",
+                pos,
+                "<rs:ln> has no `href` attribute, which is mandatory",
+            );
         }
     }
 
@@ -512,9 +596,19 @@ impl Validator {
         let kind = self.kind;
         let sec = kind.section();
         if e.loc.is_empty() {
-            self.report(Rule::LocMissing, "7", spans.entry, "entry has no <loc>, which is mandatory");
+            self.report(
+                Rule::LocMissing,
+                "7",
+                spans.entry,
+                "entry has no <loc>, which is mandatory",
+            );
         } else if !is_absolute_uri(&e.loc) {
-            self.report(Rule::LocNotAbsolute, "7", spans.loc, format!("<loc> `{}` is not an absolute URI", e.loc));
+            self.report(
+                Rule::LocNotAbsolute,
+                "7",
+                spans.loc,
+                format!("<loc> `{}` is not an absolute URI", e.loc),
+            );
         }
         if let Some(ChangeFreq::Other(v)) = &e.changefreq {
             self.report(Rule::ChangeFreq, "7", spans.entry, format!("<changefreq> `{v}` is not one of always, hourly, daily, weekly, monthly, yearly, never"));
@@ -525,16 +619,39 @@ impl Validator {
         let md = e.md.as_ref();
         let mpos = spans.md;
         // Where <rs:md> is mandatory.
-        let md_required = matches!(kind, K::CapabilityList | K::ResourceDumpManifest | K::ChangeList | K::ChangeDumpManifest | K::ChangeNotification);
+        let md_required = matches!(
+            kind,
+            K::CapabilityList
+                | K::ResourceDumpManifest
+                | K::ChangeList
+                | K::ChangeDumpManifest
+                | K::ChangeNotification
+        );
         if md.is_none() {
             if md_required {
-                self.report(Rule::MdMissing, sec, spans.entry, format!("each entry of a {} must have an <rs:md>", kind.name()));
+                self.report(
+                    Rule::MdMissing,
+                    sec,
+                    spans.entry,
+                    format!("each entry of a {} must have an <rs:md>", kind.name()),
+                );
             }
             if matches!(kind, K::ResourceDump | K::ChangeDump) {
                 self.report(Rule::Recommended, sec, spans.entry, format!("an entry of a {} should have an <rs:md> with `type` and `length` of the package", kind.name()));
             }
-            if matches!(kind, K::ChangeListIndex | K::ChangeDumpIndex | K::ChangeDump) {
-                self.report(Rule::Recommended, "Appendix A", spans.entry, format!("an entry of a {} should have an <rs:md> with `from`", kind.name()));
+            if matches!(
+                kind,
+                K::ChangeListIndex | K::ChangeDumpIndex | K::ChangeDump
+            ) {
+                self.report(
+                    Rule::Recommended,
+                    "Appendix A",
+                    spans.entry,
+                    format!(
+                        "an entry of a {} should have an <rs:md> with `from`",
+                        kind.name()
+                    ),
+                );
             }
             if matches!(kind, K::ChangeListIndex) {
                 self.index_order(None, spans.entry);
@@ -546,44 +663,91 @@ impl Validator {
         self.interval(md, mpos, "7");
         match kind {
             K::SourceDescription | K::SourceDescriptionIndex => {
-                let want = if kind == K::SourceDescription { Capability::CapabilityList } else { Capability::Description };
+                let want = if kind == K::SourceDescription {
+                    Capability::CapabilityList
+                } else {
+                    Capability::Description
+                };
                 if let Some(c) = &md.capability
                     && *c != want
                 {
-                    self.report(Rule::CapabilityMisplaced, "8", mpos, format!("an entry of a {} must have capability `{want}`, not `{c}`", kind.name()));
+                    self.report(
+                        Rule::CapabilityMisplaced,
+                        "8",
+                        mpos,
+                        format!(
+                            "an entry of a {} must have capability `{want}`, not `{c}`",
+                            kind.name()
+                        ),
+                    );
                 }
             }
             K::CapabilityList => self.capability_entry(e, md, spans),
             K::ResourceDump | K::ChangeDump => {
                 if md.mime_type.is_none() || md.length.is_none() {
-                    self.report(Rule::Recommended, sec, mpos, "the <rs:md> of a package should give its `type` and `length`");
+                    self.report(
+                        Rule::Recommended,
+                        sec,
+                        mpos,
+                        "the <rs:md> of a package should give its `type` and `length`",
+                    );
                 }
                 if kind == K::ChangeDump {
                     if md.from.is_none() {
-                        self.report(Rule::Recommended, "Appendix A", mpos, "the <rs:md> of a Change Dump package should give `from`");
+                        self.report(
+                            Rule::Recommended,
+                            "Appendix A",
+                            mpos,
+                            "the <rs:md> of a Change Dump package should give `from`",
+                        );
                     }
                     self.index_order(Some(md), mpos);
                 }
             }
             K::ChangeListIndex | K::ChangeDumpIndex => {
                 if md.from.is_none() {
-                    self.report(Rule::Recommended, "Appendix A", mpos, format!("an entry of a {} should have `from`", kind.name()));
+                    self.report(
+                        Rule::Recommended,
+                        "Appendix A",
+                        mpos,
+                        format!("an entry of a {} should have `from`", kind.name()),
+                    );
                 }
                 self.index_order(Some(md), mpos);
             }
             K::ResourceDumpManifest => {
                 match &md.path {
-                    None => self.report(Rule::PathMissing, "11.2", mpos, "each entry of a Resource Dump Manifest must have `path`"),
+                    None => self.report(
+                        Rule::PathMissing,
+                        "11.2",
+                        mpos,
+                        "each entry of a Resource Dump Manifest must have `path`",
+                    ),
                     Some(p) => self.path(p, "11.2", mpos),
                 }
                 if md.mime_type.is_none() {
-                    self.report(Rule::Recommended, "11.2", mpos, "the `type` attribute is recommended in a Resource Dump Manifest");
+                    self.report(
+                        Rule::Recommended,
+                        "11.2",
+                        mpos,
+                        "the `type` attribute is recommended in a Resource Dump Manifest",
+                    );
                 }
             }
             K::ChangeList | K::ChangeDumpManifest | K::ChangeNotification => {
                 match &md.change {
-                    None => self.report(Rule::ChangeMissing, sec, mpos, format!("each entry of a {} must have `change`", kind.name())),
-                    Some(Change::Other(v)) => self.report(Rule::ChangeValue, "7", mpos, format!("`change` `{v}` is not created, updated or deleted")),
+                    None => self.report(
+                        Rule::ChangeMissing,
+                        sec,
+                        mpos,
+                        format!("each entry of a {} must have `change`", kind.name()),
+                    ),
+                    Some(Change::Other(v)) => self.report(
+                        Rule::ChangeValue,
+                        "7",
+                        mpos,
+                        format!("`change` `{v}` is not created, updated or deleted"),
+                    ),
                     Some(_) => {}
                 }
                 if kind == K::ChangeDumpManifest {
@@ -611,14 +775,34 @@ impl Validator {
         if kind == K::Other {
             return;
         }
-        let snapshot_ok = matches!(kind, K::ResourceListIndex | K::ResourceDump | K::ResourceDumpIndex | K::PlainSitemapIndex);
-        let interval_ok = matches!(kind, K::ChangeListIndex | K::ChangeDump | K::ChangeDumpIndex);
-        let change_ok = matches!(kind, K::ChangeList | K::ChangeDumpManifest | K::ChangeNotification);
+        let snapshot_ok = matches!(
+            kind,
+            K::ResourceListIndex | K::ResourceDump | K::ResourceDumpIndex | K::PlainSitemapIndex
+        );
+        let interval_ok = matches!(
+            kind,
+            K::ChangeListIndex | K::ChangeDump | K::ChangeDumpIndex
+        );
+        let change_ok = matches!(
+            kind,
+            K::ChangeList | K::ChangeDumpManifest | K::ChangeNotification
+        );
         let path_ok = matches!(kind, K::ResourceDumpManifest | K::ChangeDumpManifest);
-        let capability_ok = matches!(kind, K::SourceDescription | K::SourceDescriptionIndex | K::CapabilityList | K::CapabilityListIndex);
+        let capability_ok = matches!(
+            kind,
+            K::SourceDescription
+                | K::SourceDescriptionIndex
+                | K::CapabilityList
+                | K::CapabilityListIndex
+        );
         let checks: [(&str, bool, bool, &'static str); 8] = [
             ("at", md.at.is_some(), snapshot_ok, "Appendix A"),
-            ("completed", md.completed.is_some(), snapshot_ok, "Appendix A"),
+            (
+                "completed",
+                md.completed.is_some(),
+                snapshot_ok,
+                "Appendix A",
+            ),
             ("from", md.from.is_some(), interval_ok, "Appendix A"),
             ("until", md.until.is_some(), interval_ok, "Appendix A"),
             ("change", md.change.is_some(), change_ok, "7"),
@@ -628,7 +812,12 @@ impl Validator {
         ];
         for (name, present, ok, section) in checks {
             if present && !ok {
-                self.report(Rule::AttributeNotUsed, section, pos, format!("`{name}` is not used on entries of a {}", kind.name()));
+                self.report(
+                    Rule::AttributeNotUsed,
+                    section,
+                    pos,
+                    format!("`{name}` is not used on entries of a {}", kind.name()),
+                );
             }
         }
     }
@@ -636,7 +825,12 @@ impl Validator {
     fn capability_entry(&mut self, e: &UrlEntry, md: &Md, spans: &EntrySpans) {
         let pos = spans.md;
         let Some(c) = &md.capability else {
-            self.report(Rule::CapabilityMissing, "9", pos, "each entry of a Capability List must have an <rs:md> with `capability`");
+            self.report(
+                Rule::CapabilityMissing,
+                "9",
+                pos,
+                "each entry of a Capability List must have an <rs:md> with `capability`",
+            );
             return;
         };
         match c {
@@ -645,7 +839,12 @@ impl Validator {
             other => self.report(Rule::CapabilityMisplaced, "9", pos, format!("capability `{other}` does not belong in a Capability List")),
         }
         if *c == Capability::ChangeNotification && e.link("hub").is_none() {
-            self.report(Rule::HubLinkMissing, "CN 5", spans.entry, "a change-notification channel must have an <rs:ln rel=\"hub\"> with the hub URI");
+            self.report(
+                Rule::HubLinkMissing,
+                "CN 5",
+                spans.entry,
+                "a change-notification channel must have an <rs:ln rel=\"hub\"> with the hub URI",
+            );
         }
         if self.capabilities.contains(c) {
             self.report(Rule::CapabilityDuplicate, "9", pos, format!("capability `{c}` is listed more than once; a Capability List must only contain one entry per capability"));
@@ -656,7 +855,12 @@ impl Validator {
 
     fn path(&mut self, p: &str, section: &'static str, pos: Pos) {
         if !p.starts_with('/') {
-            self.report(Rule::PathSlash, section, pos, format!("`path` `{p}` must start with a slash"));
+            self.report(
+                Rule::PathSlash,
+                section,
+                pos,
+                format!("`path` `{p}` must start with a slash"),
+            );
         }
     }
 
@@ -664,12 +868,22 @@ impl Validator {
         if let Some(f) = &self.from
             && dt.cmp_instant(f) == Ordering::Less
         {
-            self.report(Rule::DateTimeInterval, "7", pos, format!("`datetime` {dt} is before the document's `from` {f}"));
+            self.report(
+                Rule::DateTimeInterval,
+                "7",
+                pos,
+                format!("`datetime` {dt} is before the document's `from` {f}"),
+            );
         }
         if let Some(u) = &self.until
             && dt.cmp_instant(u) == Ordering::Greater
         {
-            self.report(Rule::DateTimeInterval, "7", pos, format!("`datetime` {dt} is after the document's `until` {u}"));
+            self.report(
+                Rule::DateTimeInterval,
+                "7",
+                pos,
+                format!("`datetime` {dt} is after the document's `until` {u}"),
+            );
         }
         if let Some(prev) = &self.prev_instant
             && dt.cmp_instant(prev) == Ordering::Less
@@ -684,7 +898,11 @@ impl Validator {
     fn index_order(&mut self, md: Option<&Md>, pos: Pos) {
         let kind = self.kind;
         let section = kind.section();
-        let order_rule = if kind == DocumentKind::ChangeListIndex { Rule::ChronologicalOrder } else { Rule::Recommended };
+        let order_rule = if kind == DocumentKind::ChangeListIndex {
+            Rule::ChronologicalOrder
+        } else {
+            Rule::Recommended
+        };
         if let Some(open_pos) = self.open_entry_at.take()
             && kind == DocumentKind::ChangeListIndex
         {
@@ -705,7 +923,12 @@ impl Validator {
             if let Some(root_from) = &self.from
                 && from.cmp_instant(root_from) == Ordering::Less
             {
-                self.report(Rule::DateTimeInterval, section, pos, format!("`from` {from} is before the index's `from` {root_from}"));
+                self.report(
+                    Rule::DateTimeInterval,
+                    section,
+                    pos,
+                    format!("`from` {from} is before the index's `from` {root_from}"),
+                );
             }
             if let Some(prev) = self.prev_instant
                 && from.cmp_instant(&prev) == Ordering::Less
@@ -723,7 +946,12 @@ impl Validator {
             if let Some(root_until) = &self.until
                 && until.cmp_instant(root_until) == Ordering::Greater
             {
-                self.report(Rule::DateTimeInterval, section, pos, format!("`until` {until} is after the index's `until` {root_until}"));
+                self.report(
+                    Rule::DateTimeInterval,
+                    section,
+                    pos,
+                    format!("`until` {until} is after the index's `until` {root_until}"),
+                );
             }
             self.prev_until = Some(until);
         } else if kind == DocumentKind::ChangeListIndex {
@@ -787,7 +1015,13 @@ pub fn apply_md_attr(md: &mut Md, name: &str, value: &str, v: &mut Validator, po
 
 /// Reads one unprefixed ResourceSync attribute of `<rs:ln>` into `link`, reporting malformed
 /// values. Returns false when the name is not a ResourceSync attribute of `<rs:ln>`.
-pub fn apply_ln_attr(link: &mut Link, name: &str, value: &str, v: &mut Validator, pos: Pos) -> bool {
+pub fn apply_ln_attr(
+    link: &mut Link,
+    name: &str,
+    value: &str,
+    v: &mut Validator,
+    pos: Pos,
+) -> bool {
     match name {
         "rel" => link.rel = value.to_owned(),
         "href" => link.href = value.to_owned(),
@@ -808,7 +1042,14 @@ pub fn datetime(value: &str, name: &str, v: &mut Validator, pos: Pos) -> Option<
     match W3cDateTime::parse(value) {
         Ok(p) => {
             if p.missing_tzd {
-                v.report(Rule::DateTimeTimezone, "7", pos, format!("`{name}` `{value}` has a time but no time zone designator; read as UTC"));
+                v.report(
+                    Rule::DateTimeTimezone,
+                    "7",
+                    pos,
+                    format!(
+                        "`{name}` `{value}` has a time but no time zone designator; read as UTC"
+                    ),
+                );
             }
             Some(p.value)
         }
@@ -833,7 +1074,12 @@ fn length(value: &str, v: &mut Validator, pos: Pos) -> Option<u64> {
     match value.trim().parse::<u64>() {
         Ok(n) => Some(n),
         Err(_) => {
-            v.report(Rule::Length, "7", pos, format!("`length` `{value}` is not a non-negative integer"));
+            v.report(
+                Rule::Length,
+                "7",
+                pos,
+                format!("`length` `{value}` is not a non-negative integer"),
+            );
             None
         }
     }
@@ -843,11 +1089,21 @@ fn pri(value: &str, v: &mut Validator, pos: Pos) -> Option<u32> {
     match value.trim().parse::<u32>() {
         Ok(n) if (1..=999_999).contains(&n) => Some(n),
         Ok(n) => {
-            v.report(Rule::Pri, "7", pos, format!("`pri` {n} is outside 1..999999"));
+            v.report(
+                Rule::Pri,
+                "7",
+                pos,
+                format!("`pri` {n} is outside 1..999999"),
+            );
             Some(n)
         }
         Err(_) => {
-            v.report(Rule::Pri, "7", pos, format!("`pri` `{value}` is not an integer in 1..999999"));
+            v.report(
+                Rule::Pri,
+                "7",
+                pos,
+                format!("`pri` `{value}` is not an integer in 1..999999"),
+            );
             None
         }
     }
@@ -855,11 +1111,20 @@ fn pri(value: &str, v: &mut Validator, pos: Pos) -> Option<u32> {
 
 fn media_type(value: &str, v: &mut Validator, pos: Pos) -> String {
     let ok = value.split_once('/').is_some_and(|(t, s)| {
-        let token = |x: &str| !x.is_empty() && x.bytes().all(|c| c.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&c));
+        let token = |x: &str| {
+            !x.is_empty()
+                && x.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&c))
+        };
         token(t) && token(s.split(';').next().unwrap_or("").trim())
     });
     if !ok {
-        v.report(Rule::MediaType, "7", pos, format!("`type` `{value}` is not a media type (type/subtype)"));
+        v.report(
+            Rule::MediaType,
+            "7",
+            pos,
+            format!("`type` `{value}` is not a media type (type/subtype)"),
+        );
     }
     value.to_owned()
 }
@@ -882,10 +1147,19 @@ mod tests {
 
     #[test]
     fn severities_differ_by_mode() {
-        assert_eq!(Rule::FromMissing.severity(Mode::Strict), Some(Severity::Error));
-        assert_eq!(Rule::FromMissing.severity(Mode::Lenient), Some(Severity::Warning));
+        assert_eq!(
+            Rule::FromMissing.severity(Mode::Strict),
+            Some(Severity::Error)
+        );
+        assert_eq!(
+            Rule::FromMissing.severity(Mode::Lenient),
+            Some(Severity::Warning)
+        );
         assert_eq!(Rule::Recommended.severity(Mode::Lenient), None);
-        assert_eq!(Rule::ChronologicalOrder.severity(Mode::Lenient), Some(Severity::Error));
+        assert_eq!(
+            Rule::ChronologicalOrder.severity(Mode::Lenient),
+            Some(Severity::Error)
+        );
     }
 
     #[test]
@@ -900,8 +1174,15 @@ mod tests {
 
     #[test]
     fn plain_sitemap_is_a_warning_only_when_lenient() {
-        let h = Header { root: Root::Urlset, md: None, links: vec![] };
-        for (mode, sev) in [(Mode::Strict, Severity::Error), (Mode::Lenient, Severity::Warning)] {
+        let h = Header {
+            root: Root::Urlset,
+            md: None,
+            links: vec![],
+        };
+        for (mode, sev) in [
+            (Mode::Strict, Severity::Error),
+            (Mode::Lenient, Severity::Warning),
+        ] {
             let mut v = Validator::new(mode);
             v.header(&h, &HeaderSpans::default());
             assert_eq!(v.problems()[0].severity, sev);

@@ -55,7 +55,9 @@ pub enum Error {
         message: String,
     },
     /// A DOCTYPE declaration: refused so that no entity is ever declared or expanded.
-    #[error("{source_name}:{line}:{column}: DOCTYPE declarations are refused (no entity expansion)")]
+    #[error(
+        "{source_name}:{line}:{column}: DOCTYPE declarations are refused (no entity expansion)"
+    )]
     Doctype {
         /// Input name.
         source_name: String,
@@ -65,7 +67,9 @@ pub enum Error {
         column: u32,
     },
     /// Declared encoding other than UTF-8.
-    #[error("{source_name}: encoding `{encoding}` is not supported; ResourceSync documents are UTF-8")]
+    #[error(
+        "{source_name}: encoding `{encoding}` is not supported; ResourceSync documents are UTF-8"
+    )]
     Encoding {
         /// Input name.
         source_name: String,

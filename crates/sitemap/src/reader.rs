@@ -10,9 +10,9 @@
 use std::borrow::Cow;
 use std::io;
 
+use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::{NamespaceResolver, QName, ResolveResult};
-use quick_xml::Reader;
 use rsagg_model::validate::{apply_ln_attr, apply_md_attr, datetime};
 use rsagg_model::{
     ChangeFreq, EntrySpans, ExtAttr, Header, HeaderSpans, Link, Md, Mode, Pos, Problem, RS_NS,
@@ -20,8 +20,8 @@ use rsagg_model::{
 };
 use std::io::BufRead;
 
-use crate::counting::{Counting, LimitExceeded};
 use crate::Error;
+use crate::counting::{Counting, LimitExceeded};
 
 /// Limits and mode of a read.
 #[derive(Debug, Clone)]
@@ -108,7 +108,10 @@ struct Scopes {
 impl Scopes {
     fn start(&mut self, e: &BytesStart<'_>) -> Result<(), String> {
         self.depth += 1;
-        if memchr::memmem::find(e.attributes_raw(), b"xmlns").is_some() {
+        static XMLNS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"xmlns"));
+        let raw = e.attributes_raw();
+        if !raw.is_empty() && XMLNS.find(raw).is_some() {
             self.ns.push(e).map_err(|err| err.to_string())?;
             self.declared_at.push(self.depth);
         }
@@ -174,7 +177,9 @@ fn ns_message(ns: &Ns, local: &str) -> String {
         Ns::WrongRs(uri) => format!(
             "element `{local}` is in namespace `{uri}`, not the ResourceSync namespace `{RS_NS}`"
         ),
-        Ns::UnknownPrefix(p) => format!("element `{p}:{local}` uses prefix `{p}`, which is not declared"),
+        Ns::UnknownPrefix(p) => {
+            format!("element `{p}:{local}` uses prefix `{p}`, which is not declared")
+        }
         Ns::None => format!(
             "element `{local}` is in no namespace; Sitemap elements must be in `{SITEMAP_NS}`"
         ),
@@ -190,6 +195,7 @@ pub struct SyncReader<R> {
     scopes: Scopes,
     buf: Vec<u8>,
     skip_buf: Vec<u8>,
+    text: String,
     validator: Validator,
     header: Header,
     header_spans: HeaderSpans,
@@ -216,6 +222,7 @@ impl<R: BufRead> SyncReader<R> {
             scopes: Scopes::default(),
             buf: Vec::with_capacity(4096),
             skip_buf: Vec::new(),
+            text: String::new(),
             validator,
             header: Header {
                 root: Root::Urlset,
@@ -289,15 +296,17 @@ impl<R: BufRead> SyncReader<R> {
                 let empty = matches!(ev, Event::Empty(_));
                 match ev {
                     Event::Start(e) | Event::Empty(e) => {
-                        self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
+                        self.scopes.start(&e).map_err(|m| {
+                            syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                        })?;
                         let (res, local) = self.scopes.ns.resolve_element(e.name());
                         let tag = tag_of(classify(&res), local.as_ref());
-                        let name = e.name().as_ref().to_vec();
                         let pos = self.xml.get_mut().pos(start);
+                        if matches!(tag, Tag::Url | Tag::Sitemap) {
+                            return self.read_entry(pos, empty, tag).map(Some);
+                        }
+                        let name = e.name().as_ref().to_vec();
                         match tag {
-                            Tag::Url | Tag::Sitemap => {
-                                return self.read_entry(pos, empty, tag).map(Some);
-                            }
                             Tag::Md | Tag::Ln => {
                                 self.validator.report(
                                     Rule::Misplaced,
@@ -319,14 +328,19 @@ impl<R: BufRead> SyncReader<R> {
                         break;
                     }
                     Event::Eof => return Err(self.eof_error()),
-                    ev => stray(self.xml.get_mut(), &mut self.validator, &self.opts.source, ev, start)?,
+                    ev => stray(
+                        self.xml.get_mut(),
+                        &mut self.validator,
+                        &self.opts.source,
+                        ev,
+                        start,
+                    )?,
                 }
             }
         }
         self.read_epilog()?;
         Ok(None)
     }
-
 
     fn xml_error(&mut self, e: quick_xml::Error) -> Error {
         if let quick_xml::Error::Io(io) = &e {
@@ -341,16 +355,22 @@ impl<R: BufRead> SyncReader<R> {
                 error: io::Error::new(io.kind(), io.to_string()),
             };
         }
-        let at = self.xml.error_position().max(self.xml.buffer_position().saturating_sub(1));
+        let at = self
+            .xml
+            .error_position()
+            .max(self.xml.buffer_position().saturating_sub(1));
         let pos = self.xml.get_mut().pos(at);
         syntax_err(&self.opts.source, pos, e.to_string())
     }
 
-
     fn eof_error(&mut self) -> Error {
         let at = self.xml.buffer_position();
         let pos = self.xml.get_mut().pos(at);
-        syntax_err(&self.opts.source, pos, "unexpected end of document: the root element is not closed".into())
+        syntax_err(
+            &self.opts.source,
+            pos,
+            "unexpected end of document: the root element is not closed".into(),
+        )
     }
 
     fn skip(&mut self, name: &[u8]) -> Result<(), Error> {
@@ -376,7 +396,12 @@ impl<R: BufRead> SyncReader<R> {
             other => {
                 let local = String::from_utf8_lossy(name).into_owned();
                 let _ = other;
-                self.validator.report(Rule::Misplaced, "7", pos, format!("element `{local}` is not allowed here"));
+                self.validator.report(
+                    Rule::Misplaced,
+                    "7",
+                    pos,
+                    format!("element `{local}` is not allowed here"),
+                );
             }
         }
         if !empty {
@@ -409,7 +434,9 @@ impl<R: BufRead> SyncReader<R> {
                     }
                 }
                 Event::Start(e) | Event::Empty(e) => {
-                    self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
+                    self.scopes.start(&e).map_err(|m| {
+                        syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                    })?;
                     let (res, local) = self.scopes.ns.resolve_element(e.name());
                     let ns = classify(&res);
                     let local_s = String::from_utf8_lossy(local.as_ref()).into_owned();
@@ -420,7 +447,9 @@ impl<R: BufRead> SyncReader<R> {
                         _ => {
                             let message = match ns {
                                 Ns::Sitemap | Ns::Rs | Ns::WrongRs(_) => {
-                                    format!("root element is `{local_s}`, not <urlset> or <sitemapindex>")
+                                    format!(
+                                        "root element is `{local_s}`, not <urlset> or <sitemapindex>"
+                                    )
                                 }
                                 Ns::None => format!(
                                     "root element `{local_s}` is in no namespace; it must be in the Sitemap namespace `{SITEMAP_NS}`"
@@ -428,7 +457,9 @@ impl<R: BufRead> SyncReader<R> {
                                 Ns::Other(uri) => format!(
                                     "root element `{local_s}` is in namespace `{uri}`; it must be <urlset> or <sitemapindex> in `{SITEMAP_NS}`"
                                 ),
-                                Ns::UnknownPrefix(p) => format!("root element uses undeclared prefix `{p}`"),
+                                Ns::UnknownPrefix(p) => {
+                                    format!("root element uses undeclared prefix `{p}`")
+                                }
                             };
                             self.validator.report(Rule::Root, "7", pos, message.clone());
                             return Err(Error::Root {
@@ -445,13 +476,27 @@ impl<R: BufRead> SyncReader<R> {
                 }
                 Event::Eof => {
                     let pos = self.xml.get_mut().pos(start);
-                    return Err(syntax_err(&self.opts.source, pos, "document has no root element".into()));
+                    return Err(syntax_err(
+                        &self.opts.source,
+                        pos,
+                        "document has no root element".into(),
+                    ));
                 }
                 Event::Text(t) if !t.as_ref().iter().all(u8::is_ascii_whitespace) => {
                     let pos = self.xml.get_mut().pos(start);
-                    return Err(syntax_err(&self.opts.source, pos, "text before the root element".into()));
+                    return Err(syntax_err(
+                        &self.opts.source,
+                        pos,
+                        "text before the root element".into(),
+                    ));
                 }
-                ev => stray(self.xml.get_mut(), &mut self.validator, &self.opts.source, ev, start)?,
+                ev => stray(
+                    self.xml.get_mut(),
+                    &mut self.validator,
+                    &self.opts.source,
+                    ev,
+                    start,
+                )?,
             }
         };
         let _ = root_pos;
@@ -470,17 +515,29 @@ impl<R: BufRead> SyncReader<R> {
                 let empty = matches!(ev, Event::Empty(_));
                 match ev {
                     Event::Start(e) | Event::Empty(e) => {
-                        self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
+                        self.scopes.start(&e).map_err(|m| {
+                            syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                        })?;
                         let (res, local) = self.scopes.ns.resolve_element(e.name());
                         let tag = tag_of(classify(&res), local.as_ref());
                         let name = e.name().as_ref().to_vec();
                         let pos = self.xml.get_mut().pos(start);
                         match tag {
                             Tag::Md => {
-                                let md = parse_md(&e, &self.scopes.ns, &mut self.validator, pos)
-                                    .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
+                                let md = parse_attrs::<Md>(
+                                    &e,
+                                    &self.scopes.ns,
+                                    &mut self.validator,
+                                    pos,
+                                )
+                                .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
                                 if self.header.md.is_some() {
-                                    self.validator.report(Rule::Repeated, "7", pos, "the root has more than one <rs:md>; the first is used");
+                                    self.validator.report(
+                                        Rule::Repeated,
+                                        "7",
+                                        pos,
+                                        "the root has more than one <rs:md>; the first is used",
+                                    );
                                 } else {
                                     self.header.md = Some(md);
                                     self.header_spans.md = pos;
@@ -490,8 +547,13 @@ impl<R: BufRead> SyncReader<R> {
                                 }
                             }
                             Tag::Ln => {
-                                let ln = parse_ln(&e, &self.scopes.ns, &mut self.validator, pos)
-                                    .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
+                                let ln = parse_attrs::<Link>(
+                                    &e,
+                                    &self.scopes.ns,
+                                    &mut self.validator,
+                                    pos,
+                                )
+                                .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
                                 self.header.links.push(ln);
                                 self.header_spans.links.push(pos);
                                 if !empty {
@@ -513,7 +575,13 @@ impl<R: BufRead> SyncReader<R> {
                         break;
                     }
                     Event::Eof => return Err(self.eof_error()),
-                    ev => stray(self.xml.get_mut(), &mut self.validator, &self.opts.source, ev, start)?,
+                    ev => stray(
+                        self.xml.get_mut(),
+                        &mut self.validator,
+                        &self.opts.source,
+                        ev,
+                        start,
+                    )?,
                 }
             }
         }
@@ -547,7 +615,12 @@ impl<R: BufRead> SyncReader<R> {
             };
             if content && !reported {
                 reported = true;
-                self.validator.report(Rule::Misplaced, "7", pos, "<rs:md> and <rs:ln> must be empty; content ignored");
+                self.validator.report(
+                    Rule::Misplaced,
+                    "7",
+                    pos,
+                    "<rs:md> and <rs:ln> must be empty; content ignored",
+                );
             }
         }
     }
@@ -564,13 +637,27 @@ impl<R: BufRead> SyncReader<R> {
                 Event::Eof => break,
                 Event::Start(_) | Event::Empty(_) => {
                     let pos = self.xml.get_mut().pos(start);
-                    return Err(syntax_err(&self.opts.source, pos, "element after the end of the root element".into()));
+                    return Err(syntax_err(
+                        &self.opts.source,
+                        pos,
+                        "element after the end of the root element".into(),
+                    ));
                 }
                 Event::Text(t) if !t.as_ref().iter().all(u8::is_ascii_whitespace) => {
                     let pos = self.xml.get_mut().pos(start);
-                    return Err(syntax_err(&self.opts.source, pos, "text after the end of the root element".into()));
+                    return Err(syntax_err(
+                        &self.opts.source,
+                        pos,
+                        "text after the end of the root element".into(),
+                    ));
                 }
-                ev => stray(self.xml.get_mut(), &mut self.validator, &self.opts.source, ev, start)?,
+                ev => stray(
+                    self.xml.get_mut(),
+                    &mut self.validator,
+                    &self.opts.source,
+                    ev,
+                    start,
+                )?,
             }
         }
         let end = self.xml.buffer_position();
@@ -591,13 +678,20 @@ impl<R: BufRead> SyncReader<R> {
         self.validator.begin_entry(self.entries);
         self.entries += 1;
         let expected = self.header.root.child();
-        let got = if matches!(tag, Tag::Url) { "url" } else { "sitemap" };
+        let got = if matches!(tag, Tag::Url) {
+            "url"
+        } else {
+            "sitemap"
+        };
         if got != expected {
             self.validator.report(
                 Rule::Misplaced,
                 "7",
                 pos,
-                format!("<{got}> in a <{}>; entries of this root are <{expected}>", self.header.root.element()),
+                format!(
+                    "<{got}> in a <{}>; entries of this root are <{expected}>",
+                    self.header.root.element()
+                ),
             );
         }
         self.spans.entry = pos;
@@ -618,16 +712,28 @@ impl<R: BufRead> SyncReader<R> {
                 let empty = matches!(ev, Event::Empty(_));
                 match ev {
                     Event::Start(e) | Event::Empty(e) => {
-                        self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
+                        self.scopes.start(&e).map_err(|m| {
+                            syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                        })?;
                         let (res, local) = self.scopes.ns.resolve_element(e.name());
                         let tag = tag_of(classify(&res), local.as_ref());
                         let epos = self.xml.get_mut().pos(start);
                         match tag {
                             Tag::Md => {
-                                let md = parse_md(&e, &self.scopes.ns, &mut self.validator, epos)
-                                    .map_err(|m| syntax_err(&self.opts.source, epos, m))?;
+                                let md = parse_attrs::<Md>(
+                                    &e,
+                                    &self.scopes.ns,
+                                    &mut self.validator,
+                                    epos,
+                                )
+                                .map_err(|m| syntax_err(&self.opts.source, epos, m))?;
                                 if entry.md.is_some() {
-                                    self.validator.report(Rule::Repeated, "7", epos, "<rs:md> is not repeatable in an entry; the first is used");
+                                    self.validator.report(
+                                        Rule::Repeated,
+                                        "7",
+                                        epos,
+                                        "<rs:md> is not repeatable in an entry; the first is used",
+                                    );
                                 } else {
                                     entry.md = Some(md);
                                     self.spans.md = epos;
@@ -637,8 +743,13 @@ impl<R: BufRead> SyncReader<R> {
                                 }
                             }
                             Tag::Ln => {
-                                let ln = parse_ln(&e, &self.scopes.ns, &mut self.validator, epos)
-                                    .map_err(|m| syntax_err(&self.opts.source, epos, m))?;
+                                let ln = parse_attrs::<Link>(
+                                    &e,
+                                    &self.scopes.ns,
+                                    &mut self.validator,
+                                    epos,
+                                )
+                                .map_err(|m| syntax_err(&self.opts.source, epos, m))?;
                                 entry.links.push(ln);
                                 self.spans.links.push(epos);
                                 if !empty {
@@ -646,24 +757,42 @@ impl<R: BufRead> SyncReader<R> {
                                 }
                             }
                             Tag::Loc | Tag::Lastmod | Tag::Changefreq | Tag::Priority => {
-                                let name = e.name().as_ref().to_vec();
-                                let text = if empty { String::new() } else { self.read_text(&name, epos)? };
+                                let element = match tag {
+                                    Tag::Loc => "loc",
+                                    Tag::Lastmod => "lastmod",
+                                    Tag::Changefreq => "changefreq",
+                                    _ => "priority",
+                                };
+                                if empty {
+                                    self.text.clear();
+                                } else {
+                                    self.read_text(element, epos)?;
+                                }
+                                let text = self.text.trim();
                                 match tag {
                                     Tag::Loc => {
                                         if seen_loc {
-                                            self.validator.report(Rule::Repeated, "7", epos, "<loc> is not repeatable; the first is used");
+                                            self.validator.report(
+                                                Rule::Repeated,
+                                                "7",
+                                                epos,
+                                                "<loc> is not repeatable; the first is used",
+                                            );
                                         } else {
                                             seen_loc = true;
-                                            entry.loc = text;
+                                            entry.loc = text.to_owned();
                                             self.spans.loc = epos;
                                         }
                                     }
                                     Tag::Lastmod => {
                                         self.spans.lastmod = epos;
-                                        entry.lastmod = datetime(&text, "lastmod", &mut self.validator, epos);
+                                        entry.lastmod =
+                                            datetime(text, "lastmod", &mut self.validator, epos);
                                     }
-                                    Tag::Changefreq => entry.changefreq = Some(ChangeFreq::parse(&text)),
-                                    _ => entry.priority = Some(text),
+                                    Tag::Changefreq => {
+                                        entry.changefreq = Some(ChangeFreq::parse(text))
+                                    }
+                                    _ => entry.priority = Some(text.to_owned()),
                                 }
                             }
                             other => {
@@ -675,7 +804,13 @@ impl<R: BufRead> SyncReader<R> {
                     }
                     Event::End(_) => break,
                     Event::Eof => return Err(self.eof_error()),
-                    ev => stray(self.xml.get_mut(), &mut self.validator, &self.opts.source, ev, start)?,
+                    ev => stray(
+                        self.xml.get_mut(),
+                        &mut self.validator,
+                        &self.opts.source,
+                        ev,
+                        start,
+                    )?,
                 }
             }
         }
@@ -687,8 +822,9 @@ impl<R: BufRead> SyncReader<R> {
 
     /// Text content of a simple element up to its end tag; entity references other than the
     /// predefined five are refused.
-    fn read_text(&mut self, name: &[u8], pos: Pos) -> Result<String, Error> {
-        let mut out = String::new();
+    /// The text goes to `self.text` (a reused buffer), untrimmed.
+    fn read_text(&mut self, element: &str, pos: Pos) -> Result<(), Error> {
+        self.text.clear();
         loop {
             let start = self.xml.buffer_position();
             self.buf.clear();
@@ -699,40 +835,60 @@ impl<R: BufRead> SyncReader<R> {
             let empty = matches!(ev, Event::Empty(_));
             match ev {
                 Event::Text(t) => {
-                    let s = t.decode().map_err(|e| syntax_err(&self.opts.source, pos, e.to_string()))?;
-                    out.push_str(&s);
+                    let s = t
+                        .decode()
+                        .map_err(|e| syntax_err(&self.opts.source, pos, e.to_string()))?;
+                    self.text.push_str(&s);
                 }
                 Event::CData(c) => {
-                    let s = c.decode().map_err(|e| syntax_err(&self.opts.source, pos, e.to_string()))?;
-                    out.push_str(&s);
+                    let s = c
+                        .decode()
+                        .map_err(|e| syntax_err(&self.opts.source, pos, e.to_string()))?;
+                    self.text.push_str(&s);
                 }
                 Event::GeneralRef(r) => {
                     if r.is_char_ref() {
                         match r.resolve_char_ref() {
-                            Ok(Some(c)) => out.push(c),
+                            Ok(Some(c)) => self.text.push(c),
                             _ => {
                                 let p = self.xml.get_mut().pos(start);
-                                return Err(syntax_err(&self.opts.source, p, "invalid character reference".into()));
+                                return Err(syntax_err(
+                                    &self.opts.source,
+                                    p,
+                                    "invalid character reference".into(),
+                                ));
                             }
                         }
                     } else {
                         let name = String::from_utf8_lossy(r.as_ref()).into_owned();
                         match quick_xml::escape::resolve_predefined_entity(&name) {
-                            Some(s) => out.push_str(s),
+                            Some(s) => self.text.push_str(s),
                             None => {
                                 let p = self.xml.get_mut().pos(start);
-                                return Err(syntax_err(&self.opts.source, p, format!("undefined entity `&{name};` (entities are never expanded)")));
+                                return Err(syntax_err(
+                                    &self.opts.source,
+                                    p,
+                                    format!(
+                                        "undefined entity `&{name};` (entities are never expanded)"
+                                    ),
+                                ));
                             }
                         }
                     }
                 }
                 Event::End(_) => break,
                 Event::Start(e) | Event::Empty(e) => {
-                    self.scopes.start(&e).map_err(|m| syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m))?;
+                    self.scopes.start(&e).map_err(|m| {
+                        syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                    })?;
                     let child = e.name().as_ref().to_vec();
                     let p = self.xml.get_mut().pos(start);
-                    let local = String::from_utf8_lossy(name).into_owned();
-                    self.validator.report(Rule::Misplaced, "7", p, format!("<{local}> holds text only; child element ignored"));
+                    self.validator.report(
+                        Rule::Misplaced,
+                        "7",
+                        p,
+                        format!("<{element}> holds text only; child element ignored"),
+                    );
                     if !empty {
                         self.skip(&child)?;
                     }
@@ -742,11 +898,7 @@ impl<R: BufRead> SyncReader<R> {
                 _ => {}
             }
         }
-        let trimmed = out.trim();
-        if trimmed.len() != out.len() {
-            out = trimmed.to_owned();
-        }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -764,16 +916,15 @@ fn for_each_attr(
         }
         let (res, local) = resolver.resolve_attribute(a.key);
         let ns = classify(&res);
-        let local = std::str::from_utf8(local.as_ref()).map_err(|e| e.to_string())?.to_owned();
-        let prefix = a
-            .key
-            .prefix()
-            .map(|p| String::from_utf8_lossy(p.as_ref()).into_owned())
-            .unwrap_or_default();
+        let local = std::str::from_utf8(local.into_inner()).map_err(|e| e.to_string())?;
+        let prefix = match a.key.prefix() {
+            Some(p) => std::str::from_utf8(p.into_inner()).map_err(|e| e.to_string())?,
+            None => "",
+        };
         let value = a
             .normalized_value(quick_xml::XmlVersion::Implicit1_0)
             .map_err(|e| format!("attribute `{local}`: {e}"))?;
-        f(ns, &prefix, &local, value)?;
+        f(ns, prefix, local, value)?;
     }
     Ok(())
 }
@@ -793,83 +944,79 @@ fn ext(ns: Ns, prefix: &str, local: &str, value: &str) -> ExtAttr {
     }
 }
 
-/// Handles one attribute of `<rs:md>`/`<rs:ln>`: ResourceSync attributes are unprefixed (7).
-fn attr_common(
-    ns: Ns,
-    prefix: &str,
-    local: &str,
-    value: &str,
-    v: &mut Validator,
-    pos: Pos,
-    element: &str,
-    apply: &mut dyn FnMut(&str, &str, &mut Validator) -> bool,
-    exts: &mut Vec<ExtAttr>,
-) {
-    match ns {
-        Ns::None => {
-            if !apply(local, value, v) {
-                v.report(
-                    Rule::AttributeUnknown,
-                    "7",
-                    pos,
-                    format!("`{local}` is not an attribute of {element}; other attributes must be in their own namespace"),
-                );
-                exts.push(ext(Ns::None, prefix, local, value));
-            }
-        }
-        Ns::Rs => {
-            v.report(Rule::AttributePrefixed, "7", pos, format!("attribute `{prefix}:{local}` must not have a namespace prefix"));
-            if !apply(local, value, v) {
-                exts.push(ext(Ns::Rs, prefix, local, value));
-            }
-        }
-        Ns::UnknownPrefix(p) => {
-            v.report(Rule::Namespace, "4", pos, format!("attribute `{p}:{local}` uses prefix `{p}`, which is not declared"));
-        }
-        other => exts.push(ext(other, prefix, local, value)),
+/// `<rs:md>` or `<rs:ln>`, as far as reading their attributes goes.
+trait AttrTarget: Default {
+    const ELEMENT: &'static str;
+    fn apply(&mut self, name: &str, value: &str, v: &mut Validator, pos: Pos) -> bool;
+    fn ext(&mut self) -> &mut Vec<ExtAttr>;
+}
+
+impl AttrTarget for Md {
+    const ELEMENT: &'static str = "<rs:md>";
+    fn apply(&mut self, name: &str, value: &str, v: &mut Validator, pos: Pos) -> bool {
+        apply_md_attr(self, name, value, v, pos)
+    }
+    fn ext(&mut self) -> &mut Vec<ExtAttr> {
+        &mut self.ext
     }
 }
 
-fn parse_md(e: &BytesStart<'_>, resolver: &NamespaceResolver, v: &mut Validator, pos: Pos) -> AttrResult<Md> {
-    let mut md = Md::default();
-    let mut exts = Vec::new();
-    for_each_attr(e, resolver, |ns, prefix, local, value| {
-        attr_common(
-            ns,
-            prefix,
-            local,
-            &value,
-            v,
-            pos,
-            "<rs:md>",
-            &mut |name, val, v| apply_md_attr(&mut md, name, val, v, pos),
-            &mut exts,
-        );
-        Ok(())
-    })?;
-    md.ext = exts;
-    Ok(md)
+impl AttrTarget for Link {
+    const ELEMENT: &'static str = "<rs:ln>";
+    fn apply(&mut self, name: &str, value: &str, v: &mut Validator, pos: Pos) -> bool {
+        apply_ln_attr(self, name, value, v, pos)
+    }
+    fn ext(&mut self) -> &mut Vec<ExtAttr> {
+        &mut self.ext
+    }
 }
 
-fn parse_ln(e: &BytesStart<'_>, resolver: &NamespaceResolver, v: &mut Validator, pos: Pos) -> AttrResult<Link> {
-    let mut ln = Link::default();
-    let mut exts = Vec::new();
+/// Reads the attributes of `<rs:md>`/`<rs:ln>`. ResourceSync attributes are unprefixed
+/// (spec 7); attributes of other namespaces are kept as extensions.
+fn parse_attrs<T: AttrTarget>(
+    e: &BytesStart<'_>,
+    resolver: &NamespaceResolver,
+    v: &mut Validator,
+    pos: Pos,
+) -> AttrResult<T> {
+    let mut target = T::default();
     for_each_attr(e, resolver, |ns, prefix, local, value| {
-        attr_common(
-            ns,
-            prefix,
-            local,
-            &value,
-            v,
-            pos,
-            "<rs:ln>",
-            &mut |name, val, v| apply_ln_attr(&mut ln, name, val, v, pos),
-            &mut exts,
-        );
+        match ns {
+            Ns::None => {
+                if !target.apply(local, &value, v, pos) {
+                    v.report(
+                        Rule::AttributeUnknown,
+                        "7",
+                        pos,
+                        format!("`{local}` is not an attribute of {}; other attributes must be in their own namespace", T::ELEMENT),
+                    );
+                    target.ext().push(ext(Ns::None, prefix, local, &value));
+                }
+            }
+            Ns::Rs => {
+                v.report(
+                    Rule::AttributePrefixed,
+                    "7",
+                    pos,
+                    format!("attribute `{prefix}:{local}` must not have a namespace prefix"),
+                );
+                if !target.apply(local, &value, v, pos) {
+                    target.ext().push(ext(Ns::Rs, prefix, local, &value));
+                }
+            }
+            Ns::UnknownPrefix(p) => {
+                v.report(
+                    Rule::Namespace,
+                    "4",
+                    pos,
+                    format!("attribute `{p}:{local}` uses prefix `{p}`, which is not declared"),
+                );
+            }
+            other => target.ext().push(ext(other, prefix, local, &value)),
+        }
         Ok(())
     })?;
-    ln.ext = exts;
-    Ok(ln)
+    Ok(target)
 }
 
 fn syntax_err(source: &str, pos: Pos, message: String) -> Error {
@@ -882,19 +1029,38 @@ fn syntax_err(source: &str, pos: Pos, message: String) -> Error {
 }
 
 /// Text, comments and the like between elements.
-fn stray<R>(counting: &mut Counting<R>, v: &mut Validator, source: &str, ev: Event<'_>, start: u64) -> Result<(), Error> {
+fn stray<R>(
+    counting: &mut Counting<R>,
+    v: &mut Validator,
+    source: &str,
+    ev: Event<'_>,
+    start: u64,
+) -> Result<(), Error> {
     match ev {
-        Event::Text(t) => {
-            if !t.as_ref().iter().all(u8::is_ascii_whitespace) {
-                v.report(Rule::Misplaced, "7", counting.pos(start), "text is not allowed here; ignored");
-            }
+        Event::Text(t) if !t.as_ref().iter().all(u8::is_ascii_whitespace) => {
+            v.report(
+                Rule::Misplaced,
+                "7",
+                counting.pos(start),
+                "text is not allowed here; ignored",
+            );
         }
         Event::CData(_) | Event::GeneralRef(_) => {
-            v.report(Rule::Misplaced, "7", counting.pos(start), "character data is not allowed here; ignored");
+            v.report(
+                Rule::Misplaced,
+                "7",
+                counting.pos(start),
+                "character data is not allowed here; ignored",
+            );
         }
         Event::DocType(_) => {
             let pos = counting.pos(start);
-            v.report(Rule::Doctype, "7", pos, "DOCTYPE declarations are refused (no entity expansion)");
+            v.report(
+                Rule::Doctype,
+                "7",
+                pos,
+                "DOCTYPE declarations are refused (no entity expansion)",
+            );
             return Err(Error::Doctype {
                 source_name: source.to_owned(),
                 line: pos.line,

@@ -84,7 +84,12 @@ impl DocumentReader {
                     return;
                 }
             };
-            let head = (r.header().clone(), r.validator().kind(), r.take_problems(), tally_of(&r));
+            let head = (
+                r.header().clone(),
+                r.validator().kind(),
+                r.take_problems(),
+                tally_of(&r),
+            );
             if head_tx.send(Ok(head)).is_err() {
                 return;
             }
@@ -100,7 +105,11 @@ impl DocumentReader {
                         }
                         Err(e) => {
                             if !entries.is_empty() {
-                                let _ = tx.blocking_send(Msg::Batch { entries, problems: r.take_problems(), tally: tally_of(&r) });
+                                let _ = tx.blocking_send(Msg::Batch {
+                                    entries,
+                                    problems: r.take_problems(),
+                                    tally: tally_of(&r),
+                                });
                             }
                             let _ = tx.blocking_send(Msg::Failed(e));
                             return;
@@ -109,12 +118,21 @@ impl DocumentReader {
                 }
                 // A closed channel means the reader was dropped: stop parsing.
                 if !entries.is_empty()
-                    && tx.blocking_send(Msg::Batch { entries, problems: r.take_problems(), tally: tally_of(&r) }).is_err()
+                    && tx
+                        .blocking_send(Msg::Batch {
+                            entries,
+                            problems: r.take_problems(),
+                            tally: tally_of(&r),
+                        })
+                        .is_err()
                 {
                     return;
                 }
                 if end {
-                    let _ = tx.blocking_send(Msg::End { problems: r.take_problems(), tally: tally_of(&r) });
+                    let _ = tx.blocking_send(Msg::End {
+                        problems: r.take_problems(),
+                        tally: tally_of(&r),
+                    });
                     return;
                 }
             }
@@ -122,7 +140,9 @@ impl DocumentReader {
         let (header, kind, problems, tally) = match head_rx.await {
             Ok(r) => r?,
             Err(_) => {
-                return Err(Error::Write("the parsing thread stopped before reading the header".into()));
+                return Err(Error::Write(
+                    "the parsing thread stopped before reading the header".into(),
+                ));
             }
         };
         let mut reader = DocumentReader {
@@ -166,7 +186,11 @@ impl DocumentReader {
                 return Ok(None);
             }
             match self.rx.recv().await {
-                Some(Msg::Batch { entries, problems, tally }) => {
+                Some(Msg::Batch {
+                    entries,
+                    problems,
+                    tally,
+                }) => {
                     self.tally = tally;
                     self.keep(problems);
                     self.current = entries.into_iter();
@@ -182,7 +206,9 @@ impl DocumentReader {
                 }
                 None => {
                     self.done = true;
-                    return Err(Error::Write("the parsing thread stopped unexpectedly".into()));
+                    return Err(Error::Write(
+                        "the parsing thread stopped unexpectedly".into(),
+                    ));
                 }
             }
         }

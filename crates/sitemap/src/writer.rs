@@ -3,27 +3,47 @@
 //! escapes every value with quick-xml's escaper, so any model read by the reader writes back
 //! to a document that reads to an equal model.
 
-use std::fmt::Write as _;
 use std::future::Future;
 use std::io;
+use std::io::Write as _;
 use std::path::PathBuf;
 
-use quick_xml::escape::{escape, partial_escape};
-use rsagg_model::{
-    DocumentKind, ExtAttr, Header, Link, Md, RS_NS, Root, SITEMAP_NS, UrlEntry, W3cDateTime,
-};
+use quick_xml::escape::escape;
 use rsagg_model::validate::{MAX_BYTES, MAX_ENTRIES};
+use rsagg_model::{
+    DocumentKind, ExtAttr, Hashes, Header, Link, Md, RS_NS, Root, SITEMAP_NS, UrlEntry, W3cDateTime,
+};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::Error;
 
-const FLUSH_AT: usize = 64 * 1024;
+const FLUSH_AT: usize = 256 * 1024;
+
+/// Bytes that need escaping in attribute values and text.
+const SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'&' as usize] = true;
+    t[b'<' as usize] = true;
+    t[b'>' as usize] = true;
+    t[b'"' as usize] = true;
+    t[b'\'' as usize] = true;
+    t
+};
+
+/// Appends `value` escaped; the common value needs no escaping and is copied as is.
+fn escaped(out: &mut Vec<u8>, value: &str) {
+    if value.bytes().any(|b| SPECIAL[usize::from(b)]) {
+        out.extend_from_slice(escape(value).as_bytes());
+    } else {
+        out.extend_from_slice(value.as_bytes());
+    }
+}
 
 fn attr(out: &mut Vec<u8>, name: &str, value: &str) {
     out.push(b' ');
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b"=\"");
-    out.extend_from_slice(escape(value).as_bytes());
+    escaped(out, value);
     out.push(b'"');
 }
 
@@ -47,9 +67,27 @@ fn attr_opt(out: &mut Vec<u8>, name: &str, value: Option<&str>) {
 
 fn attr_num(out: &mut Vec<u8>, name: &str, value: Option<u64>) {
     if let Some(v) = value {
-        let mut s = String::new();
-        let _ = write!(s, "{v}");
-        attr(out, name, &s);
+        out.push(b' ');
+        out.extend_from_slice(name.as_bytes());
+        // Writing to a Vec cannot fail.
+        let _ = write!(out, "=\"{v}\"");
+    }
+}
+
+fn attr_hash(out: &mut Vec<u8>, name: &str, value: Option<&Hashes>) {
+    if let Some(h) = value {
+        out.push(b' ');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"=\"");
+        for (i, v) in h.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b' ');
+            }
+            escaped(out, v.algorithm.as_str());
+            out.push(b':');
+            escaped(out, &v.digest);
+        }
+        out.push(b'"');
     }
 }
 
@@ -87,9 +125,7 @@ fn md_element(out: &mut Vec<u8>, indent: &str, md: &Md) {
         attr(out, "change", c.as_str());
     }
     attr_dt(out, "datetime", &md.datetime);
-    if let Some(h) = &md.hash {
-        attr(out, "hash", &h.to_string());
-    }
+    attr_hash(out, "hash", md.hash.as_ref());
     attr_num(out, "length", md.length);
     attr_opt(out, "type", md.mime_type.as_deref());
     attr_opt(out, "encoding", md.encoding.as_deref());
@@ -105,9 +141,7 @@ fn ln_element(out: &mut Vec<u8>, indent: &str, l: &Link) {
     attr(out, "href", &l.href);
     attr_num(out, "pri", l.pri.map(u64::from));
     attr_dt(out, "modified", &l.modified);
-    if let Some(h) = &l.hash {
-        attr(out, "hash", &h.to_string());
-    }
+    attr_hash(out, "hash", l.hash.as_ref());
     attr_num(out, "length", l.length);
     attr_opt(out, "type", l.mime_type.as_deref());
     attr_opt(out, "encoding", l.encoding.as_deref());
@@ -120,7 +154,7 @@ fn text_element(out: &mut Vec<u8>, name: &str, value: &str) {
     out.extend_from_slice(b"    <");
     out.extend_from_slice(name.as_bytes());
     out.push(b'>');
-    out.extend_from_slice(partial_escape(value).as_bytes());
+    escaped(out, value);
     out.extend_from_slice(b"</");
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b">\n");
@@ -270,13 +304,11 @@ impl FsPartSink {
 }
 
 impl PartSink for FsPartSink {
-    type Part = tokio::io::BufWriter<tokio::fs::File>;
+    /// No extra buffering: the writers already hand over 256 KiB at a time.
+    type Part = tokio::fs::File;
     fn create(&mut self, name: &str) -> impl Future<Output = io::Result<Self::Part>> + Send {
         let path = self.dir.join(name);
-        async move {
-            let f = tokio::fs::File::create(path).await?;
-            Ok(tokio::io::BufWriter::with_capacity(256 * 1024, f))
-        }
+        async move { tokio::fs::File::create(path).await }
     }
 }
 
@@ -297,7 +329,11 @@ pub struct SplitOptions {
 
 impl SplitOptions {
     /// Limits of the Sitemap protocol; names from `base_url`, `index_name` and `part_stem`.
-    pub fn new(base_url: impl Into<String>, index_name: impl Into<String>, part_stem: impl Into<String>) -> Self {
+    pub fn new(
+        base_url: impl Into<String>,
+        index_name: impl Into<String>,
+        part_stem: impl Into<String>,
+    ) -> Self {
         SplitOptions {
             base_url: base_url.into(),
             index_name: index_name.into(),
@@ -403,7 +439,10 @@ impl<S: PartSink> SplitWriter<S> {
     fn part_header(&self, from: Option<W3cDateTime>, until: Option<W3cDateTime>) -> Header {
         let mut h = self.header.clone();
         h.links.retain(|l| l.rel != "index");
-        h.links.push(Link::new("index", format!("{}{}", self.opts.base_url, self.opts.index_name)));
+        h.links.push(Link::new(
+            "index",
+            format!("{}{}", self.opts.base_url, self.opts.index_name),
+        ));
         if self.kind.is_change_document()
             && let Some(md) = h.md.as_mut()
         {
@@ -416,17 +455,28 @@ impl<S: PartSink> SplitWriter<S> {
     async fn open_part(&mut self, from: Option<W3cDateTime>) -> Result<(), Error> {
         let n = self.parts.len() + 1;
         if n as u64 > MAX_ENTRIES {
-            return Err(Error::Write(format!("more than {MAX_ENTRIES} parts would be needed; an index cannot list them (spec 7)")));
+            return Err(Error::Write(format!(
+                "more than {MAX_ENTRIES} parts would be needed; an index cannot list them (spec 7)"
+            )));
         }
         let name = format!("{}-{n:05}.xml", self.opts.part_stem);
         let (body, header_len) = if self.kind.is_change_document() {
             // Measure the header with a worst-case `until` so the size cap holds after closing.
             let mut probe = Vec::new();
-            encode_header(&self.part_header(from, Some(W3cDateTime::now())), &mut probe);
+            encode_header(
+                &self.part_header(from, Some(W3cDateTime::now())),
+                &mut probe,
+            );
             (Body::Held(Vec::new()), probe.len() as u64 + 16)
         } else {
-            let out = self.sink.create(&name).await.map_err(|e| io_err(&name, e))?;
-            let w = DocumentWriter::start(out, &self.part_header(None, None)).await.map_err(|e| io_err(&name, e))?;
+            let out = self
+                .sink
+                .create(&name)
+                .await
+                .map_err(|e| io_err(&name, e))?;
+            let w = DocumentWriter::start(out, &self.part_header(None, None))
+                .await
+                .map_err(|e| io_err(&name, e))?;
             let len = w.bytes();
             (Body::Direct(w), len)
         };
@@ -455,8 +505,14 @@ impl<S: PartSink> SplitWriter<S> {
             }
             Body::Held(body) => {
                 let header = self.part_header(part.from, until);
-                let out = self.sink.create(&name).await.map_err(|e| io_err(&name, e))?;
-                let mut w = DocumentWriter::start(out, &header).await.map_err(|e| io_err(&name, e))?;
+                let out = self
+                    .sink
+                    .create(&name)
+                    .await
+                    .map_err(|e| io_err(&name, e))?;
+                let mut w = DocumentWriter::start(out, &header)
+                    .await
+                    .map_err(|e| io_err(&name, e))?;
                 w.buf.extend_from_slice(&body);
                 w.bytes += body.len() as u64;
                 let (mut out, bytes) = w.finish().await.map_err(|e| io_err(&name, e))?;
@@ -485,7 +541,10 @@ impl<S: PartSink> SplitWriter<S> {
         let instant = e.change_instant().copied();
         let full = match &self.current {
             None => None,
-            Some(p) => Some(p.entries >= self.opts.max_entries || p.bytes + len + closing_len > self.opts.max_bytes),
+            Some(p) => Some(
+                p.entries >= self.opts.max_entries
+                    || p.bytes + len + closing_len > self.opts.max_bytes,
+            ),
         };
         match full {
             None => {
@@ -499,12 +558,21 @@ impl<S: PartSink> SplitWriter<S> {
             }
             Some(false) => {}
         }
-        let part = self.current.as_mut().ok_or_else(|| Error::Write("no open part".into()))?;
+        let part = self
+            .current
+            .as_mut()
+            .ok_or_else(|| Error::Write("no open part".into()))?;
         if part.header_len + len + closing_len > self.opts.max_bytes {
-            return Err(Error::Write(format!("entry {} alone exceeds the part size limit of {} bytes", e.loc, self.opts.max_bytes)));
+            return Err(Error::Write(format!(
+                "entry {} alone exceeds the part size limit of {} bytes",
+                e.loc, self.opts.max_bytes
+            )));
         }
         match &mut part.body {
-            Body::Direct(w) => w.write_encoded(&self.scratch).await.map_err(|err| io_err(&part.name, err))?,
+            Body::Direct(w) => w
+                .write_encoded(&self.scratch)
+                .await
+                .map_err(|err| io_err(&part.name, err))?,
             Body::Held(buf) => buf.extend_from_slice(&self.scratch),
         }
         part.bytes += len;
@@ -529,14 +597,28 @@ impl<S: PartSink> SplitWriter<S> {
         index.root = Root::Sitemapindex;
         index.links.retain(|l| l.rel != "index");
         let name = self.opts.index_name.clone();
-        let out = self.sink.create(&name).await.map_err(|e| io_err(&name, e))?;
-        let mut w = DocumentWriter::start(out, &index).await.map_err(|e| io_err(&name, e))?;
+        let out = self
+            .sink
+            .create(&name)
+            .await
+            .map_err(|e| io_err(&name, e))?;
+        let mut w = DocumentWriter::start(out, &index)
+            .await
+            .map_err(|e| io_err(&name, e))?;
         let snapshot = self.header.md.clone().unwrap_or_default();
         for p in &self.parts {
             let md = if self.kind.is_change_document() {
-                Md { from: p.from, until: p.until, ..Md::default() }
+                Md {
+                    from: p.from,
+                    until: p.until,
+                    ..Md::default()
+                }
             } else {
-                Md { at: snapshot.at, completed: snapshot.completed, ..Md::default() }
+                Md {
+                    at: snapshot.at,
+                    completed: snapshot.completed,
+                    ..Md::default()
+                }
             };
             let entry = UrlEntry {
                 loc: p.url.clone(),

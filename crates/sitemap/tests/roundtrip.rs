@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use rsagg_model::{Header, Mode, UrlEntry};
-use rsagg_sitemap::{SyncReader, DocumentWriter, ReadOptions};
+use rsagg_sitemap::{DocumentWriter, ReadOptions, SyncReader};
 
 fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
@@ -17,7 +17,11 @@ fn fixtures() -> Vec<PathBuf> {
         }
     }
     files.sort();
-    assert_eq!(files.len(), 32, "30 core examples and 2 notification examples");
+    assert_eq!(
+        files.len(),
+        32,
+        "30 core examples and 2 notification examples"
+    );
     files
 }
 
@@ -48,8 +52,18 @@ async fn every_spec_example_round_trips() {
         assert!(!e1.is_empty(), "{name}: no entries read");
         let written = write_all(&h1, &e1).await;
         let (h2, e2) = read_all(&written, &name).await;
-        assert_eq!(h1, h2, "{name}: header differs after round trip\n{}", String::from_utf8_lossy(&written));
-        assert_eq!(e1, e2, "{name}: entries differ after round trip\n{}", String::from_utf8_lossy(&written));
+        assert_eq!(
+            h1,
+            h2,
+            "{name}: header differs after round trip\n{}",
+            String::from_utf8_lossy(&written)
+        );
+        assert_eq!(
+            e1,
+            e2,
+            "{name}: entries differ after round trip\n{}",
+            String::from_utf8_lossy(&written)
+        );
         // Writing is deterministic: a second round gives the same bytes.
         assert_eq!(written, write_all(&h2, &e2).await, "{name}");
     }
@@ -68,7 +82,12 @@ async fn async_reader_matches_sync_reader() {
     }
     doc.push_str("</urlset>\n");
     let (h1, e1) = read_all(doc.as_bytes(), "sync").await;
-    let mut r = DocumentReader::open(std::io::Cursor::new(doc.clone().into_bytes()), ReadOptions::new(Mode::Lenient, "async")).await.unwrap();
+    let mut r = DocumentReader::open(
+        std::io::Cursor::new(doc.clone().into_bytes()),
+        ReadOptions::new(Mode::Lenient, "async"),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.header(), &h1);
     let mut e2 = Vec::new();
     while let Some(e) = r.next_entry().await.unwrap() {
@@ -80,7 +99,11 @@ async fn async_reader_matches_sync_reader() {
     assert_eq!(t.entries, 1300);
     assert_eq!(t.errors, 21);
     assert_eq!(t.warnings, 1, "the up link is missing");
-    let order: Vec<_> = r.problems().iter().filter(|p| p.code == "chronological-order").collect();
+    let order: Vec<_> = r
+        .problems()
+        .iter()
+        .filter(|p| p.code == "chronological-order")
+        .collect();
     assert_eq!(order.len(), 21);
     assert_eq!(order[0].entry, Some(60));
     assert_eq!(t.bytes, doc.len() as u64);
