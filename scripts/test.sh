@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The README's test command: install the peers the tests need (into a cache outside the
+# clone), then build and run every test of the workspace.
+#
+#   bash scripts/test.sh [extra cargo test arguments]
+#
+# Caches (reused across runs, safe to delete):
+#   RSAGG_CACHE       default $HOME/.cache/rsagg
+#   CARGO_TARGET_DIR  default $RSAGG_CACHE/target
+#   PEERS_DIR         default $RSAGG_CACHE/peers (see scripts/peers.sh)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+export RSAGG_CACHE=${RSAGG_CACHE:-$HOME/.cache/rsagg}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$RSAGG_CACHE/target}
+mkdir -p "$RSAGG_CACHE"
+
+start=$(date +%s)
+bash scripts/peers.sh install
+eval "$(bash scripts/peers.sh env)"
+echo "[test] peers ready after $(( $(date +%s) - start ))s" >&2
+
+# Two cores here and in CI: two test threads.
+cargo test --workspace --locked -- --test-threads=2 "$@"
+echo "[test] all tests passed in $(( $(date +%s) - start ))s" >&2
