@@ -9,6 +9,11 @@ mod docs;
 
 use clap::{Parser, Subcommand};
 
+/// Entries are allocated on the parsing thread and freed on the consuming one; mimalloc
+/// handles that pattern far better than the system allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "rsagg-bench",

@@ -8,6 +8,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Entries are allocated on the parsing thread and freed on the consuming one; mimalloc
+/// handles that pattern far better than the system allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A ResourceSync aggregator: harvests upstream Sources into object storage and republishes
 /// them as a Source of its own.
 #[derive(Debug, Parser)]

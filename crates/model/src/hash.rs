@@ -70,9 +70,9 @@ impl HashValue {
 
     /// True when the digest is hex of the length the algorithm requires.
     pub fn is_well_formed(&self) -> bool {
-        self.algorithm.hex_len().is_some_and(|n| {
-            self.digest.len() == n && self.digest.bytes().all(|c| c.is_ascii_hexdigit())
-        })
+        self.algorithm
+            .hex_len()
+            .is_some_and(|n| self.digest.len() == n && is_hex(self.digest.as_bytes()))
     }
 
     /// Whether two tokens of the same algorithm denote the same digest (hex is
@@ -80,6 +80,22 @@ impl HashValue {
     pub fn matches(&self, other: &HashValue) -> Option<bool> {
         (self.algorithm == other.algorithm).then(|| self.digest.eq_ignore_ascii_case(&other.digest))
     }
+}
+
+const HEX: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = (c as u8).is_ascii_hexdigit();
+        c += 1;
+    }
+    t
+};
+
+/// Hex check without an early exit, so the loop stays branch-free (this runs for every entry
+/// of every list read).
+fn is_hex(b: &[u8]) -> bool {
+    b.iter().fold(true, |ok, &c| ok & HEX[usize::from(c)])
 }
 
 /// A parsed `hash` attribute: tokens in document order.

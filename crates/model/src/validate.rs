@@ -973,13 +973,17 @@ impl Validator {
 
 /// A cheap check for an absolute URI: `scheme ":" rest` with a non-empty rest.
 pub fn is_absolute_uri(s: &str) -> bool {
-    let Some((scheme, rest)) = s.split_once(':') else {
+    let b = s.as_bytes();
+    let Some(colon) = b.iter().position(|&c| c == b':') else {
         return false;
     };
-    let mut chars = scheme.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-        && !rest.is_empty()
+    let scheme = &b[..colon];
+    scheme.first().is_some_and(u8::is_ascii_alphabetic)
+        && scheme
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'))
+        && colon + 1 < b.len()
+        && !b.iter().any(|&c| c <= b' ')
         && !s.contains(char::is_whitespace)
 }
 

@@ -103,6 +103,9 @@ struct Scopes {
     /// Depths of the open elements that declared namespaces.
     declared_at: Vec<u32>,
     depth: u32,
+    /// Qualified names already classified under the current bindings (cleared when they
+    /// change): resolving and comparing namespace URIs for every element is measurable.
+    known: Vec<(Box<[u8]>, Tag)>,
 }
 
 impl Scopes {
@@ -114,6 +117,7 @@ impl Scopes {
         if !raw.is_empty() && XMLNS.find(raw).is_some() {
             self.ns.push(e).map_err(|err| err.to_string())?;
             self.declared_at.push(self.depth);
+            self.known.clear();
         }
         Ok(())
     }
@@ -122,13 +126,30 @@ impl Scopes {
         if self.declared_at.last() == Some(&self.depth) {
             self.declared_at.pop();
             self.ns.pop();
+            self.known.clear();
         }
         self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// What the element called `name` is, under the current bindings.
+    fn tag(&mut self, name: QName<'_>) -> Tag {
+        let q = name.as_ref();
+        if let Some((_, t)) = self.known.iter().find(|(k, _)| &**k == q) {
+            return t.clone();
+        }
+        let (res, local) = self.ns.resolve_element(name);
+        let tag = tag_of(classify(&res), local.as_ref());
+        if !matches!(tag, Tag::Unknown(..) | Tag::BadNs(..) | Tag::Extension)
+            && self.known.len() < 32
+        {
+            self.known.push((q.into(), tag.clone()));
+        }
+        tag
     }
 }
 
 /// What one element start means inside a document.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Tag {
     Md,
     Ln,
@@ -299,8 +320,7 @@ impl<R: BufRead> SyncReader<R> {
                         self.scopes.start(&e).map_err(|m| {
                             syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
                         })?;
-                        let (res, local) = self.scopes.ns.resolve_element(e.name());
-                        let tag = tag_of(classify(&res), local.as_ref());
+                        let tag = self.scopes.tag(e.name());
                         let pos = self.xml.get_mut().pos(start);
                         if matches!(tag, Tag::Url | Tag::Sitemap) {
                             return self.read_entry(pos, empty, tag).map(Some);
@@ -518,8 +538,7 @@ impl<R: BufRead> SyncReader<R> {
                         self.scopes.start(&e).map_err(|m| {
                             syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
                         })?;
-                        let (res, local) = self.scopes.ns.resolve_element(e.name());
-                        let tag = tag_of(classify(&res), local.as_ref());
+                        let tag = self.scopes.tag(e.name());
                         let name = e.name().as_ref().to_vec();
                         let pos = self.xml.get_mut().pos(start);
                         match tag {
@@ -715,8 +734,7 @@ impl<R: BufRead> SyncReader<R> {
                         self.scopes.start(&e).map_err(|m| {
                             syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
                         })?;
-                        let (res, local) = self.scopes.ns.resolve_element(e.name());
-                        let tag = tag_of(classify(&res), local.as_ref());
+                        let tag = self.scopes.tag(e.name());
                         let epos = self.xml.get_mut().pos(start);
                         match tag {
                             Tag::Md => {

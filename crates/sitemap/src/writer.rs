@@ -203,8 +203,11 @@ pub fn encode_header(h: &Header, out: &mut Vec<u8>) {
     }
 }
 
-fn closing(root: Root) -> String {
-    format!("</{}>\n", root.element())
+fn closing(root: Root) -> &'static str {
+    match root {
+        Root::Urlset => "</urlset>\n",
+        Root::Sitemapindex => "</sitemapindex>\n",
+    }
 }
 
 /// Writes one document to an `AsyncWrite`, entry by entry, through a 64 KiB buffer.
