@@ -349,6 +349,20 @@ impl Validator {
         }
     }
 
+    /// Takes in problems found elsewhere for the same document (a reader's tokenizer on
+    /// another thread), counting each by its severity and keeping them within the cap.
+    pub fn absorb(&mut self, problems: impl IntoIterator<Item = Problem>) {
+        for p in problems {
+            match p.severity {
+                Severity::Error => self.errors += 1,
+                Severity::Warning => self.warnings += 1,
+            }
+            if self.problems.len() < self.max_problems {
+                self.problems.push(p);
+            }
+        }
+    }
+
     /// Marks the start of entry `index` for the problems that follow (reader use).
     pub fn begin_entry(&mut self, index: u64) {
         self.current_entry = Some(index);

@@ -73,13 +73,15 @@ impl<R: BufRead> Read for Counting<R> {
 }
 
 impl<R: BufRead> BufRead for Counting<R> {
+    /// Called several times per XML event, so the common case (nothing new) is one compare.
+    #[inline]
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         let buf = self.inner.fill_buf()?;
         let end = self.consumed + buf.len() as u64;
-        if end > self.limit {
-            return Err(io::Error::other(LimitExceeded(self.limit)));
-        }
         if end > self.scanned {
+            if end > self.limit {
+                return Err(io::Error::other(LimitExceeded(self.limit)));
+            }
             let skip = (self.scanned - self.consumed) as usize;
             for i in memchr::memchr_iter(b'\n', &buf[skip..]) {
                 self.newlines.push_back(self.scanned + i as u64);
@@ -89,6 +91,7 @@ impl<R: BufRead> BufRead for Counting<R> {
         Ok(buf)
     }
 
+    #[inline]
     fn consume(&mut self, amt: usize) {
         self.consumed += amt as u64;
         self.inner.consume(amt);

@@ -14,11 +14,15 @@
 //! - [`writer`]: [`DocumentWriter`] for any document, and [`SplitWriter`], which turns a
 //!   stream of entries into `<urlset>` parts of at most 50,000 entries / 50 MB plus a
 //!   `<sitemapindex>` over them.
+//! - `tokenize` and `build`: the two halves of the reader (XML structure; typed values and
+//!   validation), which [`DocumentReader`] runs on two threads.
 //! - `counting`: the byte-counting, line-tracking input adapter behind the reader.
 
+mod build;
 mod counting;
 pub mod reader;
 pub mod stream;
+mod tokenize;
 pub mod writer;
 
 pub use reader::{ReadOptions, SyncReader};

@@ -1,16 +1,19 @@
-//! [`DocumentReader`]: the reader for async input. Parsing is CPU work, so the
-//! [`SyncReader`] runs on a blocking thread (reading the async input through
-//! `tokio_util::io::SyncIoBridge`) and hands entries over in batches through a bounded
-//! channel: the async side never blocks the runtime, parsing overlaps with whatever the
-//! consumer does, and at most `CHANNEL_BATCHES × BATCH` entries are in flight.
+//! [`DocumentReader`]: the reader for async input, on two cores. The tokenizer (XML events,
+//! namespaces, structure) runs on a blocking thread, reading the async input through
+//! `tokio_util::io::SyncIoBridge`, and hands raw entries over in batches through a bounded
+//! channel; the builder (typed values, validation) runs in `next_entry` on the caller's task.
+//! Parsing never blocks the runtime, the two halves overlap, and at most
+//! `CHANNEL_BATCHES × BATCH` entries are in flight.
 
 use rsagg_model::{DocumentKind, Header, Problem, UrlEntry};
 use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 
-use crate::{Error, ReadOptions, SyncReader};
+use crate::build::Builder;
+use crate::tokenize::{RawBatch, Tokenizer};
+use crate::{Error, ReadOptions};
 
-/// Entries per batch handed from the parsing thread.
+/// Entries per batch handed from the tokenizer thread.
 const BATCH: usize = 512;
 /// Batches buffered between the threads.
 const CHANNEL_BATCHES: usize = 4;
@@ -29,39 +32,19 @@ pub struct Tally {
 }
 
 enum Msg {
-    Batch {
-        entries: Vec<UrlEntry>,
-        problems: Vec<Problem>,
-        tally: Tally,
-    },
-    End {
-        problems: Vec<Problem>,
-        tally: Tally,
-    },
+    Batch(RawBatch),
     Failed(Error),
 }
 
 /// Streaming reader over async input; see the module documentation.
 pub struct DocumentReader {
     header: Header,
-    kind: DocumentKind,
+    builder: Builder,
     rx: mpsc::Receiver<Msg>,
-    current: std::vec::IntoIter<UrlEntry>,
-    problems: Vec<Problem>,
-    max_problems: usize,
-    tally: Tally,
-    returned: u64,
+    batch: RawBatch,
+    next: usize,
+    bytes: u64,
     done: bool,
-}
-
-fn tally_of<R: std::io::BufRead>(r: &SyncReader<R>) -> Tally {
-    let v = r.validator();
-    Tally {
-        errors: v.errors(),
-        warnings: v.warnings(),
-        entries: r.entries_read(),
-        bytes: r.bytes_read(),
-    }
 }
 
 impl DocumentReader {
@@ -71,73 +54,51 @@ impl DocumentReader {
     where
         R: AsyncRead + Send + Unpin + 'static,
     {
-        let max_problems = opts.max_problems;
+        let mut builder = Builder::new(opts.mode, opts.max_problems, opts.source.clone());
         let bridge = tokio_util::io::SyncIoBridge::new(input);
         let (head_tx, head_rx) = tokio::sync::oneshot::channel();
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         tokio::task::spawn_blocking(move || {
             let input = std::io::BufReader::with_capacity(256 * 1024, bridge);
-            let mut r = match SyncReader::open(input, opts) {
-                Ok(r) => r,
+            let mut t = match Tokenizer::open(input, opts) {
+                Ok(t) => t,
                 Err(e) => {
                     let _ = head_tx.send(Err(e));
                     return;
                 }
             };
             let head = (
-                r.header().clone(),
-                r.validator().kind(),
-                r.take_problems(),
-                tally_of(&r),
+                t.header().clone(),
+                t.header_spans().clone(),
+                t.take_problems(),
+                t.bytes_read(),
             );
             if head_tx.send(Ok(head)).is_err() {
                 return;
             }
             loop {
-                let mut entries = Vec::with_capacity(BATCH);
-                let mut end = false;
-                while entries.len() < BATCH {
-                    match r.next_entry() {
-                        Ok(Some(e)) => entries.push(e),
-                        Ok(None) => {
-                            end = true;
-                            break;
-                        }
+                let mut batch = RawBatch::default();
+                let more = loop {
+                    match t.next_raw(&mut batch) {
+                        Ok(true) if batch.entries.len() < BATCH => {}
+                        Ok(more) => break more,
                         Err(e) => {
-                            if !entries.is_empty() {
-                                let _ = tx.blocking_send(Msg::Batch {
-                                    entries,
-                                    problems: r.take_problems(),
-                                    tally: tally_of(&r),
-                                });
+                            if !batch.entries.is_empty() {
+                                let _ = tx.blocking_send(Msg::Batch(batch));
                             }
                             let _ = tx.blocking_send(Msg::Failed(e));
                             return;
                         }
                     }
-                }
+                };
+                batch.bytes = t.bytes_read();
                 // A closed channel means the reader was dropped: stop parsing.
-                if !entries.is_empty()
-                    && tx
-                        .blocking_send(Msg::Batch {
-                            entries,
-                            problems: r.take_problems(),
-                            tally: tally_of(&r),
-                        })
-                        .is_err()
-                {
-                    return;
-                }
-                if end {
-                    let _ = tx.blocking_send(Msg::End {
-                        problems: r.take_problems(),
-                        tally: tally_of(&r),
-                    });
+                if tx.blocking_send(Msg::Batch(batch)).is_err() || !more {
                     return;
                 }
             }
         });
-        let (header, kind, problems, tally) = match head_rx.await {
+        let (header, spans, problems, bytes) = match head_rx.await {
             Ok(r) => r?,
             Err(_) => {
                 return Err(Error::Write(
@@ -145,24 +106,16 @@ impl DocumentReader {
                 ));
             }
         };
-        let mut reader = DocumentReader {
+        builder.header(&header, &spans, problems);
+        Ok(DocumentReader {
             header,
-            kind,
+            builder,
             rx,
-            current: Vec::new().into_iter(),
-            problems: Vec::new(),
-            max_problems,
-            tally,
-            returned: 0,
+            batch: RawBatch::default(),
+            next: 0,
+            bytes,
             done: false,
-        };
-        reader.keep(problems);
-        Ok(reader)
-    }
-
-    fn keep(&mut self, problems: Vec<Problem>) {
-        let room = self.max_problems.saturating_sub(self.problems.len());
-        self.problems.extend(problems.into_iter().take(room));
+        })
     }
 
     /// The document header.
@@ -172,33 +125,25 @@ impl DocumentReader {
 
     /// The kind of document the header announces.
     pub fn kind(&self) -> DocumentKind {
-        self.kind
+        self.builder.validator.kind()
     }
 
     /// The next entry; `None` once the whole document was read and checked.
     pub async fn next_entry(&mut self) -> Result<Option<UrlEntry>, Error> {
-        loop {
-            if let Some(e) = self.current.next() {
-                self.returned += 1;
-                return Ok(Some(e));
+        while self.next == self.batch.entries.len() {
+            if let Some((end, bytes)) = self.batch.end.take() {
+                self.builder.finish(end, bytes);
+                self.done = true;
             }
             if self.done {
                 return Ok(None);
             }
             match self.rx.recv().await {
-                Some(Msg::Batch {
-                    entries,
-                    problems,
-                    tally,
-                }) => {
-                    self.tally = tally;
-                    self.keep(problems);
-                    self.current = entries.into_iter();
-                }
-                Some(Msg::End { problems, tally }) => {
-                    self.tally = tally;
-                    self.keep(problems);
-                    self.done = true;
+                Some(Msg::Batch(mut b)) => {
+                    self.builder.absorb(&mut b);
+                    self.bytes = b.bytes;
+                    self.batch = b;
+                    self.next = 0;
                 }
                 Some(Msg::Failed(e)) => {
                     self.done = true;
@@ -212,26 +157,30 @@ impl DocumentReader {
                 }
             }
         }
+        let e = self.builder.build(&self.batch, self.next)?;
+        self.next += 1;
+        Ok(Some(e))
     }
 
-    /// Problems found so far (up to `max_problems`), in document order. They may run ahead
+    /// Problems found so far (up to `max_problems`). Problems of the tokenizer may run ahead
     /// of the entries returned; [`Problem::entry`] tells which entry each concerns.
     pub fn problems(&self) -> &[Problem] {
-        &self.problems
+        self.builder.validator.problems()
     }
 
     /// Takes the problems kept so far.
     pub fn take_problems(&mut self) -> Vec<Problem> {
-        std::mem::take(&mut self.problems)
+        self.builder.validator.take_problems()
     }
 
     /// Counters so far (final once `next_entry` returned `None`).
     pub fn tally(&self) -> Tally {
-        self.tally
-    }
-
-    /// Entries returned by [`DocumentReader::next_entry`] so far.
-    pub fn entries_returned(&self) -> u64 {
-        self.returned
+        let v = &self.builder.validator;
+        Tally {
+            errors: v.errors(),
+            warnings: v.warnings(),
+            entries: v.entries(),
+            bytes: self.bytes,
+        }
     }
 }

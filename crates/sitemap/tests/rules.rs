@@ -798,6 +798,20 @@ async fn fatal_errors_name_the_position() {
         r.next_entry().unwrap().unwrap().loc,
         "http://e.com/a?b=1&c=2"
     );
+    // Whitespace inside a value is kept, around references too (only the ends are trimmed).
+    let spaced =
+        resourcelist("<url><loc>\n  http://e.com/a b &amp; c <![CDATA[ d ]]> e\n</loc></url>");
+    let mut r = SyncReader::open(spaced.as_bytes(), ReadOptions::default()).unwrap();
+    assert_eq!(
+        r.next_entry().unwrap().unwrap().loc,
+        "http://e.com/a b & c  d  e"
+    );
+    assert!(
+        r.validator()
+            .problems()
+            .iter()
+            .any(|p| p.code == "loc-not-absolute")
+    );
     // Not well-formed, with line:column.
     let e = problems("<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n  <url><loc>x</lox></url>\n</urlset>", Mode::Lenient).await.unwrap_err();
     match e {

@@ -1,0 +1,97 @@
+//! The builder half of the reader: turns raw entries from the tokenizer into typed
+//! [`UrlEntry`]s — attributes, datetimes, hashes — and runs the [`Validator`] over them.
+
+use quick_xml::events::BytesStart;
+use quick_xml::name::NamespaceResolver;
+use rsagg_model::validate::datetime;
+use rsagg_model::{
+    ChangeFreq, EntrySpans, Header, HeaderSpans, Link, Md, Mode, Pos, Problem, UrlEntry, Validator,
+};
+
+use crate::Error;
+use crate::tokenize::{RawBatch, parse_attrs, syntax_err};
+
+/// Typed entries from raw ones, with the document's validator.
+pub(crate) struct Builder {
+    pub(crate) validator: Validator,
+    resolver: NamespaceResolver,
+    scope_gen: Option<u32>,
+    spans: EntrySpans,
+    source: String,
+}
+
+impl Builder {
+    pub(crate) fn new(mode: Mode, max_problems: usize, source: String) -> Self {
+        Builder {
+            validator: Validator::new(mode).with_max_problems(max_problems),
+            resolver: NamespaceResolver::default(),
+            scope_gen: None,
+            spans: EntrySpans::default(),
+            source,
+        }
+    }
+
+    /// Checks the header; `problems` are those the tokenizer found reading it.
+    pub(crate) fn header(&mut self, h: &Header, spans: &HeaderSpans, problems: Vec<Problem>) {
+        self.validator.absorb(problems);
+        self.validator.header(h, spans);
+    }
+
+    /// Takes in the tokenizer's problems for a batch (before its entries are built).
+    pub(crate) fn absorb(&mut self, batch: &mut RawBatch) {
+        self.validator.absorb(batch.problems.drain(..));
+    }
+
+    /// Builds entry `i` of `batch`.
+    pub(crate) fn build(&mut self, batch: &RawBatch, i: usize) -> Result<UrlEntry, Error> {
+        let raw = &batch.entries[i];
+        let v = &mut self.validator;
+        v.begin_entry(v.entries());
+        let spans = &mut self.spans;
+        spans.entry = raw.pos;
+        spans.loc = raw.loc.map_or(raw.pos, |t| t.pos);
+        spans.lastmod = raw.lastmod.map_or(raw.pos, |t| t.pos);
+        spans.md = raw.pos;
+        spans.links.clear();
+        let mut e = UrlEntry::default();
+        if let Some(t) = raw.loc {
+            e.loc = batch.text(t).trim().to_owned();
+        }
+        if let Some(t) = raw.lastmod {
+            e.lastmod = datetime(batch.text(t).trim(), "lastmod", v, t.pos);
+        }
+        if let Some(t) = raw.changefreq {
+            e.changefreq = Some(ChangeFreq::parse(batch.text(t).trim()));
+        }
+        if let Some(t) = raw.priority {
+            e.priority = Some(batch.text(t).trim().to_owned());
+        }
+        for el in &batch.elems[raw.elems.0..raw.elems.1] {
+            if self.scope_gen != Some(el.scope_gen)
+                && let Some((g, r)) = batch.resolvers.iter().find(|(g, _)| *g == el.scope_gen)
+            {
+                self.resolver = r.clone();
+                self.scope_gen = Some(*g);
+            }
+            let start = BytesStart::from_content(&batch.arena[el.start..el.end], el.name_len);
+            if el.is_md {
+                let md = parse_attrs::<Md>(&start, &self.resolver, v, el.pos)
+                    .map_err(|m| syntax_err(&self.source, el.pos, m))?;
+                e.md = Some(md);
+                spans.md = el.pos;
+            } else {
+                let ln = parse_attrs::<Link>(&start, &self.resolver, v, el.pos)
+                    .map_err(|m| syntax_err(&self.source, el.pos, m))?;
+                e.links.push(ln);
+                spans.links.push(el.pos);
+            }
+        }
+        v.entry(&e, spans);
+        Ok(e)
+    }
+
+    /// Document-level checks once the tokenizer reached the end.
+    pub(crate) fn finish(&mut self, end: Pos, bytes: u64) {
+        self.validator.finish(end, bytes);
+    }
+}

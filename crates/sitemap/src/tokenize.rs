@@ -1,0 +1,1161 @@
+//! The tokenizer half of the reader: XML events, namespaces and document structure. It
+//! reads the header completely, then copies the raw pieces of each entry (texts and the start
+//! tags of `<rs:md>`/`<rs:ln>`) into a [`RawBatch`]; the builder (`build.rs`) turns those into
+//! typed entries and checks them. The split lets the two halves run on two cores.
+//!
+//! Namespace handling follows the XML Namespaces recommendation through quick-xml's
+//! `NsReader`: any prefix bound to the ResourceSync namespace works, an element whose name
+//! looks like ResourceSync's but whose namespace URI is wrong is reported (never silently
+//! accepted), and elements of other namespaces (Sitemap extensions such as `image:`) are
+//! skipped. DOCTYPE declarations are refused, so no entity can be declared or expanded; only
+//! the five predefined entities and character references are resolved.
+
+use std::borrow::Cow;
+use std::io;
+
+use quick_xml::Reader;
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::name::{NamespaceResolver, QName, ResolveResult};
+use rsagg_model::validate::{apply_ln_attr, apply_md_attr};
+use rsagg_model::{
+    ExtAttr, Header, HeaderSpans, Link, Md, Pos, Problem, RS_NS, Root, Rule, SITEMAP_NS, Validator,
+};
+use std::io::BufRead;
+
+use crate::counting::{Counting, LimitExceeded};
+use crate::{Error, ReadOptions};
+
+/// Namespace of an element, as far as the format cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ns {
+    Sitemap,
+    Rs,
+    /// Looks like the ResourceSync namespace but is not it (typo, missing slash, https).
+    WrongRs(String),
+    /// Some other namespace: an extension, skipped.
+    Other(String),
+    /// No namespace at all.
+    None,
+    /// A prefix that is not declared.
+    UnknownPrefix(String),
+}
+
+fn classify(r: &ResolveResult<'_>) -> Ns {
+    match r {
+        ResolveResult::Bound(ns) => match ns.as_ref() {
+            b if b == SITEMAP_NS.as_bytes() => Ns::Sitemap,
+            b if b == RS_NS.as_bytes() => Ns::Rs,
+            b => {
+                let s = String::from_utf8_lossy(b).into_owned();
+                if s.contains("openarchives.org/rs") {
+                    Ns::WrongRs(s)
+                } else {
+                    Ns::Other(s)
+                }
+            }
+        },
+        ResolveResult::Unbound => Ns::None,
+        ResolveResult::Unknown(p) => Ns::UnknownPrefix(String::from_utf8_lossy(p).into_owned()),
+    }
+}
+
+/// Namespace scopes: only elements that declare namespaces open one, so the common element
+/// costs no push or pop (the resolver itself is quick-xml's).
+#[derive(Debug, Default)]
+struct Scopes {
+    ns: NamespaceResolver,
+    /// Depths of the open elements that declared namespaces.
+    declared_at: Vec<u32>,
+    depth: u32,
+    /// Qualified names already classified under the current bindings (cleared when they
+    /// change): resolving and comparing namespace URIs for every element is measurable.
+    known: Vec<(Box<[u8]>, Tag)>,
+    /// Changes whenever the bindings change.
+    generation: u32,
+}
+
+impl Scopes {
+    fn start(&mut self, e: &BytesStart<'_>) -> Result<(), String> {
+        self.depth += 1;
+        static XMLNS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"xmlns"));
+        let raw = e.attributes_raw();
+        if !raw.is_empty() && XMLNS.find(raw).is_some() {
+            self.ns.push(e).map_err(|err| err.to_string())?;
+            self.declared_at.push(self.depth);
+            self.known.clear();
+            self.generation += 1;
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) {
+        if self.declared_at.last() == Some(&self.depth) {
+            self.declared_at.pop();
+            self.ns.pop();
+            self.known.clear();
+            self.generation += 1;
+        }
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// What the element called `name` is, under the current bindings.
+    fn tag(&mut self, name: QName<'_>) -> Tag {
+        let q = name.as_ref();
+        if let Some((_, t)) = self.known.iter().find(|(k, _)| &**k == q) {
+            return t.clone();
+        }
+        let (res, local) = self.ns.resolve_element(name);
+        let tag = tag_of(classify(&res), local.as_ref());
+        if !matches!(tag, Tag::Unknown(..) | Tag::BadNs(..) | Tag::Extension)
+            && self.known.len() < 32
+        {
+            self.known.push((q.into(), tag.clone()));
+        }
+        tag
+    }
+}
+
+/// What one element start means inside a document.
+#[derive(Debug, Clone)]
+enum Tag {
+    Md,
+    Ln,
+    Loc,
+    Lastmod,
+    Changefreq,
+    Priority,
+    Url,
+    Sitemap,
+    Urlset,
+    Sitemapindex,
+    /// Unknown element of the Sitemap or ResourceSync namespace.
+    Unknown(Ns, String),
+    /// Element of a foreign namespace (skipped silently).
+    Extension,
+    /// Element with a bad namespace (reported).
+    BadNs(Ns, String),
+}
+
+fn tag_of(ns: Ns, local: &[u8]) -> Tag {
+    let local_s = || String::from_utf8_lossy(local).into_owned();
+    match ns {
+        Ns::Sitemap => match local {
+            b"loc" => Tag::Loc,
+            b"lastmod" => Tag::Lastmod,
+            b"changefreq" => Tag::Changefreq,
+            b"priority" => Tag::Priority,
+            b"url" => Tag::Url,
+            b"sitemap" => Tag::Sitemap,
+            b"urlset" => Tag::Urlset,
+            b"sitemapindex" => Tag::Sitemapindex,
+            _ => Tag::Unknown(Ns::Sitemap, local_s()),
+        },
+        Ns::Rs => match local {
+            b"md" => Tag::Md,
+            b"ln" => Tag::Ln,
+            _ => Tag::Unknown(Ns::Rs, local_s()),
+        },
+        Ns::Other(_) => Tag::Extension,
+        other => Tag::BadNs(other, local_s()),
+    }
+}
+
+fn ns_message(ns: &Ns, local: &str) -> String {
+    match ns {
+        Ns::WrongRs(uri) => format!(
+            "element `{local}` is in namespace `{uri}`, not the ResourceSync namespace `{RS_NS}`"
+        ),
+        Ns::UnknownPrefix(p) => {
+            format!("element `{p}:{local}` uses prefix `{p}`, which is not declared")
+        }
+        Ns::None => format!(
+            "element `{local}` is in no namespace; Sitemap elements must be in `{SITEMAP_NS}`"
+        ),
+        Ns::Sitemap | Ns::Rs | Ns::Other(_) => format!("element `{local}` is not expected here"),
+    }
+}
+
+/// One `<rs:md>` or `<rs:ln>` start tag, kept raw: `arena[start..end]` is the tag's content
+/// (name and attributes), re-read by the builder with `BytesStart::from_content`.
+#[derive(Debug, Clone)]
+pub(crate) struct RawElem {
+    pub(crate) is_md: bool,
+    pub(crate) pos: Pos,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) name_len: usize,
+    /// Namespace bindings in force (see [`RawBatch::resolvers`]).
+    pub(crate) scope_gen: u32,
+}
+
+/// A text child (`<loc>`, `<lastmod>`, …): `arena[start..end]`, untrimmed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawText {
+    pub(crate) pos: Pos,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+/// One entry as the tokenizer saw it.
+#[derive(Debug, Clone)]
+pub(crate) struct RawEntry {
+    pub(crate) pos: Pos,
+    pub(crate) loc: Option<RawText>,
+    pub(crate) lastmod: Option<RawText>,
+    pub(crate) changefreq: Option<RawText>,
+    pub(crate) priority: Option<RawText>,
+    /// `elems[elems.0..elems.1]` are this entry's `<rs:md>` (at most one) and `<rs:ln>`s.
+    pub(crate) elems: (usize, usize),
+}
+
+/// Entries handed from the tokenizer to the builder, with the problems the tokenizer found
+/// for them and whatever namespace bindings changed.
+#[derive(Debug, Default)]
+pub(crate) struct RawBatch {
+    pub(crate) arena: String,
+    pub(crate) elems: Vec<RawElem>,
+    pub(crate) entries: Vec<RawEntry>,
+    pub(crate) problems: Vec<Problem>,
+    /// New namespace bindings, by generation, in the order they took effect.
+    pub(crate) resolvers: Vec<(u32, NamespaceResolver)>,
+    /// End of document: its position and size, once the whole input was read.
+    pub(crate) end: Option<(Pos, u64)>,
+    /// Bytes read when the batch was handed over.
+    pub(crate) bytes: u64,
+}
+
+impl RawBatch {
+    pub(crate) fn clear(&mut self) {
+        self.arena.clear();
+        self.elems.clear();
+        self.entries.clear();
+        self.problems.clear();
+        self.resolvers.clear();
+        self.end = None;
+    }
+
+    pub(crate) fn text(&self, t: RawText) -> &str {
+        &self.arena[t.start..t.end]
+    }
+
+    fn push_text(&mut self, pos: Pos, text: &str) -> RawText {
+        let start = self.arena.len();
+        self.arena.push_str(text);
+        RawText {
+            pos,
+            start,
+            end: self.arena.len(),
+        }
+    }
+}
+
+/// Reads the structure of a ResourceSync document from buffered input: the header, then raw
+/// entries.
+pub(crate) struct Tokenizer<R> {
+    xml: Reader<Counting<R>>,
+    scopes: Scopes,
+    buf: Vec<u8>,
+    skip_buf: Vec<u8>,
+    text: String,
+    validator: Validator,
+    header: Header,
+    header_spans: HeaderSpans,
+    /// The first entry's start tag, consumed while reading the header.
+    pending: Option<(Pos, bool, Tag)>,
+    root_closed: bool,
+    finished: bool,
+    entries: u64,
+    /// The generation of the bindings last sent to the builder.
+    sent_gen: Option<u32>,
+    opts: ReadOptions,
+}
+
+impl<R: BufRead> Tokenizer<R> {
+    /// Parses the prolog, the root and its `<rs:md>`/`<rs:ln>` children.
+    pub(crate) fn open(input: R, opts: ReadOptions) -> Result<Self, Error> {
+        let mut xml = Reader::from_reader(Counting::new(input, opts.max_bytes));
+        let cfg = xml.config_mut();
+        cfg.expand_empty_elements = false;
+        cfg.check_end_names = true;
+        cfg.check_comments = true;
+        let validator = Validator::new(opts.mode).with_max_problems(opts.max_problems);
+        let mut r = Tokenizer {
+            xml,
+            scopes: Scopes::default(),
+            buf: Vec::with_capacity(4096),
+            skip_buf: Vec::new(),
+            text: String::new(),
+            validator,
+            header: Header {
+                root: Root::Urlset,
+                md: None,
+                links: Vec::new(),
+            },
+            header_spans: HeaderSpans::default(),
+            pending: None,
+            root_closed: false,
+            finished: false,
+            entries: 0,
+            sent_gen: None,
+            opts,
+        };
+        r.read_prolog_and_header()?;
+        Ok(r)
+    }
+
+    /// The document header.
+    pub(crate) fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Where the header's parts were found.
+    pub(crate) fn header_spans(&self) -> &HeaderSpans {
+        &self.header_spans
+    }
+
+    /// Takes the problems found so far (structure and header attributes).
+    pub(crate) fn take_problems(&mut self) -> Vec<Problem> {
+        self.validator.take_problems()
+    }
+
+    /// Bytes read so far.
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.xml.get_ref().consumed()
+    }
+
+    /// Appends the next entry to `batch`; false at the end of the document, when `batch.end`
+    /// is set.
+    pub(crate) fn next_raw(&mut self, batch: &mut RawBatch) -> Result<bool, Error> {
+        if self.finished {
+            return Ok(false);
+        }
+        if let Some((pos, empty, tag)) = self.pending.take() {
+            return self.read_entry(pos, empty, tag, batch).map(|()| true);
+        }
+        if !self.root_closed {
+            loop {
+                let before = self.xml.buffer_position();
+                self.buf.clear();
+                let ev = match self.xml.read_event_into(&mut self.buf) {
+                    Ok(ev) => ev,
+                    Err(e) => return Err(self.xml_error(e)),
+                };
+                let start = event_start(before, self.xml.buffer_position(), &ev);
+                let empty = matches!(ev, Event::Empty(_));
+                match ev {
+                    Event::Start(e) | Event::Empty(e) => {
+                        self.scopes.start(&e).map_err(|m| {
+                            syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                        })?;
+                        let tag = self.scopes.tag(e.name());
+                        let pos = self.xml.get_mut().pos(start);
+                        if matches!(tag, Tag::Url | Tag::Sitemap) {
+                            return self.read_entry(pos, empty, tag, batch).map(|()| true);
+                        }
+                        let name = e.name().as_ref().to_vec();
+                        match tag {
+                            Tag::Md | Tag::Ln => {
+                                self.validator.report(
+                                    Rule::Misplaced,
+                                    "7",
+                                    pos,
+                                    "<rs:md> and <rs:ln> of the document must come before its entries; ignored",
+                                );
+                                if !empty {
+                                    self.skip(&name)?;
+                                }
+                            }
+                            other => self.unexpected(other, pos, &name, empty)?,
+                        }
+                        self.scopes.end();
+                    }
+                    Event::End(_) => {
+                        self.scopes.end();
+                        self.root_closed = true;
+                        break;
+                    }
+                    Event::Eof => return Err(self.eof_error()),
+                    ev => stray(
+                        self.xml.get_mut(),
+                        &mut self.validator,
+                        &self.opts.source,
+                        ev,
+                        start,
+                    )?,
+                }
+            }
+        }
+        let end = self.read_epilog()?;
+        batch.end = Some(end);
+        batch.problems.append(&mut self.validator.take_problems());
+        batch.bytes = self.bytes_read();
+        Ok(false)
+    }
+
+    fn xml_error(&mut self, e: quick_xml::Error) -> Error {
+        if let quick_xml::Error::Io(io) = &e {
+            if let Some(l) = io.get_ref().and_then(|i| i.downcast_ref::<LimitExceeded>()) {
+                return Error::TooLarge {
+                    source_name: self.opts.source.clone(),
+                    limit: l.0,
+                };
+            }
+            return Error::Io {
+                source_name: self.opts.source.clone(),
+                error: io::Error::new(io.kind(), io.to_string()),
+            };
+        }
+        let at = self
+            .xml
+            .error_position()
+            .max(self.xml.buffer_position().saturating_sub(1));
+        let pos = self.xml.get_mut().pos(at);
+        syntax_err(&self.opts.source, pos, e.to_string())
+    }
+
+    fn eof_error(&mut self) -> Error {
+        let at = self.xml.buffer_position();
+        let pos = self.xml.get_mut().pos(at);
+        syntax_err(
+            &self.opts.source,
+            pos,
+            "unexpected end of document: the root element is not closed".into(),
+        )
+    }
+
+    fn skip(&mut self, name: &[u8]) -> Result<(), Error> {
+        self.skip_buf.clear();
+        match self.xml.read_to_end_into(QName(name), &mut self.skip_buf) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.xml_error(e)),
+        }
+    }
+
+    /// An element that is neither expected here nor an extension: report and skip.
+    fn unexpected(&mut self, tag: Tag, pos: Pos, name: &[u8], empty: bool) -> Result<(), Error> {
+        match tag {
+            Tag::Extension => {}
+            Tag::BadNs(ns, local) => {
+                let msg = ns_message(&ns, &local);
+                self.validator.report(Rule::Namespace, "4", pos, msg);
+            }
+            Tag::Unknown(ns, local) => {
+                let msg = ns_message(&ns, &local);
+                self.validator.report(Rule::Misplaced, "7", pos, msg);
+            }
+            other => {
+                let local = String::from_utf8_lossy(name).into_owned();
+                let _ = other;
+                self.validator.report(
+                    Rule::Misplaced,
+                    "7",
+                    pos,
+                    format!("element `{local}` is not allowed here"),
+                );
+            }
+        }
+        if !empty {
+            self.skip(name)?;
+        }
+        Ok(())
+    }
+
+    fn read_prolog_and_header(&mut self) -> Result<(), Error> {
+        // Prolog up to the root element.
+        let (root_pos, root_empty) = loop {
+            let before = self.xml.buffer_position();
+            self.buf.clear();
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_error(e)),
+            };
+            let start = event_start(before, self.xml.buffer_position(), &ev);
+            let empty = matches!(ev, Event::Empty(_));
+            match ev {
+                Event::Decl(d) => {
+                    if let Some(Ok(enc)) = d.encoding()
+                        && !enc.eq_ignore_ascii_case(b"utf-8")
+                        && !enc.eq_ignore_ascii_case(b"utf8")
+                    {
+                        let enc = String::from_utf8_lossy(&enc).into_owned();
+                        return Err(Error::Encoding {
+                            source_name: self.opts.source.clone(),
+                            encoding: enc,
+                        });
+                    }
+                }
+                Event::Start(e) | Event::Empty(e) => {
+                    self.scopes.start(&e).map_err(|m| {
+                        syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                    })?;
+                    let (res, local) = self.scopes.ns.resolve_element(e.name());
+                    let ns = classify(&res);
+                    let local_s = String::from_utf8_lossy(local.as_ref()).into_owned();
+                    let pos = self.xml.get_mut().pos(start);
+                    let root = match (&ns, local.as_ref()) {
+                        (Ns::Sitemap, b"urlset") => Root::Urlset,
+                        (Ns::Sitemap, b"sitemapindex") => Root::Sitemapindex,
+                        _ => {
+                            let message = match ns {
+                                Ns::Sitemap | Ns::Rs | Ns::WrongRs(_) => {
+                                    format!(
+                                        "root element is `{local_s}`, not <urlset> or <sitemapindex>"
+                                    )
+                                }
+                                Ns::None => format!(
+                                    "root element `{local_s}` is in no namespace; it must be in the Sitemap namespace `{SITEMAP_NS}`"
+                                ),
+                                Ns::Other(uri) => format!(
+                                    "root element `{local_s}` is in namespace `{uri}`; it must be <urlset> or <sitemapindex> in `{SITEMAP_NS}`"
+                                ),
+                                Ns::UnknownPrefix(p) => {
+                                    format!("root element uses undeclared prefix `{p}`")
+                                }
+                            };
+                            self.validator.report(Rule::Root, "7", pos, message.clone());
+                            return Err(Error::Root {
+                                source_name: self.opts.source.clone(),
+                                line: pos.line,
+                                column: pos.column,
+                                message,
+                            });
+                        }
+                    };
+                    self.header.root = root;
+                    self.header_spans.root = pos;
+                    // Inside the root, whitespace between elements is not worth an event.
+                    self.xml.config_mut().trim_text_start = true;
+                    break (pos, empty);
+                }
+                Event::Eof => {
+                    let pos = self.xml.get_mut().pos(start);
+                    return Err(syntax_err(
+                        &self.opts.source,
+                        pos,
+                        "document has no root element".into(),
+                    ));
+                }
+                Event::Text(t) if !t.as_ref().iter().all(u8::is_ascii_whitespace) => {
+                    let pos = self.xml.get_mut().pos(start);
+                    return Err(syntax_err(
+                        &self.opts.source,
+                        pos,
+                        "text before the root element".into(),
+                    ));
+                }
+                ev => stray(
+                    self.xml.get_mut(),
+                    &mut self.validator,
+                    &self.opts.source,
+                    ev,
+                    start,
+                )?,
+            }
+        };
+        let _ = root_pos;
+        if root_empty {
+            self.scopes.end();
+            self.root_closed = true;
+        } else {
+            // Root children up to the first entry.
+            loop {
+                let before = self.xml.buffer_position();
+                self.buf.clear();
+                let ev = match self.xml.read_event_into(&mut self.buf) {
+                    Ok(ev) => ev,
+                    Err(e) => return Err(self.xml_error(e)),
+                };
+                let start = event_start(before, self.xml.buffer_position(), &ev);
+                let empty = matches!(ev, Event::Empty(_));
+                match ev {
+                    Event::Start(e) | Event::Empty(e) => {
+                        self.scopes.start(&e).map_err(|m| {
+                            syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                        })?;
+                        let tag = self.scopes.tag(e.name());
+                        let name = e.name().as_ref().to_vec();
+                        let pos = self.xml.get_mut().pos(start);
+                        match tag {
+                            Tag::Md => {
+                                let md = parse_attrs::<Md>(
+                                    &e,
+                                    &self.scopes.ns,
+                                    &mut self.validator,
+                                    pos,
+                                )
+                                .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
+                                if self.header.md.is_some() {
+                                    self.validator.report(
+                                        Rule::Repeated,
+                                        "7",
+                                        pos,
+                                        "the root has more than one <rs:md>; the first is used",
+                                    );
+                                } else {
+                                    self.header.md = Some(md);
+                                    self.header_spans.md = pos;
+                                }
+                                if !empty {
+                                    self.empty_content(pos)?;
+                                }
+                            }
+                            Tag::Ln => {
+                                let ln = parse_attrs::<Link>(
+                                    &e,
+                                    &self.scopes.ns,
+                                    &mut self.validator,
+                                    pos,
+                                )
+                                .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
+                                self.header.links.push(ln);
+                                self.header_spans.links.push(pos);
+                                if !empty {
+                                    self.empty_content(pos)?;
+                                }
+                            }
+                            Tag::Url | Tag::Sitemap => {
+                                // Its scope ends when read_entry has read it.
+                                self.pending = Some((pos, empty, tag));
+                                break;
+                            }
+                            other => self.unexpected(other, pos, &name, empty)?,
+                        }
+                        self.scopes.end();
+                    }
+                    Event::End(_) => {
+                        self.scopes.end();
+                        self.root_closed = true;
+                        break;
+                    }
+                    Event::Eof => return Err(self.eof_error()),
+                    ev => stray(
+                        self.xml.get_mut(),
+                        &mut self.validator,
+                        &self.opts.source,
+                        ev,
+                        start,
+                    )?,
+                }
+            }
+        }
+        if self.header_spans.md == Pos::default() {
+            self.header_spans.md = self.header_spans.root;
+        }
+        Ok(())
+    }
+
+    /// `<rs:md>` and `<rs:ln>` have no content; anything inside is reported and skipped.
+    fn empty_content(&mut self, pos: Pos) -> Result<(), Error> {
+        let mut reported = false;
+        loop {
+            self.buf.clear();
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_error(e)),
+            };
+            let content = match ev {
+                Event::End(_) => return Ok(()),
+                Event::Eof => return Err(self.eof_error()),
+                Event::Text(t) => !t.as_ref().iter().all(u8::is_ascii_whitespace),
+                Event::Comment(_) | Event::PI(_) => false,
+                Event::Start(e) => {
+                    let name = e.name().as_ref().to_vec();
+                    self.skip(&name)?;
+                    true
+                }
+                _ => true,
+            };
+            if content && !reported {
+                reported = true;
+                self.validator.report(
+                    Rule::Misplaced,
+                    "7",
+                    pos,
+                    "<rs:md> and <rs:ln> must be empty; content ignored",
+                );
+            }
+        }
+    }
+
+    fn read_epilog(&mut self) -> Result<(Pos, u64), Error> {
+        loop {
+            let before = self.xml.buffer_position();
+            self.buf.clear();
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_error(e)),
+            };
+            let start = event_start(before, self.xml.buffer_position(), &ev);
+            match ev {
+                Event::Eof => break,
+                Event::Start(_) | Event::Empty(_) => {
+                    let pos = self.xml.get_mut().pos(start);
+                    return Err(syntax_err(
+                        &self.opts.source,
+                        pos,
+                        "element after the end of the root element".into(),
+                    ));
+                }
+                Event::Text(t) if !t.as_ref().iter().all(u8::is_ascii_whitespace) => {
+                    let pos = self.xml.get_mut().pos(start);
+                    return Err(syntax_err(
+                        &self.opts.source,
+                        pos,
+                        "text after the end of the root element".into(),
+                    ));
+                }
+                ev => stray(
+                    self.xml.get_mut(),
+                    &mut self.validator,
+                    &self.opts.source,
+                    ev,
+                    start,
+                )?,
+            }
+        }
+        let end = self.xml.buffer_position();
+        let pos = self.xml.get_mut().pos(end);
+        let bytes = self.bytes_read();
+        self.finished = true;
+        Ok((pos, bytes))
+    }
+
+    /// Reads one `<url>`/`<sitemap>` (its start tag already read, and its scope opened) into
+    /// `batch`.
+    fn read_entry(
+        &mut self,
+        pos: Pos,
+        empty: bool,
+        tag: Tag,
+        batch: &mut RawBatch,
+    ) -> Result<(), Error> {
+        if self.entries >= self.opts.max_entries {
+            return Err(Error::TooManyEntries {
+                source_name: self.opts.source.clone(),
+                limit: self.opts.max_entries,
+            });
+        }
+        self.validator.begin_entry(self.entries);
+        self.entries += 1;
+        let expected = self.header.root.child();
+        let got = if matches!(tag, Tag::Url) {
+            "url"
+        } else {
+            "sitemap"
+        };
+        if got != expected {
+            self.validator.report(
+                Rule::Misplaced,
+                "7",
+                pos,
+                format!(
+                    "<{got}> in a <{}>; entries of this root are <{expected}>",
+                    self.header.root.element()
+                ),
+            );
+        }
+        let first_elem = batch.elems.len();
+        let mut raw = RawEntry {
+            pos,
+            loc: None,
+            lastmod: None,
+            changefreq: None,
+            priority: None,
+            elems: (first_elem, first_elem),
+        };
+        let mut seen_md = false;
+        if !empty {
+            loop {
+                let before = self.xml.buffer_position();
+                self.buf.clear();
+                let ev = match self.xml.read_event_into(&mut self.buf) {
+                    Ok(ev) => ev,
+                    Err(e) => return Err(self.xml_error(e)),
+                };
+                let start = event_start(before, self.xml.buffer_position(), &ev);
+                let empty = matches!(ev, Event::Empty(_));
+                match ev {
+                    Event::Start(e) | Event::Empty(e) => {
+                        self.scopes.start(&e).map_err(|m| {
+                            syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                        })?;
+                        let tag = self.scopes.tag(e.name());
+                        let epos = self.xml.get_mut().pos(start);
+                        match tag {
+                            Tag::Md if seen_md => {
+                                self.validator.report(
+                                    Rule::Repeated,
+                                    "7",
+                                    epos,
+                                    "<rs:md> is not repeatable in an entry; the first is used",
+                                );
+                                if !empty {
+                                    self.empty_content(epos)?;
+                                }
+                            }
+                            Tag::Md | Tag::Ln => {
+                                let is_md = matches!(tag, Tag::Md);
+                                seen_md |= is_md;
+                                record_elem(
+                                    &self.scopes,
+                                    &mut self.sent_gen,
+                                    &self.opts.source,
+                                    &e,
+                                    is_md,
+                                    epos,
+                                    batch,
+                                )?;
+                                if !empty {
+                                    self.empty_content(epos)?;
+                                }
+                            }
+                            Tag::Loc | Tag::Lastmod | Tag::Changefreq | Tag::Priority => {
+                                let (element, slot) = match tag {
+                                    Tag::Loc => ("loc", &mut raw.loc),
+                                    Tag::Lastmod => ("lastmod", &mut raw.lastmod),
+                                    Tag::Changefreq => ("changefreq", &mut raw.changefreq),
+                                    _ => ("priority", &mut raw.priority),
+                                };
+                                if empty {
+                                    self.text.clear();
+                                } else {
+                                    self.read_text(element, epos)?;
+                                }
+                                if slot.is_some() {
+                                    self.validator.report(
+                                        Rule::Repeated,
+                                        "7",
+                                        epos,
+                                        format!("<{element}> is not repeatable; the first is used"),
+                                    );
+                                } else {
+                                    *slot = Some(batch.push_text(epos, &self.text));
+                                }
+                            }
+                            other => {
+                                let name = e.name().as_ref().to_vec();
+                                self.unexpected(other, epos, &name, empty)?;
+                            }
+                        }
+                        self.scopes.end();
+                    }
+                    Event::End(_) => break,
+                    Event::Eof => return Err(self.eof_error()),
+                    ev => stray(
+                        self.xml.get_mut(),
+                        &mut self.validator,
+                        &self.opts.source,
+                        ev,
+                        start,
+                    )?,
+                }
+            }
+        }
+        // The scope of the <url>/<sitemap> element itself (opened by the caller).
+        self.scopes.end();
+        raw.elems.1 = batch.elems.len();
+        batch.entries.push(raw);
+        batch.problems.append(&mut self.validator.take_problems());
+        batch.bytes = self.bytes_read();
+        Ok(())
+    }
+
+    /// Text content of a simple element up to its end tag; entity references other than the
+    /// predefined five are refused.
+    /// The text goes to `self.text` (a reused buffer), untrimmed.
+    fn read_text(&mut self, element: &str, pos: Pos) -> Result<(), Error> {
+        self.text.clear();
+        // Text values are read exactly as written (trimmed as a whole by the builder).
+        self.xml.config_mut().trim_text_start = false;
+        loop {
+            let before = self.xml.buffer_position();
+            self.buf.clear();
+            let ev = match self.xml.read_event_into(&mut self.buf) {
+                Ok(ev) => ev,
+                Err(e) => return Err(self.xml_error(e)),
+            };
+            let start = event_start(before, self.xml.buffer_position(), &ev);
+            let empty = matches!(ev, Event::Empty(_));
+            match ev {
+                Event::Text(t) => {
+                    let s = t
+                        .decode()
+                        .map_err(|e| syntax_err(&self.opts.source, pos, e.to_string()))?;
+                    self.text.push_str(&s);
+                }
+                Event::CData(c) => {
+                    let s = c
+                        .decode()
+                        .map_err(|e| syntax_err(&self.opts.source, pos, e.to_string()))?;
+                    self.text.push_str(&s);
+                }
+                Event::GeneralRef(r) => {
+                    if r.is_char_ref() {
+                        match r.resolve_char_ref() {
+                            Ok(Some(c)) => self.text.push(c),
+                            _ => {
+                                let p = self.xml.get_mut().pos(start);
+                                return Err(syntax_err(
+                                    &self.opts.source,
+                                    p,
+                                    "invalid character reference".into(),
+                                ));
+                            }
+                        }
+                    } else {
+                        let name = String::from_utf8_lossy(r.as_ref()).into_owned();
+                        match quick_xml::escape::resolve_predefined_entity(&name) {
+                            Some(s) => self.text.push_str(s),
+                            None => {
+                                let p = self.xml.get_mut().pos(start);
+                                return Err(syntax_err(
+                                    &self.opts.source,
+                                    p,
+                                    format!(
+                                        "undefined entity `&{name};` (entities are never expanded)"
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
+                Event::End(_) => break,
+                Event::Start(e) | Event::Empty(e) => {
+                    self.scopes.start(&e).map_err(|m| {
+                        syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                    })?;
+                    let child = e.name().as_ref().to_vec();
+                    let p = self.xml.get_mut().pos(start);
+                    self.validator.report(
+                        Rule::Misplaced,
+                        "7",
+                        p,
+                        format!("<{element}> holds text only; child element ignored"),
+                    );
+                    if !empty {
+                        self.skip(&child)?;
+                    }
+                    self.scopes.end();
+                }
+                Event::Eof => return Err(self.eof_error()),
+                _ => {}
+            }
+        }
+        self.xml.config_mut().trim_text_start = true;
+        Ok(())
+    }
+}
+
+type AttrResult<T> = Result<T, String>;
+
+fn for_each_attr(
+    e: &BytesStart<'_>,
+    resolver: &NamespaceResolver,
+    mut f: impl FnMut(Ns, &str, &str, Cow<'_, str>) -> AttrResult<()>,
+) -> AttrResult<()> {
+    for a in e.attributes() {
+        let a = a.map_err(|e| e.to_string())?;
+        if a.key.as_namespace_binding().is_some() {
+            continue;
+        }
+        let (res, local) = resolver.resolve_attribute(a.key);
+        let ns = classify(&res);
+        let local = std::str::from_utf8(local.into_inner()).map_err(|e| e.to_string())?;
+        let prefix = match a.key.prefix() {
+            Some(p) => std::str::from_utf8(p.into_inner()).map_err(|e| e.to_string())?,
+            None => "",
+        };
+        let value = a
+            .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+            .map_err(|e| format!("attribute `{local}`: {e}"))?;
+        f(ns, prefix, local, value)?;
+    }
+    Ok(())
+}
+
+fn ext(ns: Ns, prefix: &str, local: &str, value: &str) -> ExtAttr {
+    let namespace = match ns {
+        Ns::Other(u) | Ns::WrongRs(u) => u,
+        Ns::Sitemap => SITEMAP_NS.into(),
+        Ns::Rs => RS_NS.into(),
+        Ns::None | Ns::UnknownPrefix(_) => String::new(),
+    };
+    ExtAttr {
+        namespace,
+        prefix: prefix.to_owned(),
+        local: local.to_owned(),
+        value: value.to_owned(),
+    }
+}
+
+/// `<rs:md>` or `<rs:ln>`, as far as reading their attributes goes.
+pub(crate) trait AttrTarget: Default {
+    const ELEMENT: &'static str;
+    fn apply(&mut self, name: &str, value: &str, v: &mut Validator, pos: Pos) -> bool;
+    fn ext(&mut self) -> &mut Vec<ExtAttr>;
+}
+
+impl AttrTarget for Md {
+    const ELEMENT: &'static str = "<rs:md>";
+    fn apply(&mut self, name: &str, value: &str, v: &mut Validator, pos: Pos) -> bool {
+        apply_md_attr(self, name, value, v, pos)
+    }
+    fn ext(&mut self) -> &mut Vec<ExtAttr> {
+        &mut self.ext
+    }
+}
+
+impl AttrTarget for Link {
+    const ELEMENT: &'static str = "<rs:ln>";
+    fn apply(&mut self, name: &str, value: &str, v: &mut Validator, pos: Pos) -> bool {
+        apply_ln_attr(self, name, value, v, pos)
+    }
+    fn ext(&mut self) -> &mut Vec<ExtAttr> {
+        &mut self.ext
+    }
+}
+
+/// Reads the attributes of `<rs:md>`/`<rs:ln>`. ResourceSync attributes are unprefixed
+/// (spec 7); attributes of other namespaces are kept as extensions.
+pub(crate) fn parse_attrs<T: AttrTarget>(
+    e: &BytesStart<'_>,
+    resolver: &NamespaceResolver,
+    v: &mut Validator,
+    pos: Pos,
+) -> AttrResult<T> {
+    let mut target = T::default();
+    for_each_attr(e, resolver, |ns, prefix, local, value| {
+        match ns {
+            Ns::None => {
+                if !target.apply(local, &value, v, pos) {
+                    v.report(
+                        Rule::AttributeUnknown,
+                        "7",
+                        pos,
+                        format!("`{local}` is not an attribute of {}; other attributes must be in their own namespace", T::ELEMENT),
+                    );
+                    target.ext().push(ext(Ns::None, prefix, local, &value));
+                }
+            }
+            Ns::Rs => {
+                v.report(
+                    Rule::AttributePrefixed,
+                    "7",
+                    pos,
+                    format!("attribute `{prefix}:{local}` must not have a namespace prefix"),
+                );
+                if !target.apply(local, &value, v, pos) {
+                    target.ext().push(ext(Ns::Rs, prefix, local, &value));
+                }
+            }
+            Ns::UnknownPrefix(p) => {
+                v.report(
+                    Rule::Namespace,
+                    "4",
+                    pos,
+                    format!("attribute `{p}:{local}` uses prefix `{p}`, which is not declared"),
+                );
+            }
+            other => target.ext().push(ext(other, prefix, local, &value)),
+        }
+        Ok(())
+    })?;
+    Ok(target)
+}
+
+/// Records the raw start tag `e` of an `<rs:md>`/`<rs:ln>` in `batch`, with the namespace
+/// bindings in force when they changed since the last one sent.
+fn record_elem(
+    scopes: &Scopes,
+    sent_gen: &mut Option<u32>,
+    source: &str,
+    e: &BytesStart<'_>,
+    is_md: bool,
+    pos: Pos,
+    batch: &mut RawBatch,
+) -> Result<(), Error> {
+    let content = std::str::from_utf8(e).map_err(|err| syntax_err(source, pos, err.to_string()))?;
+    if *sent_gen != Some(scopes.generation) {
+        batch.resolvers.push((scopes.generation, scopes.ns.clone()));
+        *sent_gen = Some(scopes.generation);
+    }
+    let start = batch.arena.len();
+    batch.arena.push_str(content);
+    batch.elems.push(RawElem {
+        is_md,
+        pos,
+        start,
+        end: batch.arena.len(),
+        name_len: e.name().as_ref().len(),
+        scope_gen: scopes.generation,
+    });
+    Ok(())
+}
+
+/// Where the event just read started. Whitespace-only text between elements is skipped by the
+/// XML reader (`trim_text_start`), so the position before the read may be earlier; the start
+/// is computed back from the end of the event instead.
+fn event_start(before: u64, after: u64, ev: &Event<'_>) -> u64 {
+    let back =
+        |len: usize, delimiters: u64| after.saturating_sub(len as u64 + delimiters).max(before);
+    match ev {
+        Event::Start(e) => back(e.len(), 2),
+        Event::Empty(e) => back(e.len(), 3),
+        Event::Text(t) => back(t.len(), 0),
+        _ => before,
+    }
+}
+
+pub(crate) fn syntax_err(source: &str, pos: Pos, message: String) -> Error {
+    Error::Syntax {
+        source_name: source.to_owned(),
+        line: pos.line,
+        column: pos.column,
+        message,
+    }
+}
+
+/// Text, comments and the like between elements.
+fn stray<R>(
+    counting: &mut Counting<R>,
+    v: &mut Validator,
+    source: &str,
+    ev: Event<'_>,
+    start: u64,
+) -> Result<(), Error> {
+    match ev {
+        Event::Text(t) if !t.as_ref().iter().all(u8::is_ascii_whitespace) => {
+            v.report(
+                Rule::Misplaced,
+                "7",
+                counting.pos(start),
+                "text is not allowed here; ignored",
+            );
+        }
+        Event::CData(_) | Event::GeneralRef(_) => {
+            v.report(
+                Rule::Misplaced,
+                "7",
+                counting.pos(start),
+                "character data is not allowed here; ignored",
+            );
+        }
+        Event::DocType(_) => {
+            let pos = counting.pos(start);
+            v.report(
+                Rule::Doctype,
+                "7",
+                pos,
+                "DOCTYPE declarations are refused (no entity expansion)",
+            );
+            return Err(Error::Doctype {
+                source_name: source.to_owned(),
+                line: pos.line,
+                column: pos.column,
+            });
+        }
+        _ => {}
+    }
+    Ok(())
+}
