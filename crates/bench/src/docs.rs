@@ -254,10 +254,8 @@ async fn parse_file(
     path: &Path,
     mut on_entry: impl FnMut(&UrlEntry),
 ) -> anyhow::Result<(u64, u64)> {
-    let f = tokio::fs::File::open(path)
-        .await
-        .with_context(|| path.display().to_string())?;
-    let mut r = DocumentReader::open(
+    let f = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+    let mut r = DocumentReader::open_blocking(
         f,
         ReadOptions::new(Mode::Lenient, path.display().to_string()),
     )

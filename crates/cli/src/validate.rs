@@ -106,7 +106,7 @@ async fn check(input: input::Input, opts: ReadOptions) -> Result<Report, Error> 
     };
     let mut reader = match DocumentReader::open(input, opts).await {
         Ok(r) => r,
-        Err(e) => return fatal(e, mode_name, None),
+        Err(e) => return fatal(e, mode_name),
     };
     let header = reader.header().clone();
     let kind = reader.kind();
@@ -135,7 +135,7 @@ async fn check(input: input::Input, opts: ReadOptions) -> Result<Report, Error> 
         document: DocumentInfo {
             root: Some(header.root.element()),
             capability: header.capability().map(|c| c.as_str().to_owned()),
-            kind: Some(kind_name(kind)),
+            kind: Some(kind.name()),
             entries: tally.entries,
         },
         problems,
@@ -145,11 +145,7 @@ async fn check(input: input::Input, opts: ReadOptions) -> Result<Report, Error> 
     })
 }
 
-fn kind_name(kind: rsagg_model::DocumentKind) -> &'static str {
-    kind.name()
-}
-
-fn fatal(e: Error, mode: &'static str, _root: Option<&'static str>) -> Result<Report, Error> {
+fn fatal(e: Error, mode: &'static str) -> Result<Report, Error> {
     if matches!(e, Error::Io { .. }) {
         return Err(e);
     }

@@ -145,6 +145,22 @@ impl W3cDateTime {
 
     /// Writes the value with its own granularity and designator into `buf`, returning the text.
     pub fn format_into<'b>(&self, buf: &'b mut [u8; 40]) -> &'b str {
+        let mut n = 0;
+        self.encode(|bytes| {
+            buf[n..n + bytes.len()].copy_from_slice(bytes);
+            n += bytes.len();
+        });
+        // Only ASCII was written.
+        std::str::from_utf8(&buf[..n]).unwrap_or_default()
+    }
+
+    /// Appends the value, as [`W3cDateTime::format_into`] writes it, to `out` (the writers'
+    /// fast path: no intermediate string).
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        self.encode(|bytes| out.extend_from_slice(bytes));
+    }
+
+    fn encode(&self, mut put: impl FnMut(&[u8])) {
         let offset_min = match self.tzd {
             Tzd::Offset(m) => i64::from(m),
             _ => 0,
@@ -153,57 +169,51 @@ impl W3cDateTime {
         let (year, month, day) = civil_from_days(local.div_euclid(86_400));
         let sod = local.rem_euclid(86_400) as u32;
         let (hour, minute, second) = (sod / 3600, sod / 60 % 60, sod % 60);
-        let mut n = 0;
-        let mut put = |bytes: &[u8]| {
-            buf[n..n + bytes.len()].copy_from_slice(bytes);
-            n += bytes.len();
-        };
         if (0..=9999).contains(&year) {
             put(&digits::<4>(year as u32));
         } else {
             // Out of W3C range; still written so nothing is silently lost.
-            let s = year.to_string();
-            put(s.as_bytes());
+            put(year.to_string().as_bytes());
         }
-        if !matches!(self.precision, Precision::Year) {
-            put(b"-");
-            put(&digits::<2>(month));
+        if self.precision == Precision::Year {
+            return;
         }
-        if !matches!(self.precision, Precision::Year | Precision::Month) {
-            put(b"-");
-            put(&digits::<2>(day));
+        put(&[b'-', b'0' + (month / 10) as u8, b'0' + (month % 10) as u8]);
+        if self.precision == Precision::Month {
+            return;
         }
-        if matches!(
-            self.precision,
-            Precision::Minute | Precision::Second | Precision::Fraction(_)
-        ) {
-            put(b"T");
-            put(&digits::<2>(hour));
-            put(b":");
-            put(&digits::<2>(minute));
-            if !matches!(self.precision, Precision::Minute) {
-                put(b":");
-                put(&digits::<2>(second));
+        put(&[b'-', b'0' + (day / 10) as u8, b'0' + (day % 10) as u8]);
+        if self.precision == Precision::Day {
+            return;
+        }
+        let two = |v: u32| [b'0' + (v / 10) as u8, b'0' + (v % 10) as u8];
+        let (h, m) = (two(hour), two(minute));
+        put(&[b'T', h[0], h[1], b':', m[0], m[1]]);
+        if self.precision != Precision::Minute {
+            let s = two(second);
+            put(&[b':', s[0], s[1]]);
+        }
+        if let Precision::Fraction(d) = self.precision {
+            put(b".");
+            let all = digits::<9>(self.nanos);
+            put(&all[..usize::from(d.clamp(1, 9))]);
+        }
+        match self.tzd {
+            Tzd::None => {}
+            Tzd::Utc => put(b"Z"),
+            Tzd::Offset(m) => {
+                let abs = u32::from(m.unsigned_abs());
+                let (oh, om) = (two(abs / 60), two(abs % 60));
+                put(&[
+                    if m < 0 { b'-' } else { b'+' },
+                    oh[0],
+                    oh[1],
+                    b':',
+                    om[0],
+                    om[1],
+                ]);
             }
-            if let Precision::Fraction(d) = self.precision {
-                put(b".");
-                let all = digits::<9>(self.nanos);
-                put(&all[..usize::from(d.clamp(1, 9))]);
-            }
-            match self.tzd {
-                Tzd::None => {}
-                Tzd::Utc => put(b"Z"),
-                Tzd::Offset(m) => {
-                    put(if m < 0 { b"-" } else { b"+" });
-                    let m = u32::from(m.unsigned_abs());
-                    put(&digits::<2>(m / 60));
-                    put(b":");
-                    put(&digits::<2>(m % 60));
-                }
-            }
         }
-        // Only ASCII was written.
-        std::str::from_utf8(&buf[..n]).unwrap_or_default()
     }
 
     /// This instant plus `nanos` nanoseconds, in UTC with nanosecond precision (used to make

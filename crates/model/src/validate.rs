@@ -373,7 +373,6 @@ impl Validator {
         self.current_entry = None;
         let kind = h.kind();
         self.kind = kind;
-        let sec = kind.section();
         let Some(md) = &h.md else {
             self.report(
                 Rule::RootMdMissing,
@@ -504,7 +503,6 @@ impl Validator {
                 );
             }
         }
-        let _ = sec;
         self.header_links(h, spans, kind);
     }
 

@@ -105,6 +105,10 @@ pub enum Error {
         #[source]
         error: std::io::Error,
     },
+    /// The parsing thread of a [`DocumentReader`] ended without a result (it panicked or the
+    /// runtime is shutting down).
+    #[error("the document parser stopped unexpectedly")]
+    Stopped,
     /// A writer was given something that cannot be written (e.g. an index over more than
     /// 50,000 parts).
     #[error("{0}")]

@@ -48,18 +48,26 @@ pub struct DocumentReader {
 }
 
 impl DocumentReader {
-    /// Starts reading `input` and returns once the header has been parsed. Must be called
-    /// inside a Tokio runtime.
+    /// Starts reading async `input` and returns once the header has been parsed. Must be
+    /// called inside a Tokio runtime.
     pub async fn open<R>(input: R, opts: ReadOptions) -> Result<Self, Error>
     where
         R: AsyncRead + Send + Unpin + 'static,
     {
+        Self::open_blocking(tokio_util::io::SyncIoBridge::new(input), opts).await
+    }
+
+    /// Like [`DocumentReader::open`], for input that is read with blocking calls (a local
+    /// file): the tokenizer thread reads it directly, without a hop through the runtime.
+    pub async fn open_blocking<R>(input: R, opts: ReadOptions) -> Result<Self, Error>
+    where
+        R: std::io::Read + Send + 'static,
+    {
         let mut builder = Builder::new(opts.mode, opts.max_problems, opts.source.clone());
-        let bridge = tokio_util::io::SyncIoBridge::new(input);
         let (head_tx, head_rx) = tokio::sync::oneshot::channel();
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         tokio::task::spawn_blocking(move || {
-            let input = std::io::BufReader::with_capacity(256 * 1024, bridge);
+            let input = std::io::BufReader::with_capacity(256 * 1024, input);
             let mut t = match Tokenizer::open(input, opts) {
                 Ok(t) => t,
                 Err(e) => {
@@ -100,11 +108,7 @@ impl DocumentReader {
         });
         let (header, spans, problems, bytes) = match head_rx.await {
             Ok(r) => r?,
-            Err(_) => {
-                return Err(Error::Write(
-                    "the parsing thread stopped before reading the header".into(),
-                ));
-            }
+            Err(_) => return Err(Error::Stopped),
         };
         builder.header(&header, &spans, problems);
         Ok(DocumentReader {
@@ -151,9 +155,7 @@ impl DocumentReader {
                 }
                 None => {
                     self.done = true;
-                    return Err(Error::Write(
-                        "the parsing thread stopped unexpectedly".into(),
-                    ));
+                    return Err(Error::Stopped);
                 }
             }
         }

@@ -3,12 +3,8 @@
 //! tags of `<rs:md>`/`<rs:ln>`) into a [`RawBatch`]; the builder (`build.rs`) turns those into
 //! typed entries and checks them. The split lets the two halves run on two cores.
 //!
-//! Namespace handling follows the XML Namespaces recommendation through quick-xml's
-//! `NsReader`: any prefix bound to the ResourceSync namespace works, an element whose name
-//! looks like ResourceSync's but whose namespace URI is wrong is reported (never silently
-//! accepted), and elements of other namespaces (Sitemap extensions such as `image:`) are
-//! skipped. DOCTYPE declarations are refused, so no entity can be declared or expanded; only
-//! the five predefined entities and character references are resolved.
+//! Namespaces are resolved with quick-xml's `NamespaceResolver`, pushed only for elements that
+//! declare namespaces (see [`Scopes`]); the rules are in the `reader` module documentation.
 
 use std::borrow::Cow;
 use std::io;
@@ -444,9 +440,8 @@ impl<R: BufRead> Tokenizer<R> {
                 let msg = ns_message(&ns, &local);
                 self.validator.report(Rule::Misplaced, "7", pos, msg);
             }
-            other => {
+            _ => {
                 let local = String::from_utf8_lossy(name).into_owned();
-                let _ = other;
                 self.validator.report(
                     Rule::Misplaced,
                     "7",
@@ -463,7 +458,7 @@ impl<R: BufRead> Tokenizer<R> {
 
     fn read_prolog_and_header(&mut self) -> Result<(), Error> {
         // Prolog up to the root element.
-        let (root_pos, root_empty) = loop {
+        let root_empty = loop {
             let before = self.xml.buffer_position();
             self.buf.clear();
             let ev = match self.xml.read_event_into(&mut self.buf) {
@@ -526,7 +521,7 @@ impl<R: BufRead> Tokenizer<R> {
                     self.header_spans.root = pos;
                     // Inside the root, whitespace between elements is not worth an event.
                     self.xml.config_mut().trim_text_start = true;
-                    break (pos, empty);
+                    break empty;
                 }
                 Event::Eof => {
                     let pos = self.xml.get_mut().pos(start);
@@ -553,7 +548,6 @@ impl<R: BufRead> Tokenizer<R> {
                 )?,
             }
         };
-        let _ = root_pos;
         if root_empty {
             self.scopes.end();
             self.root_closed = true;

@@ -5,7 +5,6 @@
 
 use std::future::Future;
 use std::io;
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use quick_xml::escape::escape;
@@ -17,7 +16,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::Error;
 
-const FLUSH_AT: usize = 256 * 1024;
+const FLUSH_AT: usize = 1024 * 1024;
 
 /// Bytes that need escaping in attribute values and text.
 const SPECIAL: [bool; 256] = {
@@ -32,7 +31,11 @@ const SPECIAL: [bool; 256] = {
 
 /// Appends `value` escaped; the common value needs no escaping and is copied as is.
 fn escaped(out: &mut Vec<u8>, value: &str) {
-    if value.bytes().any(|b| SPECIAL[usize::from(b)]) {
+    // No early exit: a branch-free scan of these short values is faster.
+    if value
+        .bytes()
+        .fold(false, |hit, b| hit | SPECIAL[usize::from(b)])
+    {
         out.extend_from_slice(escape(value).as_bytes());
     } else {
         out.extend_from_slice(value.as_bytes());
@@ -49,12 +52,10 @@ fn attr(out: &mut Vec<u8>, name: &str, value: &str) {
 
 fn attr_dt(out: &mut Vec<u8>, name: &str, value: &Option<W3cDateTime>) {
     if let Some(v) = value {
-        let mut buf = [0u8; 40];
-        let s = v.format_into(&mut buf);
         out.push(b' ');
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b"=\"");
-        out.extend_from_slice(s.as_bytes());
+        v.write_to(out);
         out.push(b'"');
     }
 }
@@ -69,8 +70,9 @@ fn attr_num(out: &mut Vec<u8>, name: &str, value: Option<u64>) {
     if let Some(v) = value {
         out.push(b' ');
         out.extend_from_slice(name.as_bytes());
-        // Writing to a Vec cannot fail.
-        let _ = write!(out, "=\"{v}\"");
+        out.extend_from_slice(b"=\"");
+        out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        out.push(b'"');
     }
 }
 
@@ -168,8 +170,9 @@ pub fn encode_entry(root: Root, e: &UrlEntry, out: &mut Vec<u8>) {
     out.extend_from_slice(b">\n");
     text_element(out, "loc", &e.loc);
     if let Some(lm) = &e.lastmod {
-        let mut buf = [0u8; 40];
-        text_element(out, "lastmod", lm.format_into(&mut buf));
+        out.extend_from_slice(b"    <lastmod>");
+        lm.write_to(out);
+        out.extend_from_slice(b"</lastmod>\n");
     }
     if let Some(cf) = &e.changefreq {
         text_element(out, "changefreq", cf.as_str());
@@ -210,7 +213,7 @@ fn closing(root: Root) -> &'static str {
     }
 }
 
-/// Writes one document to an `AsyncWrite`, entry by entry, through a 64 KiB buffer.
+/// Writes one document to an `AsyncWrite`, entry by entry, through a 1 MiB buffer.
 pub struct DocumentWriter<W> {
     out: W,
     buf: Vec<u8>,
@@ -307,7 +310,7 @@ impl FsPartSink {
 }
 
 impl PartSink for FsPartSink {
-    /// No extra buffering: the writers already hand over 256 KiB at a time.
+    /// No extra buffering: the writers already hand over 1 MiB at a time.
     type Part = tokio::fs::File;
     fn create(&mut self, name: &str) -> impl Future<Output = io::Result<Self::Part>> + Send {
         let path = self.dir.join(name);
@@ -383,6 +386,16 @@ enum Body<P> {
     /// Change documents: a part's `until` is only known when the next part starts, so its
     /// entries are held (at most `max_bytes`) and written with the header when it closes.
     Held(Vec<u8>),
+}
+
+impl<P> Body<P> {
+    /// Where the next entry is encoded.
+    fn buffer(&mut self) -> &mut Vec<u8> {
+        match self {
+            Body::Direct(w) => &mut w.buf,
+            Body::Held(b) => b,
+        }
+    }
 }
 
 struct OpenPart<P> {
@@ -523,7 +536,6 @@ impl<S: PartSink> SplitWriter<S> {
                 bytes
             }
         };
-        let _ = part.header_len;
         self.parts.push(PartInfo {
             url: format!("{}{}", self.opts.base_url, name),
             name,
@@ -537,51 +549,63 @@ impl<S: PartSink> SplitWriter<S> {
 
     /// Adds one entry, starting a new part when the current one is full.
     pub async fn write_entry(&mut self, e: &UrlEntry) -> Result<(), Error> {
-        self.scratch.clear();
-        encode_entry(Root::Urlset, e, &mut self.scratch);
-        let len = self.scratch.len() as u64;
-        let closing_len = closing(Root::Urlset).len() as u64;
         let instant = e.change_instant().copied();
-        let full = match &self.current {
-            None => None,
-            Some(p) => Some(
-                p.entries >= self.opts.max_entries
-                    || p.bytes + len + closing_len > self.opts.max_bytes,
-            ),
+        let closing_len = closing(Root::Urlset).len() as u64;
+        if self.current.is_none() {
+            let from = self.header.md.as_ref().and_then(|m| m.from);
+            self.open_part(from).await?;
+        }
+        // Encode straight into the open part; in the rare case it does not fit, move the bytes
+        // to the next part.
+        let (len, fits) = {
+            let part = self
+                .current
+                .as_mut()
+                .ok_or_else(|| Error::Write("no open part".into()))?;
+            let buf = part.body.buffer();
+            let before = buf.len();
+            encode_entry(Root::Urlset, e, buf);
+            let len = (buf.len() - before) as u64;
+            let fits = part.entries < self.opts.max_entries
+                && part.bytes + len + closing_len <= self.opts.max_bytes;
+            if !fits {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(&buf[before..]);
+                buf.truncate(before);
+            }
+            (len, fits)
         };
-        match full {
-            None => {
-                let from = self.header.md.as_ref().and_then(|m| m.from);
-                self.open_part(from).await?;
+        if !fits {
+            let boundary = instant.or(self.current.as_ref().and_then(|p| p.last_instant));
+            self.close_part(boundary).await?;
+            self.open_part(boundary).await?;
+            let part = self
+                .current
+                .as_mut()
+                .ok_or_else(|| Error::Write("no open part".into()))?;
+            if part.header_len + len + closing_len > self.opts.max_bytes {
+                return Err(Error::Write(format!(
+                    "entry {} alone exceeds the part size limit of {} bytes",
+                    e.loc, self.opts.max_bytes
+                )));
             }
-            Some(true) => {
-                let boundary = instant.or(self.current.as_ref().and_then(|p| p.last_instant));
-                self.close_part(boundary).await?;
-                self.open_part(boundary).await?;
-            }
-            Some(false) => {}
+            part.body.buffer().extend_from_slice(&self.scratch);
         }
         let part = self
             .current
             .as_mut()
             .ok_or_else(|| Error::Write("no open part".into()))?;
-        if part.header_len + len + closing_len > self.opts.max_bytes {
-            return Err(Error::Write(format!(
-                "entry {} alone exceeds the part size limit of {} bytes",
-                e.loc, self.opts.max_bytes
-            )));
-        }
-        match &mut part.body {
-            Body::Direct(w) => w
-                .write_encoded(&self.scratch)
-                .await
-                .map_err(|err| io_err(&part.name, err))?,
-            Body::Held(buf) => buf.extend_from_slice(&self.scratch),
-        }
         part.bytes += len;
         part.entries += 1;
         if instant.is_some() {
             part.last_instant = instant;
+        }
+        if let Body::Direct(w) = &mut part.body {
+            w.bytes += len;
+            w.entries += 1;
+            w.maybe_flush()
+                .await
+                .map_err(|err| io_err(&part.name, err))?;
         }
         self.entries += 1;
         Ok(())
