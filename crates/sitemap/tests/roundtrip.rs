@@ -108,3 +108,25 @@ async fn async_reader_matches_sync_reader() {
     assert_eq!(order[0].entry, Some(60));
     assert_eq!(t.bytes, doc.len() as u64);
 }
+
+/// The blocking-input variant gives the same entries and problems.
+#[tokio::test]
+async fn blocking_input_matches_async_input() {
+    use rsagg_sitemap::DocumentReader;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/spec-1.1/resourcesync_ex_23.xml");
+    let bytes = std::fs::read(&path).unwrap();
+    let (h1, e1) = read_all(&bytes, "sync").await;
+    let opts = ReadOptions::new(Mode::Strict, "blocking");
+    let mut r = DocumentReader::open_blocking(std::fs::File::open(&path).unwrap(), opts)
+        .await
+        .unwrap();
+    assert_eq!(r.header(), &h1);
+    let mut e2 = Vec::new();
+    while let Some(e) = r.next_entry().await.unwrap() {
+        e2.push(e);
+    }
+    assert_eq!(e1, e2);
+    assert_eq!(r.tally().bytes, bytes.len() as u64);
+    assert_eq!(r.tally().errors, 0);
+}
