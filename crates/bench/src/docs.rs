@@ -393,25 +393,37 @@ pub fn run(a: DocsArgs) -> anyhow::Result<()> {
     let mut ratios = Vec::new();
     for &n in &a.sizes {
         for kind in [Kind::Changelist, Kind::ResourcelistIndex] {
-            let dir = tmp.join(format!("{}-{n}", kind.as_str()));
-            std::fs::create_dir_all(&dir)?;
-            let path = dir.join(format!("{}.xml", kind.as_str()));
+            let case = tmp.join(format!("{}-{n}", kind.as_str()));
+            let (ours, theirs_dir) = (case.join("rsagg"), case.join("resync"));
+            let path = ours.join(format!("{}.xml", kind.as_str()));
+            let theirs_path = theirs_dir.join(format!("{}.xml", kind.as_str()));
+            let args = |op: &str, flag: &str| -> Vec<String> {
+                [
+                    op,
+                    "--kind",
+                    kind.as_str(),
+                    "--entries",
+                    &n.to_string(),
+                    flag,
+                ]
+                .map(String::from)
+                .to_vec()
+            };
             for op in ["write", "parse"] {
+                // A write starts from an empty directory (cleared untimed, for both tools), so
+                // neither pays for the kernel freeing the previous run's file.
+                let clear = |dir: &Path| -> anyhow::Result<()> {
+                    if op == "write" {
+                        let _ = std::fs::remove_dir_all(dir);
+                    }
+                    std::fs::create_dir_all(dir)?;
+                    Ok(())
+                };
                 let mine = median(
                     (0..a.runs)
                         .map(|_| {
-                            run_sample(
-                                Command::new(&me)
-                                    .args([
-                                        op,
-                                        "--kind",
-                                        kind.as_str(),
-                                        "--entries",
-                                        &n.to_string(),
-                                        "--path",
-                                    ])
-                                    .arg(&path),
-                            )
+                            clear(&ours)?;
+                            run_sample(Command::new(&me).args(args(op, "--path")).arg(&path))
                         })
                         .collect::<anyhow::Result<_>>()?,
                 );
@@ -419,27 +431,21 @@ pub fn run(a: DocsArgs) -> anyhow::Result<()> {
                 if a.skip_resync {
                     continue;
                 }
-                // resync parses the very files rsagg wrote; it writes its own next to them.
+                // resync parses the very files rsagg wrote, and writes its own elsewhere.
                 let (flag, target) = if op == "write" {
-                    ("--out", dir.join(format!("resync-{}.xml", kind.as_str())))
+                    ("--out", &theirs_path)
                 } else {
-                    ("--path", path.clone())
+                    ("--path", &path)
                 };
                 let theirs = median(
                     (0..a.runs)
                         .map(|_| {
+                            clear(&theirs_dir)?;
                             run_sample(
                                 Command::new(&python)
                                     .arg(&script)
-                                    .args([
-                                        op,
-                                        "--kind",
-                                        kind.as_str(),
-                                        "--entries",
-                                        &n.to_string(),
-                                        flag,
-                                    ])
-                                    .arg(&target),
+                                    .args(args(op, flag))
+                                    .arg(target),
                             )
                         })
                         .collect::<anyhow::Result<_>>()?,

@@ -4,6 +4,13 @@
 //! `rsagg-bench docs` writes and parses 50,000- and 1,000,000-entry Change Lists and Resource
 //! List Indexes with rsagg and with the Python `resync` library (the reference
 //! implementation), median of 3 runs, and prints MB/s, entries/s, peak RSS and the ratios.
+//!
+//! # Layout
+//!
+//! - `main.rs`: the subcommands.
+//! - `docs.rs`: the document benchmark (`docs` drives; `write`/`parse` measure one operation and
+//!   print one JSON line); the resync side is `py/resync_docbench.py`, run from the peers'
+//!   venv (`scripts/peers.sh install`).
 
 mod docs;
 

@@ -1,5 +1,15 @@
 //! `rsagg`: the ResourceSync aggregator's command line. This is the only crate that uses
 //! `anyhow`; libraries return their own error enums.
+//!
+//! # Layout
+//!
+//! - `main.rs`: argument parsing (clap), tracing set-up (`RSAGG_LOG`), the runtime.
+//! - `validate.rs`: `rsagg validate`, its human and JSON reports and exit codes (the contract
+//!   of DESIGN.md).
+//! - `input.rs`: opening a path, stdin or http(s) URL as async input, gzip inflated.
+//!
+//! `run`, `serve`, `hub` and `check` arrive with the Harvest, Republish, Notify and Pipelines
+//! issues.
 
 mod input;
 mod validate;

@@ -21,6 +21,23 @@ use std::io::BufRead;
 use crate::counting::{Counting, LimitExceeded};
 use crate::{Error, ReadOptions};
 
+/// Reads the next event into `self.buf`, giving `(event, offset where it starts)`; returns
+/// from the enclosing function on an XML error. A macro, not a method: the event borrows
+/// `self.buf` while the caller goes on using the other fields.
+macro_rules! next_event {
+    ($self:ident) => {{
+        let before = $self.xml.buffer_position();
+        $self.buf.clear();
+        match $self.xml.read_event_into(&mut $self.buf) {
+            Ok(ev) => {
+                let start = event_start(before, $self.xml.buffer_position(), &ev);
+                (ev, start)
+            }
+            Err(e) => return Err($self.xml_error(e)),
+        }
+    }};
+}
+
 /// Namespace of an element, as far as the format cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Ns {
@@ -331,13 +348,7 @@ impl<R: BufRead> Tokenizer<R> {
         }
         if !self.root_closed {
             loop {
-                let before = self.xml.buffer_position();
-                self.buf.clear();
-                let ev = match self.xml.read_event_into(&mut self.buf) {
-                    Ok(ev) => ev,
-                    Err(e) => return Err(self.xml_error(e)),
-                };
-                let start = event_start(before, self.xml.buffer_position(), &ev);
+                let (ev, start) = next_event!(self);
                 let empty = matches!(ev, Event::Empty(_));
                 match ev {
                     Event::Start(e) | Event::Empty(e) => {
@@ -459,13 +470,7 @@ impl<R: BufRead> Tokenizer<R> {
     fn read_prolog_and_header(&mut self) -> Result<(), Error> {
         // Prolog up to the root element.
         let root_empty = loop {
-            let before = self.xml.buffer_position();
-            self.buf.clear();
-            let ev = match self.xml.read_event_into(&mut self.buf) {
-                Ok(ev) => ev,
-                Err(e) => return Err(self.xml_error(e)),
-            };
-            let start = event_start(before, self.xml.buffer_position(), &ev);
+            let (ev, start) = next_event!(self);
             let empty = matches!(ev, Event::Empty(_));
             match ev {
                 Event::Decl(d) => {
@@ -554,13 +559,7 @@ impl<R: BufRead> Tokenizer<R> {
         } else {
             // Root children up to the first entry.
             loop {
-                let before = self.xml.buffer_position();
-                self.buf.clear();
-                let ev = match self.xml.read_event_into(&mut self.buf) {
-                    Ok(ev) => ev,
-                    Err(e) => return Err(self.xml_error(e)),
-                };
-                let start = event_start(before, self.xml.buffer_position(), &ev);
+                let (ev, start) = next_event!(self);
                 let empty = matches!(ev, Event::Empty(_));
                 match ev {
                     Event::Start(e) | Event::Empty(e) => {
@@ -643,11 +642,7 @@ impl<R: BufRead> Tokenizer<R> {
     fn empty_content(&mut self, pos: Pos) -> Result<(), Error> {
         let mut reported = false;
         loop {
-            self.buf.clear();
-            let ev = match self.xml.read_event_into(&mut self.buf) {
-                Ok(ev) => ev,
-                Err(e) => return Err(self.xml_error(e)),
-            };
+            let (ev, _) = next_event!(self);
             let content = match ev {
                 Event::End(_) => return Ok(()),
                 Event::Eof => return Err(self.eof_error()),
@@ -674,13 +669,7 @@ impl<R: BufRead> Tokenizer<R> {
 
     fn read_epilog(&mut self) -> Result<(Pos, u64), Error> {
         loop {
-            let before = self.xml.buffer_position();
-            self.buf.clear();
-            let ev = match self.xml.read_event_into(&mut self.buf) {
-                Ok(ev) => ev,
-                Err(e) => return Err(self.xml_error(e)),
-            };
-            let start = event_start(before, self.xml.buffer_position(), &ev);
+            let (ev, start) = next_event!(self);
             match ev {
                 Event::Eof => break,
                 Event::Start(_) | Event::Empty(_) => {
@@ -761,13 +750,7 @@ impl<R: BufRead> Tokenizer<R> {
         let mut seen_md = false;
         if !empty {
             loop {
-                let before = self.xml.buffer_position();
-                self.buf.clear();
-                let ev = match self.xml.read_event_into(&mut self.buf) {
-                    Ok(ev) => ev,
-                    Err(e) => return Err(self.xml_error(e)),
-                };
-                let start = event_start(before, self.xml.buffer_position(), &ev);
+                let (ev, start) = next_event!(self);
                 let empty = matches!(ev, Event::Empty(_));
                 match ev {
                     Event::Start(e) | Event::Empty(e) => {
@@ -863,13 +846,7 @@ impl<R: BufRead> Tokenizer<R> {
         // Text values are read exactly as written (trimmed as a whole by the builder).
         self.xml.config_mut().trim_text_start = false;
         loop {
-            let before = self.xml.buffer_position();
-            self.buf.clear();
-            let ev = match self.xml.read_event_into(&mut self.buf) {
-                Ok(ev) => ev,
-                Err(e) => return Err(self.xml_error(e)),
-            };
-            let start = event_start(before, self.xml.buffer_position(), &ev);
+            let (ev, start) = next_event!(self);
             let empty = matches!(ev, Event::Empty(_));
             match ev {
                 Event::Text(t) => {
