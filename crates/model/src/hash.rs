@@ -150,6 +150,16 @@ impl Hashes {
     /// Parses an attribute value, reporting each token's issues to `issue` (well-formed values
     /// report nothing). Tokens without an algorithm are dropped; everything else is kept.
     pub fn parse(text: &str, mut issue: impl FnMut(HashIssue)) -> Hashes {
+        // Most attributes hold one well-formed token: no tokenizing needed.
+        if let Some((alg, digest)) = text.split_once(':') {
+            let algorithm = HashAlgorithm::from_token(alg);
+            if algorithm.hex_len() == Some(digest.len()) && is_hex(digest.as_bytes()) {
+                return Hashes(vec![HashValue {
+                    algorithm,
+                    digest: digest.to_owned(),
+                }]);
+            }
+        }
         let mut out = Vec::with_capacity(2);
         for token in text.split_ascii_whitespace() {
             let Some((alg, digest)) = token.split_once(':') else {

@@ -995,8 +995,8 @@ pub fn is_absolute_uri(s: &str) -> bool {
             .iter()
             .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'))
         && colon + 1 < b.len()
-        && !b.iter().any(|&c| c <= b' ')
-        && !s.contains(char::is_whitespace)
+        && !b.iter().fold(false, |ws, &c| ws | (c <= b' '))
+        && (s.is_ascii() || !s.contains(char::is_whitespace))
 }
 
 /// Which element an attribute is read for (section 7 defines different sets).

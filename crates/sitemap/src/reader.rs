@@ -85,7 +85,7 @@ impl<R: BufRead> SyncReader<R> {
         Ok(SyncReader {
             tokenizer,
             builder,
-            batch: RawBatch::default(),
+            batch: RawBatch::with_capacity(AHEAD),
             next: 0,
             end: None,
             finished: false,

@@ -85,7 +85,7 @@ impl DocumentReader {
                 return;
             }
             loop {
-                let mut batch = RawBatch::default();
+                let mut batch = RawBatch::with_capacity(BATCH);
                 let more = loop {
                     match t.next_raw(&mut batch) {
                         Ok(true) if batch.entries.len() < BATCH => {}

@@ -239,6 +239,16 @@ pub(crate) struct RawBatch {
 }
 
 impl RawBatch {
+    /// A batch sized for `entries` entries of ordinary size, so it rarely grows.
+    pub(crate) fn with_capacity(entries: usize) -> Self {
+        RawBatch {
+            arena: String::with_capacity(entries * 192),
+            elems: Vec::with_capacity(entries * 2),
+            entries: Vec::with_capacity(entries),
+            ..RawBatch::default()
+        }
+    }
+
     pub(crate) fn clear(&mut self) {
         self.arena.clear();
         self.elems.clear();
@@ -251,16 +261,6 @@ impl RawBatch {
     pub(crate) fn text(&self, t: RawText) -> &str {
         &self.arena[t.start..t.end]
     }
-
-    fn push_text(&mut self, pos: Pos, text: &str) -> RawText {
-        let start = self.arena.len();
-        self.arena.push_str(text);
-        RawText {
-            pos,
-            start,
-            end: self.arena.len(),
-        }
-    }
 }
 
 /// Reads the structure of a ResourceSync document from buffered input: the header, then raw
@@ -270,7 +270,6 @@ pub(crate) struct Tokenizer<R> {
     scopes: Scopes,
     buf: Vec<u8>,
     skip_buf: Vec<u8>,
-    text: String,
     validator: Validator,
     header: Header,
     header_spans: HeaderSpans,
@@ -298,7 +297,6 @@ impl<R: BufRead> Tokenizer<R> {
             scopes: Scopes::default(),
             buf: Vec::with_capacity(4096),
             skip_buf: Vec::new(),
-            text: String::new(),
             validator,
             header: Header {
                 root: Root::Urlset,
@@ -794,12 +792,12 @@ impl<R: BufRead> Tokenizer<R> {
                                     Tag::Changefreq => ("changefreq", &mut raw.changefreq),
                                     _ => ("priority", &mut raw.priority),
                                 };
-                                if empty {
-                                    self.text.clear();
-                                } else {
-                                    self.read_text(element, epos)?;
+                                let start = batch.arena.len();
+                                if !empty {
+                                    self.read_text(element, epos, &mut batch.arena)?;
                                 }
                                 if slot.is_some() {
+                                    batch.arena.truncate(start);
                                     self.validator.report(
                                         Rule::Repeated,
                                         "7",
@@ -807,7 +805,11 @@ impl<R: BufRead> Tokenizer<R> {
                                         format!("<{element}> is not repeatable; the first is used"),
                                     );
                                 } else {
-                                    *slot = Some(batch.push_text(epos, &self.text));
+                                    *slot = Some(RawText {
+                                        pos: epos,
+                                        start,
+                                        end: batch.arena.len(),
+                                    });
                                 }
                             }
                             other => {
@@ -840,9 +842,8 @@ impl<R: BufRead> Tokenizer<R> {
 
     /// Text content of a simple element up to its end tag; entity references other than the
     /// predefined five are refused.
-    /// The text goes to `self.text` (a reused buffer), untrimmed.
-    fn read_text(&mut self, element: &str, pos: Pos) -> Result<(), Error> {
-        self.text.clear();
+    /// The text is appended to `out` (the batch's arena), untrimmed.
+    fn read_text(&mut self, element: &str, pos: Pos, out: &mut String) -> Result<(), Error> {
         // Text values are read exactly as written (trimmed as a whole by the builder).
         self.xml.config_mut().trim_text_start = false;
         loop {
@@ -853,18 +854,18 @@ impl<R: BufRead> Tokenizer<R> {
                     let s = t
                         .decode()
                         .map_err(|e| syntax_err(&self.opts.source, pos, e.to_string()))?;
-                    self.text.push_str(&s);
+                    out.push_str(&s);
                 }
                 Event::CData(c) => {
                     let s = c
                         .decode()
                         .map_err(|e| syntax_err(&self.opts.source, pos, e.to_string()))?;
-                    self.text.push_str(&s);
+                    out.push_str(&s);
                 }
                 Event::GeneralRef(r) => {
                     if r.is_char_ref() {
                         match r.resolve_char_ref() {
-                            Ok(Some(c)) => self.text.push(c),
+                            Ok(Some(c)) => out.push(c),
                             _ => {
                                 let p = self.xml.get_mut().pos(start);
                                 return Err(syntax_err(
@@ -877,7 +878,7 @@ impl<R: BufRead> Tokenizer<R> {
                     } else {
                         let name = String::from_utf8_lossy(r.as_ref()).into_owned();
                         match quick_xml::escape::resolve_predefined_entity(&name) {
-                            Some(s) => self.text.push_str(s),
+                            Some(s) => out.push_str(s),
                             None => {
                                 let p = self.xml.get_mut().pos(start);
                                 return Err(syntax_err(
