@@ -115,7 +115,11 @@ impl Scopes {
     /// What the element called `name` is, under the current bindings.
     fn tag(&mut self, name: QName<'_>) -> Tag {
         let q = name.as_ref();
-        if let Some((_, t)) = self.known.iter().find(|(k, _)| &**k == q) {
+        if let Some((_, t)) = self
+            .known
+            .iter()
+            .find(|(k, _)| k.len() == q.len() && k.last() == q.last() && &**k == q)
+        {
             return t.clone();
         }
         let (res, local) = self.ns.resolve_element(name);
@@ -931,13 +935,17 @@ fn for_each_attr(
         if a.key.as_namespace_binding().is_some() {
             continue;
         }
-        let (res, local) = resolver.resolve_attribute(a.key);
-        let ns = classify(&res);
-        let local = std::str::from_utf8(local.into_inner()).map_err(|e| e.to_string())?;
-        let prefix = match a.key.prefix() {
-            Some(p) => std::str::from_utf8(p.into_inner()).map_err(|e| e.to_string())?,
-            None => "",
+        // An unprefixed attribute is in no namespace (the default namespace does not apply to
+        // attributes), so only prefixed ones need resolving.
+        let (ns, local, prefix) = match a.key.prefix() {
+            None => (Ns::None, a.key.into_inner(), ""),
+            Some(p) => {
+                let (res, local) = resolver.resolve_attribute(a.key);
+                let prefix = std::str::from_utf8(p.into_inner()).map_err(|e| e.to_string())?;
+                (classify(&res), local.into_inner(), prefix)
+            }
         };
+        let local = std::str::from_utf8(local).map_err(|e| e.to_string())?;
         let value = a
             .normalized_value(quick_xml::XmlVersion::Implicit1_0)
             .map_err(|e| format!("attribute `{local}`: {e}"))?;
