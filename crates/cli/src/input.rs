@@ -11,7 +11,33 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 /// Buffered async input of any origin.
 pub type Input = Pin<Box<dyn AsyncBufRead + Send>>;
 
+/// What to read a document from.
+pub enum Source {
+    /// A plain local file: read with blocking calls by the parsing thread (the fast path).
+    File(std::fs::File),
+    /// Anything else, gzip already inflated.
+    Async(Input),
+}
+
 /// Opens `target`: `-` is stdin, `http://`/`https://` is fetched, anything else is a path.
+pub async fn open_source(target: &str) -> anyhow::Result<Source> {
+    let remote = target == "-" || target.starts_with("http://") || target.starts_with("https://");
+    if !remote {
+        use std::io::{Read, Seek};
+        let mut f = std::fs::File::open(target).with_context(|| format!("opening {target}"))?;
+        let mut magic = [0u8; 2];
+        let n = f
+            .read(&mut magic)
+            .with_context(|| format!("reading {target}"))?;
+        f.rewind().with_context(|| format!("reading {target}"))?;
+        if n < 2 || magic != [0x1f, 0x8b] {
+            return Ok(Source::File(f));
+        }
+    }
+    Ok(Source::Async(open(target).await?))
+}
+
+/// Opens `target` as async input (see [`open_source`]).
 pub async fn open(target: &str) -> anyhow::Result<Input> {
     let raw: Input = if target == "-" {
         Box::pin(BufReader::with_capacity(256 * 1024, tokio::io::stdin()))

@@ -56,7 +56,7 @@ pub async fn run(args: Args) -> ExitCode {
     } else {
         Mode::Lenient
     };
-    let input = match input::open(&args.target).await {
+    let input = match input::open_source(&args.target).await {
         Ok(i) => i,
         Err(e) => {
             eprintln!("rsagg validate: {e:#}");
@@ -97,14 +97,18 @@ pub async fn run(args: Args) -> ExitCode {
 
 /// Reads the whole document; a fatal parse error becomes an error problem, an I/O error is
 /// returned.
-async fn check(input: input::Input, opts: ReadOptions) -> Result<Report, Error> {
+async fn check(input: input::Source, opts: ReadOptions) -> Result<Report, Error> {
     let mode = opts.mode;
     let mode_name = if mode == Mode::Strict {
         "strict"
     } else {
         "lenient"
     };
-    let mut reader = match DocumentReader::open(input, opts).await {
+    let opened = match input {
+        input::Source::File(f) => DocumentReader::open_blocking(f, opts).await,
+        input::Source::Async(i) => DocumentReader::open(i, opts).await,
+    };
+    let mut reader = match opened {
         Ok(r) => r,
         Err(e) => return fatal(e, mode_name),
     };

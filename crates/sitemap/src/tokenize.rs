@@ -94,6 +94,8 @@ impl Scopes {
             std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"xmlns"));
         let raw = e.attributes_raw();
         if !raw.is_empty() && XMLNS.find(raw).is_some() {
+            std::str::from_utf8(raw)
+                .map_err(|_| "namespace declaration is not valid UTF-8".to_owned())?;
             self.ns.push(e).map_err(|err| err.to_string())?;
             self.declared_at.push(self.depth);
             self.known.clear();
@@ -173,6 +175,9 @@ fn tag_of(ns: Ns, local: &[u8]) -> Tag {
             b"ln" => Tag::Ln,
             _ => Tag::Unknown(Ns::Rs, local_s()),
         },
+        // `md`/`ln` are ResourceSync's names; in any other namespace they are almost surely a
+        // mistyped ResourceSync namespace, which must not pass as an extension.
+        Ns::Other(uri) if matches!(local, b"md" | b"ln") => Tag::BadNs(Ns::WrongRs(uri), local_s()),
         Ns::Other(_) => Tag::Extension,
         other => Tag::BadNs(other, local_s()),
     }
@@ -360,6 +365,7 @@ impl<R: BufRead> Tokenizer<R> {
                         let tag = self.scopes.tag(e.name());
                         let pos = self.xml.get_mut().pos(start);
                         if matches!(tag, Tag::Url | Tag::Sitemap) {
+                            no_attributes(&e, &mut self.validator, pos);
                             return self.read_entry(pos, empty, tag, batch).map(|()| true);
                         }
                         let name = e.name().as_ref().to_vec();
@@ -476,6 +482,14 @@ impl<R: BufRead> Tokenizer<R> {
             let empty = matches!(ev, Event::Empty(_));
             match ev {
                 Event::Decl(d) => {
+                    if std::str::from_utf8(&d).is_err() {
+                        let pos = self.xml.get_mut().pos(start);
+                        return Err(syntax_err(
+                            &self.opts.source,
+                            pos,
+                            "XML declaration is not valid UTF-8".into(),
+                        ));
+                    }
                     if let Some(Ok(enc)) = d.encoding()
                         && !enc.eq_ignore_ascii_case(b"utf-8")
                         && !enc.eq_ignore_ascii_case(b"utf8")
@@ -610,6 +624,7 @@ impl<R: BufRead> Tokenizer<R> {
                                 }
                             }
                             Tag::Url | Tag::Sitemap => {
+                                no_attributes(&e, &mut self.validator, pos);
                                 // Its scope ends when read_entry has read it.
                                 self.pending = Some((pos, empty, tag));
                                 break;
@@ -790,6 +805,7 @@ impl<R: BufRead> Tokenizer<R> {
                                 }
                             }
                             Tag::Loc | Tag::Lastmod | Tag::Changefreq | Tag::Priority => {
+                                no_attributes(&e, &mut self.validator, epos);
                                 let (element, slot) = match tag {
                                     Tag::Loc => ("loc", &mut raw.loc),
                                     Tag::Lastmod => ("lastmod", &mut raw.lastmod),
@@ -1044,6 +1060,28 @@ pub(crate) fn parse_attrs<T: AttrTarget>(
     Ok(target)
 }
 
+/// Sitemap elements (`<url>`, `<loc>`, …) have no attributes; any found are reported (namespace
+/// declarations aside) rather than silently dropped.
+fn no_attributes(e: &BytesStart<'_>, v: &mut Validator, pos: Pos) {
+    if e.attributes_raw().iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    for a in e.attributes().with_checks(false).flatten() {
+        if a.key.as_namespace_binding().is_none() {
+            v.report(
+                Rule::AttributeUnknown,
+                "7",
+                pos,
+                format!(
+                    "<{}> has no attributes in the Sitemap format; `{}` ignored",
+                    String::from_utf8_lossy(e.name().as_ref()),
+                    String::from_utf8_lossy(a.key.as_ref())
+                ),
+            );
+        }
+    }
+}
+
 /// Records the raw start tag `e` of an `<rs:md>`/`<rs:ln>` in `batch`, with the namespace
 /// bindings in force when they changed since the last one sent.
 fn record_elem(
@@ -1120,6 +1158,22 @@ fn stray<R>(
                 counting.pos(start),
                 "character data is not allowed here; ignored",
             );
+        }
+        // Markup the reader otherwise ignores is still part of the document, which must be
+        // UTF-8 throughout.
+        Event::Comment(ref c) if std::str::from_utf8(c).is_err() => {
+            return Err(syntax_err(
+                source,
+                counting.pos(start),
+                "comment is not valid UTF-8".into(),
+            ));
+        }
+        Event::PI(ref p) if std::str::from_utf8(p).is_err() => {
+            return Err(syntax_err(
+                source,
+                counting.pos(start),
+                "processing instruction is not valid UTF-8".into(),
+            ));
         }
         Event::DocType(_) => {
             let pos = counting.pos(start);

@@ -671,6 +671,23 @@ async fn attribute_syntax() {
         W,
     )
     .await;
+    // Sitemap elements have no attributes; they are reported, not dropped silently.
+    expect(
+        &resourcelist(r#"<url priority="1"><loc>http://e.com/a</loc></url>"#),
+        "attribute-unknown",
+        "7",
+        E,
+        W,
+    )
+    .await;
+    expect(
+        &resourcelist(r#"<url><loc lang="en">http://e.com/a</loc></url>"#),
+        "attribute-unknown",
+        "7",
+        E,
+        W,
+    )
+    .await;
     expect(
         &resourcelist(r#"<url><rs:md length="3"/></url>"#),
         "loc-missing",
@@ -715,6 +732,9 @@ async fn namespaces_and_structure() {
     // A wrong namespace URI for rs: is an error, never silently accepted.
     let wrong = r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms"><rs:md capability="resourcelist" at="2013-01-01"/></urlset>"#;
     expect(wrong, "namespace", "4", E, E).await;
+    // A mistyped namespace that no longer looks like ResourceSync's is still not an extension.
+    let typo = r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchive.org/rs/terms/"><rs:md capability="resourcelist" at="2013-01-01"/></urlset>"#;
+    expect(typo, "namespace", "4", E, E).await;
     // Undeclared prefix.
     let undeclared = r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><rs:md capability="resourcelist" at="2013-01-01"/></urlset>"#;
     expect(undeclared, "namespace", "4", E, E).await;
