@@ -429,6 +429,12 @@ impl<R: BufRead> Tokenizer<R> {
         syntax_err(&self.opts.source, pos, e.to_string())
     }
 
+    /// A syntax error at byte `offset`.
+    fn error_at(&mut self, offset: u64, message: &str) -> Error {
+        let pos = self.xml.get_mut().pos(offset);
+        syntax_err(&self.opts.source, pos, message.to_owned())
+    }
+
     fn eof_error(&mut self) -> Error {
         let at = self.xml.buffer_position();
         let pos = self.xml.get_mut().pos(at);
@@ -483,12 +489,7 @@ impl<R: BufRead> Tokenizer<R> {
             match ev {
                 Event::Decl(d) => {
                     if std::str::from_utf8(&d).is_err() {
-                        let pos = self.xml.get_mut().pos(start);
-                        return Err(syntax_err(
-                            &self.opts.source,
-                            pos,
-                            "XML declaration is not valid UTF-8".into(),
-                        ));
+                        return Err(self.error_at(start, "XML declaration is not valid UTF-8"));
                     }
                     if let Some(Ok(enc)) = d.encoding()
                         && !enc.eq_ignore_ascii_case(b"utf-8")
@@ -545,20 +546,10 @@ impl<R: BufRead> Tokenizer<R> {
                     break empty;
                 }
                 Event::Eof => {
-                    let pos = self.xml.get_mut().pos(start);
-                    return Err(syntax_err(
-                        &self.opts.source,
-                        pos,
-                        "document has no root element".into(),
-                    ));
+                    return Err(self.error_at(start, "document has no root element"));
                 }
                 Event::Text(t) if !t.as_ref().iter().all(u8::is_ascii_whitespace) => {
-                    let pos = self.xml.get_mut().pos(start);
-                    return Err(syntax_err(
-                        &self.opts.source,
-                        pos,
-                        "text before the root element".into(),
-                    ));
+                    return Err(self.error_at(start, "text before the root element"));
                 }
                 ev => stray(
                     self.xml.get_mut(),
@@ -690,20 +681,10 @@ impl<R: BufRead> Tokenizer<R> {
             match ev {
                 Event::Eof => break,
                 Event::Start(_) | Event::Empty(_) => {
-                    let pos = self.xml.get_mut().pos(start);
-                    return Err(syntax_err(
-                        &self.opts.source,
-                        pos,
-                        "element after the end of the root element".into(),
-                    ));
+                    return Err(self.error_at(start, "element after the end of the root element"));
                 }
                 Event::Text(t) if !t.as_ref().iter().all(u8::is_ascii_whitespace) => {
-                    let pos = self.xml.get_mut().pos(start);
-                    return Err(syntax_err(
-                        &self.opts.source,
-                        pos,
-                        "text after the end of the root element".into(),
-                    ));
+                    return Err(self.error_at(start, "text after the end of the root element"));
                 }
                 ev => stray(
                     self.xml.get_mut(),
