@@ -293,14 +293,6 @@ pub struct UrlEntry {
 }
 
 impl UrlEntry {
-    /// The entry's `<rs:md>`, or an empty one.
-    pub fn md_or_default(&self) -> std::borrow::Cow<'_, Md> {
-        match &self.md {
-            Some(md) => std::borrow::Cow::Borrowed(md),
-            None => std::borrow::Cow::Owned(Md::default()),
-        }
-    }
-
     /// The first link with relation `rel`.
     pub fn link(&self, rel: &str) -> Option<&Link> {
         self.links.iter().find(|l| l.rel == rel)

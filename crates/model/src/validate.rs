@@ -196,15 +196,13 @@ impl Rule {
             XmlSyntax | Doctype | Root | Namespace | Misplaced | CapabilityMissing
             | CapabilityDuplicate | LocMissing | LocNotAbsolute | DateTimeSyntax
             | IntervalOrder | LinkIncomplete | Length | MdMissing | ChangeMissing | ChangeValue
-            | PathMissing | ChronologicalOrder | DateTimeInterval | OpenListNotLast => {
-                (Some(E), Some(E))
-            }
+            | PathMissing | ChronologicalOrder | DateTimeInterval | OpenListNotLast
+            | CapabilityMisplaced => (Some(E), Some(E)),
             // Quirks of real Sources, tolerated in upstream documents.
             Repeated | RootMdMissing | CapabilityUnknown | DateTimeTimezone | AtMissing
             | FromMissing | UntilMissing | AttributeNotUsed | AttributeUnknown
             | AttributePrefixed | UpLinkMissing | Pri | HashSyntax | ChangeFreq | PathSlash
             | HubLinkMissing | EntriesLimit | SizeLimit => (Some(E), Some(W)),
-            CapabilityMisplaced => (Some(E), Some(E)),
             HashAlgorithm | MediaType => (Some(W), Some(W)),
             Recommended => (Some(W), None),
         };
@@ -997,15 +995,6 @@ pub fn is_absolute_uri(s: &str) -> bool {
         && colon + 1 < b.len()
         && !b.iter().fold(false, |ws, &c| ws | (c <= b' '))
         && (s.is_ascii() || !s.contains(char::is_whitespace))
-}
-
-/// Which element an attribute is read for (section 7 defines different sets).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttrTarget {
-    /// `<rs:md>`
-    Md,
-    /// `<rs:ln>`
-    Ln,
 }
 
 /// Reads one unprefixed ResourceSync attribute of `<rs:md>` into `md`, reporting malformed

@@ -245,14 +245,6 @@ impl<W: AsyncWrite + Unpin> DocumentWriter<W> {
         self.maybe_flush().await
     }
 
-    /// Writes one entry already encoded with [`encode_entry`].
-    pub async fn write_encoded(&mut self, encoded: &[u8]) -> io::Result<()> {
-        self.buf.extend_from_slice(encoded);
-        self.bytes += encoded.len() as u64;
-        self.entries += 1;
-        self.maybe_flush().await
-    }
-
     async fn maybe_flush(&mut self) -> io::Result<()> {
         if self.buf.len() >= FLUSH_AT {
             self.out.write_all(&self.buf).await?;
@@ -269,11 +261,6 @@ impl<W: AsyncWrite + Unpin> DocumentWriter<W> {
     /// Entries written so far.
     pub fn entries(&self) -> u64 {
         self.entries
-    }
-
-    /// Bytes the closing tag will add.
-    pub fn closing_len(&self) -> u64 {
-        closing(self.root).len() as u64
     }
 
     /// Writes the closing tag and flushes; returns the output and the document size. Call
