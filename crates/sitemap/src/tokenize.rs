@@ -353,10 +353,53 @@ impl<R: BufRead> Tokenizer<R> {
         if let Some((pos, empty, tag)) = self.pending.take() {
             return self.read_entry(pos, empty, tag, batch).map(|()| true);
         }
-        if !self.root_closed
-            && let Some((pos, empty, tag)) = self.next_root_child(false)?
-        {
-            return self.read_entry(pos, empty, tag, batch).map(|()| true);
+        if !self.root_closed {
+            loop {
+                let (ev, start) = next_event!(self);
+                let empty = matches!(ev, Event::Empty(_));
+                match ev {
+                    Event::Start(e) | Event::Empty(e) => {
+                        self.scopes.start(&e).map_err(|m| {
+                            syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                        })?;
+                        let tag = self.scopes.tag(e.name());
+                        let pos = self.xml.get_mut().pos(start);
+                        if matches!(tag, Tag::Url | Tag::Sitemap) {
+                            no_attributes(&e, &mut self.validator, pos);
+                            return self.read_entry(pos, empty, tag, batch).map(|()| true);
+                        }
+                        let name = e.name().as_ref().to_vec();
+                        match tag {
+                            Tag::Md | Tag::Ln => {
+                                self.validator.report(
+                                    Rule::Misplaced,
+                                    "7",
+                                    pos,
+                                    "<rs:md> and <rs:ln> of the document must come before its entries; ignored",
+                                );
+                                if !empty {
+                                    self.skip(&name)?;
+                                }
+                            }
+                            other => self.unexpected(other, pos, &name, empty)?,
+                        }
+                        self.scopes.end();
+                    }
+                    Event::End(_) => {
+                        self.scopes.end();
+                        self.root_closed = true;
+                        break;
+                    }
+                    Event::Eof => return Err(self.eof_error()),
+                    ev => stray(
+                        self.xml.get_mut(),
+                        &mut self.validator,
+                        &self.opts.source,
+                        ev,
+                        start,
+                    )?,
+                }
+            }
         }
         let end = self.read_epilog()?;
         batch.end = Some(end);
@@ -521,7 +564,81 @@ impl<R: BufRead> Tokenizer<R> {
             self.scopes.end();
             self.root_closed = true;
         } else {
-            self.pending = self.next_root_child(true)?;
+            // Root children up to the first entry.
+            loop {
+                let (ev, start) = next_event!(self);
+                let empty = matches!(ev, Event::Empty(_));
+                match ev {
+                    Event::Start(e) | Event::Empty(e) => {
+                        self.scopes.start(&e).map_err(|m| {
+                            syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
+                        })?;
+                        let tag = self.scopes.tag(e.name());
+                        let name = e.name().as_ref().to_vec();
+                        let pos = self.xml.get_mut().pos(start);
+                        match tag {
+                            Tag::Md => {
+                                let md = parse_attrs::<Md>(
+                                    &e,
+                                    &self.scopes.ns,
+                                    &mut self.validator,
+                                    pos,
+                                )
+                                .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
+                                if self.header.md.is_some() {
+                                    self.validator.report(
+                                        Rule::Repeated,
+                                        "7",
+                                        pos,
+                                        "the root has more than one <rs:md>; the first is used",
+                                    );
+                                } else {
+                                    self.header.md = Some(md);
+                                    self.header_spans.md = pos;
+                                }
+                                if !empty {
+                                    self.empty_content(pos)?;
+                                }
+                            }
+                            Tag::Ln => {
+                                let ln = parse_attrs::<Link>(
+                                    &e,
+                                    &self.scopes.ns,
+                                    &mut self.validator,
+                                    pos,
+                                )
+                                .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
+                                self.header.links.push(ln);
+                                self.header_spans.links.push(pos);
+                                if !empty {
+                                    self.empty_content(pos)?;
+                                }
+                            }
+                            Tag::Url | Tag::Sitemap => {
+                                no_attributes(&e, &mut self.validator, pos);
+                                // Its scope ends when read_entry has read it.
+                                self.pending = Some((pos, empty, tag));
+                                break;
+                            }
+                            other => self.unexpected(other, pos, &name, empty)?,
+                        }
+                        self.scopes.end();
+                    }
+                    Event::End(_) => {
+                        self.scopes.end();
+                        self.root_closed = true;
+                        break;
+                    }
+                    Event::Eof => return Err(self.eof_error()),
+                    ev => stray(
+                        self.xml.get_mut(),
+                        &mut self.validator,
+                        &self.opts.source,
+                        ev,
+                        start,
+                    )?,
+                }
+            }
         }
         if self.header_spans.md == Pos::default() {
             self.header_spans.md = self.header_spans.root;
@@ -554,88 +671,6 @@ impl<R: BufRead> Tokenizer<R> {
                     pos,
                     "<rs:md> and <rs:ln> must be empty; content ignored",
                 );
-            }
-        }
-    }
-
-    /// Reads the root's children up to the next entry, whose start tag it returns (its scope
-    /// still open), or to the end of the root (`None`). `<rs:md>`/`<rs:ln>` belong to the
-    /// header while `in_header`; after the first entry they are misplaced.
-    fn next_root_child(&mut self, in_header: bool) -> Result<Option<(Pos, bool, Tag)>, Error> {
-        loop {
-            let (ev, start) = next_event!(self);
-            let empty = matches!(ev, Event::Empty(_));
-            match ev {
-                Event::Start(e) | Event::Empty(e) => {
-                    self.scopes.start(&e).map_err(|m| {
-                        syntax_err(&self.opts.source, self.xml.get_mut().pos(start), m)
-                    })?;
-                    let tag = self.scopes.tag(e.name());
-                    let pos = self.xml.get_mut().pos(start);
-                    if matches!(tag, Tag::Url | Tag::Sitemap) {
-                        no_attributes(&e, &mut self.validator, pos);
-                        // Its scope ends when read_entry has read it.
-                        return Ok(Some((pos, empty, tag)));
-                    }
-                    let name = e.name().as_ref().to_vec();
-                    match tag {
-                        Tag::Md | Tag::Ln if !in_header => {
-                            self.validator.report(
-                            Rule::Misplaced,
-                            "7",
-                            pos,
-                            "<rs:md> and <rs:ln> of the document must come before its entries; ignored",
-                        );
-                            if !empty {
-                                self.skip(&name)?;
-                            }
-                        }
-                        Tag::Md => {
-                            let md =
-                                parse_attrs::<Md>(&e, &self.scopes.ns, &mut self.validator, pos)
-                                    .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
-                            if self.header.md.is_some() {
-                                self.validator.report(
-                                    Rule::Repeated,
-                                    "7",
-                                    pos,
-                                    "the root has more than one <rs:md>; the first is used",
-                                );
-                            } else {
-                                self.header.md = Some(md);
-                                self.header_spans.md = pos;
-                            }
-                            if !empty {
-                                self.empty_content(pos)?;
-                            }
-                        }
-                        Tag::Ln => {
-                            let ln =
-                                parse_attrs::<Link>(&e, &self.scopes.ns, &mut self.validator, pos)
-                                    .map_err(|m| syntax_err(&self.opts.source, pos, m))?;
-                            self.header.links.push(ln);
-                            self.header_spans.links.push(pos);
-                            if !empty {
-                                self.empty_content(pos)?;
-                            }
-                        }
-                        other => self.unexpected(other, pos, &name, empty)?,
-                    }
-                    self.scopes.end();
-                }
-                Event::End(_) => {
-                    self.scopes.end();
-                    self.root_closed = true;
-                    return Ok(None);
-                }
-                Event::Eof => return Err(self.eof_error()),
-                ev => stray(
-                    self.xml.get_mut(),
-                    &mut self.validator,
-                    &self.opts.source,
-                    ev,
-                    start,
-                )?,
             }
         }
     }
