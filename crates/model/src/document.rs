@@ -195,7 +195,7 @@ impl ChangeFreq {
 
 /// An attribute outside the ResourceSync vocabulary, kept so documents round-trip (spec 7:
 /// communities may add attributes in their own namespace).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ExtAttr {
     /// Namespace URI; empty for an unprefixed attribute that ResourceSync does not define.
     pub namespace: String,
@@ -209,7 +209,8 @@ pub struct ExtAttr {
 
 /// `<rs:md>`: metadata about the document (as a child of the root) or about the resource of an
 /// entry. Every attribute of spec section 7, Table 3.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Md {
     /// `capability`
     pub capability: Option<Capability>,
@@ -240,7 +241,8 @@ pub struct Md {
 }
 
 /// `<rs:ln>`: a link from the document or from an entry (spec sections 7 and 14).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Link {
     /// `rel` (mandatory; empty when missing in a lenient read).
     pub rel: String,
@@ -276,7 +278,8 @@ impl Link {
 }
 
 /// One `<url>` or `<sitemap>` child of the root.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct UrlEntry {
     /// `<loc>` (mandatory; empty when missing in a lenient read).
     pub loc: String,
@@ -554,3 +557,24 @@ impl HeaderSpans {
         self.links.get(i).copied().unwrap_or(self.root)
     }
 }
+
+/// Serde as the attribute's text form, so stored records read like the documents they came
+/// from and stay readable when new variants are added.
+macro_rules! serde_as_str {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                Ok(<$t>::parse(&text))
+            }
+        }
+    };
+}
+serde_as_str!(Capability);
+serde_as_str!(Change);
+serde_as_str!(ChangeFreq);

@@ -1,0 +1,433 @@
+//! `pipelines/*.toml`: one file per republished collection, fed by one or more upstreams.
+//!
+//! Parsing is typed (`deny_unknown_fields` everywhere, so a misspelt key is an error rather
+//! than silently ignored), then [`PipelineConfig::validate`] checks everything that needs no
+//! I/O and names the file, line and key of each problem. Building the runtime objects (store,
+//! HTTP client) happens later, with I/O.
+//!
+//! `${NAME}` anywhere in a string value is replaced by the environment variable `NAME` (for
+//! secrets and per-deployment values); an unset variable is an error naming it.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use url::Url;
+
+use crate::Error;
+
+/// A whole pipeline file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// The republished collection.
+    pub collection: CollectionConfig,
+    /// Where copies, state and published documents are kept.
+    pub store: StoreConfig,
+    /// The upstream Sources feeding the collection (at least one).
+    #[serde(rename = "upstream", default)]
+    pub upstreams: Vec<UpstreamConfig>,
+    /// HTTP client limits shared by all upstreams of this pipeline.
+    #[serde(default)]
+    pub fetch: FetchSection,
+    /// Republishing options.
+    #[serde(default)]
+    pub publish: PublishConfig,
+    /// Change notifications rsagg publishes.
+    #[serde(default)]
+    pub notify: Option<NotifyConfig>,
+}
+
+/// `[collection]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectionConfig {
+    /// `[a-z0-9-]+`, unique among the pipelines served together.
+    pub name: String,
+    /// Public prefix of the republished collection; ends with `/`.
+    pub base_url: String,
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `file:///abs/dir` (the embedded default) or `s3://bucket/prefix` (endpoint and
+    /// credentials from the `AWS_*` environment variables).
+    pub url: String,
+}
+
+/// Where the baseline comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaselineSource {
+    /// The Resource List (or its index): one GET per resource.
+    #[default]
+    List,
+    /// The Resource Dump's ZIP packages; falls back to the list when the dump is missing or
+    /// broken.
+    Dump,
+}
+
+/// `[[upstream]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// `[a-z0-9-]+`, unique in the file; part of rsagg's URIs for the copies.
+    pub name: String,
+    /// Any discovery entry point: `/.well-known/resourcesync`, a Source Description, a
+    /// Capability List, a site root (robots.txt, HTML `<link>`, HTTP `Link` header), or a
+    /// Resource List with an `up` link.
+    pub url: String,
+    /// Allow private, loopback and link-local targets (off by default: an upstream document
+    /// must not make rsagg fetch from the internal network).
+    #[serde(default)]
+    pub allow_private: bool,
+    /// Which Capability Lists (sets of resources) to harvest; all when absent.
+    #[serde(default)]
+    pub capability_lists: Option<Vec<String>>,
+    /// Baseline from the Resource List (`list`, default) or the Resource Dump (`dump`).
+    #[serde(default)]
+    pub baseline: BaselineSource,
+    /// How often `run --follow` polls the Change List (e.g. `30s`, `5m`; default `5m`).
+    #[serde(default, with = "humantime_serde_opt")]
+    pub poll_interval: Option<Duration>,
+    /// Environment variable holding a bearer token for this upstream.
+    #[serde(default)]
+    pub bearer_token_env: Option<String>,
+    /// Environment variable holding `user:password` for HTTP basic authentication.
+    #[serde(default)]
+    pub basic_auth_env: Option<String>,
+    /// Hosts (`host` or `host:port`) the credentials may be sent to; default: the host of
+    /// `url`. Never sent anywhere else, redirects included.
+    #[serde(default)]
+    pub auth_hosts: Option<Vec<String>>,
+}
+
+/// `[fetch]`: HTTP limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FetchSection {
+    /// Concurrent requests overall (default 32).
+    pub concurrency: usize,
+    /// Concurrent requests per host (default 8).
+    pub per_host: usize,
+    /// Retries after a failed attempt (timeouts, 5xx, 429) (default 4).
+    pub retries: u32,
+    /// Largest resource body accepted, in bytes (default 1 GiB).
+    pub max_body_bytes: u64,
+    /// Largest ResourceSync document accepted, in bytes, after inflation (default 64 MiB;
+    /// the spec's limit is 50 MB).
+    pub max_document_bytes: u64,
+    /// Connection timeout (default `10s`).
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Longest silence while reading a response (default `30s`).
+    #[serde(with = "humantime_serde")]
+    pub read_timeout: Duration,
+}
+
+impl Default for FetchSection {
+    fn default() -> Self {
+        FetchSection {
+            concurrency: 32,
+            per_host: 8,
+            retries: 4,
+            max_body_bytes: 1 << 30,
+            max_document_bytes: 64 << 20,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `[publish]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PublishConfig {
+    /// Per-relation overrides of the inherited-link policy.
+    pub links: LinkPolicyConfig,
+}
+
+/// `[publish.links]`: relations moved to another action than the default policy's.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LinkPolicyConfig {
+    /// Relations kept unchanged.
+    pub keep: Vec<String>,
+    /// Relations rewritten to rsagg's copy when it holds the target (else kept).
+    pub rewrite: Vec<String>,
+    /// Relations dropped.
+    pub drop: Vec<String>,
+}
+
+/// Which publish request the hub understands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NotifyForm {
+    /// ResourceSync Change Notification 1.0.1 section 4.1: POST the payload.
+    #[default]
+    Resourcesync,
+    /// Plain WebSub `hub.mode=publish` (stock hubs).
+    Websub,
+}
+
+/// `[notify]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// The hub rsagg publishes to.
+    pub hub: String,
+    /// Publish form (default `resourcesync`).
+    #[serde(default)]
+    pub form: NotifyForm,
+}
+
+/// Durations written like `30s`, `5m`, `1h 30m`.
+mod humantime_serde {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+mod humantime_serde_opt {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A pipeline that passed validation, with where it came from.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// Its content.
+    pub config: PipelineConfig,
+    /// `collection.base_url`, parsed.
+    pub base_url: Url,
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// Replaces `${NAME}` with the environment variable's value.
+fn substitute_env(text: &str, path: &Path) -> Result<String, Error> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[i..]);
+            rest = "";
+            break;
+        };
+        let name = &after[..end];
+        let line = text[..text.len() - rest.len() + i].matches('\n').count() + 1;
+        let value = std::env::var(name).map_err(|_| Error::Config {
+            path: path.to_owned(),
+            line,
+            key: String::new(),
+            message: format!("environment variable `{name}` (used as `${{{name}}}`) is not set"),
+        })?;
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl Pipeline {
+    /// Reads, parses and validates a pipeline file (no network, no store access).
+    pub fn load(path: &Path) -> Result<Pipeline, Error> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            path: path.to_owned(),
+            line: 0,
+            key: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses and validates pipeline text that came from `path`.
+    pub fn parse(path: &Path, text: &str) -> Result<Pipeline, Error> {
+        let expanded = substitute_env(text, path)?;
+        let config: PipelineConfig = toml::from_str(&expanded).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| expanded[..s.start.min(expanded.len())].matches('\n').count() + 1)
+                .unwrap_or(0);
+            Error::Config {
+                path: path.to_owned(),
+                line,
+                key: String::new(),
+                message: e.message().to_owned(),
+            }
+        })?;
+        config.validate(path, text)
+    }
+}
+
+impl PipelineConfig {
+    /// Checks what serde cannot: names, URLs, uniqueness, ranges. `text` (the original file)
+    /// is used to find the line of each offending key.
+    pub fn validate(self, path: &Path, text: &str) -> Result<Pipeline, Error> {
+        let err = |key: &str, needle: &str, message: String| Error::Config {
+            path: path.to_owned(),
+            line: line_of(text, needle),
+            key: key.to_owned(),
+            message,
+        };
+        let c = &self.collection;
+        if !is_name(&c.name) {
+            return Err(err(
+                "collection.name",
+                "name",
+                format!("`{}` must match [a-z0-9-]+", c.name),
+            ));
+        }
+        let base_url = Url::parse(&c.base_url)
+            .map_err(|e| err("collection.base_url", "base_url", format!("`{}`: {e}", c.base_url)))?;
+        if !matches!(base_url.scheme(), "http" | "https") || !c.base_url.ends_with('/') {
+            return Err(err(
+                "collection.base_url",
+                "base_url",
+                format!("`{}` must be an http(s) URL ending with `/`", c.base_url),
+            ));
+        }
+        let store = Url::parse(&self.store.url)
+            .map_err(|e| err("store.url", "url", format!("`{}`: {e}", self.store.url)))?;
+        if !matches!(store.scheme(), "file" | "s3" | "memory") {
+            return Err(err(
+                "store.url",
+                &self.store.url,
+                format!("`{}`: use file:///abs/dir or s3://bucket/prefix", self.store.url),
+            ));
+        }
+        if self.upstreams.is_empty() {
+            return Err(err(
+                "upstream",
+                "[collection]",
+                "at least one [[upstream]] is needed".into(),
+            ));
+        }
+        let mut names = HashSet::new();
+        for (i, u) in self.upstreams.iter().enumerate() {
+            let key = |k: &str| format!("upstream[{i}].{k}");
+            if !is_name(&u.name) {
+                return Err(err(&key("name"), &u.name, format!("`{}` must match [a-z0-9-]+", u.name)));
+            }
+            if !names.insert(u.name.clone()) {
+                return Err(err(&key("name"), &u.name, format!("upstream name `{}` is used twice", u.name)));
+            }
+            let url = Url::parse(&u.url).map_err(|e| err(&key("url"), &u.url, format!("`{}`: {e}", u.url)))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(err(&key("url"), &u.url, format!("`{}` is not an http(s) URL", u.url)));
+            }
+            for cl in u.capability_lists.iter().flatten() {
+                Url::parse(cl).map_err(|e| err(&key("capability_lists"), cl, format!("`{cl}`: {e}")))?;
+            }
+            if u.bearer_token_env.is_some() && u.basic_auth_env.is_some() {
+                return Err(err(
+                    &key("bearer_token_env"),
+                    "bearer_token_env",
+                    "give bearer_token_env or basic_auth_env, not both".into(),
+                ));
+            }
+        }
+        let f = &self.fetch;
+        if f.concurrency == 0 || f.per_host == 0 {
+            return Err(err("fetch.concurrency", "concurrency", "concurrency limits must be at least 1".into()));
+        }
+        if let Some(n) = &self.notify {
+            Url::parse(&n.hub).map_err(|e| err("notify.hub", "hub", format!("`{}`: {e}", n.hub)))?;
+        }
+        Ok(Pipeline {
+            path: path.to_owned(),
+            config: self,
+            base_url,
+        })
+    }
+}
+
+/// 1-based line of the first occurrence of `needle` in `text` (0 when absent).
+fn line_of(text: &str, needle: &str) -> usize {
+    text.find(needle)
+        .map(|i| text[..i].matches('\n').count() + 1)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[collection]
+name = "maps"
+base_url = "https://agg.example.org/maps/"
+
+[store]
+url = "file:///tmp/rsagg-test-maps"
+
+[[upstream]]
+name = "museum"
+url = "https://museum.example.org/.well-known/resourcesync"
+allow_private = false
+poll_interval = "5m"
+"#;
+
+    #[test]
+    fn parses_the_contract_example() {
+        let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
+        assert_eq!(p.config.collection.name, "maps");
+        assert_eq!(p.config.upstreams[0].poll_interval, Some(Duration::from_secs(300)));
+        assert_eq!(p.config.fetch.per_host, 8);
+    }
+
+    #[test]
+    fn unknown_keys_name_file_and_line() {
+        let bad = GOOD.replace("allow_private = false", "allow_privat = false");
+        let e = Pipeline::parse(Path::new("p.toml"), &bad).unwrap_err().to_string();
+        assert!(e.contains("p.toml:12"), "{e}");
+        assert!(e.contains("allow_privat"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let bad = GOOD.replace("name = \"museum\"", "name = \"Museum\"");
+        let e = Pipeline::parse(Path::new("p.toml"), &bad).unwrap_err().to_string();
+        assert!(e.contains("upstream[0].name"), "{e}");
+        assert!(e.contains("p.toml:10"), "{e}");
+        let bad = GOOD.replace("maps/\"", "maps\"");
+        let e = Pipeline::parse(Path::new("p.toml"), &bad).unwrap_err().to_string();
+        assert!(e.contains("collection.base_url"), "{e}");
+    }
+
+    #[test]
+    fn env_substitution() {
+        // SAFETY-free: a variable name no other test uses.
+        let text = GOOD.replace("/tmp/rsagg-test-maps", "${RSAGG_TEST_NO_SUCH_VAR}");
+        let e = Pipeline::parse(Path::new("p.toml"), &text).unwrap_err().to_string();
+        assert!(e.contains("RSAGG_TEST_NO_SUCH_VAR"), "{e}");
+        let text = GOOD.replace("/tmp/rsagg-test-maps", "${HOME}/x");
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        assert!(p.config.store.url.ends_with("/x"));
+    }
+}

@@ -1,0 +1,1 @@
+//! rsagg-pipeline (under construction).

@@ -1,0 +1,246 @@
+//! Content-addressed bodies: `blobs/sha256/ab/abcdef…`.
+//!
+//! The address is only known once the whole body was hashed, so small bodies are buffered
+//! (bounded by [`SMALL_BODY`]) and written with one conditional `PUT` (`If-None-Match: *`: an
+//! existing blob is the same bitstream and is left alone), while large bodies stream through
+//! a multipart upload to a temporary key and are then copied to their address. Memory stays
+//! bounded either way.
+
+use std::fmt::Display;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use md5::Digest;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+
+use crate::Error;
+
+/// Bodies up to this size are buffered and written with one request.
+pub const SMALL_BODY: usize = 8 * 1024 * 1024;
+/// Part size and parts in flight of a multipart upload (bounds memory for large bodies).
+const PART: usize = 8 * 1024 * 1024;
+const PARTS_IN_FLIGHT: usize = 2;
+
+/// What a stored body is: its digests (lowercase hex) and length.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BlobInfo {
+    /// SHA-256, the address.
+    pub sha256: String,
+    /// MD5 (republished as `md5:` in `rs:md hash`).
+    pub md5: String,
+    /// SHA-1, computed only when an upstream gave one to check against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
+    /// Bytes.
+    pub length: u64,
+}
+
+/// The blob area of a store.
+#[derive(Debug, Clone)]
+pub struct Blobs {
+    objects: Arc<dyn ObjectStore>,
+}
+
+struct Hashers {
+    md5: md5::Md5,
+    sha256: sha2::Sha256,
+    sha1: Option<sha1::Sha1>,
+    length: u64,
+}
+
+impl Hashers {
+    fn update(&mut self, chunk: &[u8]) {
+        self.md5.update(chunk);
+        self.sha256.update(chunk);
+        if let Some(s) = &mut self.sha1 {
+            s.update(chunk);
+        }
+        self.length += chunk.len() as u64;
+    }
+
+    fn finish(self) -> BlobInfo {
+        BlobInfo {
+            sha256: hex(&self.sha256.finalize()),
+            md5: hex(&self.md5.finalize()),
+            sha1: self.sha1.map(|s| hex(&s.finalize())),
+            length: self.length,
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+impl Blobs {
+    /// The blob area of `objects`.
+    pub fn new(objects: Arc<dyn ObjectStore>) -> Self {
+        Blobs { objects }
+    }
+
+    /// The object path of the blob with this SHA-256 (hex).
+    pub fn path(sha256: &str) -> Path {
+        let fan = sha256.get(..2).unwrap_or("00");
+        Path::from(format!("blobs/sha256/{fan}/{sha256}"))
+    }
+
+    /// Stores `body` (read to its end), hashing it on the way; returns what was stored.
+    /// `uri` names the body in errors. SHA-1 is computed when `sha1` is set.
+    pub async fn put_stream<S, E>(&self, uri: &str, body: S, sha1: bool) -> Result<BlobInfo, Error>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: Display,
+    {
+        let mut body = body;
+        let mut h = Hashers {
+            md5: md5::Md5::new(),
+            sha256: sha2::Sha256::new(),
+            sha1: sha1.then(sha1::Sha1::new),
+            length: 0,
+        };
+        let body_err = |e: &dyn Display| Error::Body {
+            uri: uri.to_owned(),
+            message: e.to_string(),
+        };
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let mut buffered = 0usize;
+        let mut upload: Option<(Path, WriteMultipart)> = None;
+        while let Some(chunk) = body.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    abort(upload).await;
+                    return Err(body_err(&e));
+                }
+            };
+            h.update(&chunk);
+            if let Some((_, w)) = &mut upload {
+                if let Err(e) = w.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                    let path = upload.as_ref().map(|(p, _)| p.to_string()).unwrap_or_default();
+                    abort(upload).await;
+                    return Err(Error::ObjectStore { path, source: e });
+                }
+                w.write(&chunk);
+                continue;
+            }
+            buffered += chunk.len();
+            chunks.push(chunk);
+            if buffered > SMALL_BODY {
+                let tmp = Path::from(format!("blobs/tmp/{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)));
+                let mp = self
+                    .objects
+                    .put_multipart(&tmp)
+                    .await
+                    .map_err(|source| Error::ObjectStore { path: tmp.to_string(), source })?;
+                let mut w = WriteMultipart::new_with_chunk_size(mp, PART);
+                for c in chunks.drain(..) {
+                    w.write(&c);
+                }
+                upload = Some((tmp, w));
+            }
+        }
+        let info = h.finish();
+        let dest = Self::path(&info.sha256);
+        let os_err = |path: &Path| {
+            let path = path.to_string();
+            move |source| Error::ObjectStore { path, source }
+        };
+        match upload {
+            None => {
+                let opts = PutOptions {
+                    mode: PutMode::Create,
+                    ..PutOptions::default()
+                };
+                match self
+                    .objects
+                    .put_opts(&dest, PutPayload::from_iter(chunks), opts)
+                    .await
+                {
+                    Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
+                    // Some S3 implementations answer a conditional create on an existing key
+                    // with 412 rather than 409.
+                    Err(object_store::Error::Precondition { .. }) => {}
+                    Err(e) => return Err(os_err(&dest)(e)),
+                }
+            }
+            Some((tmp, w)) => {
+                w.finish().await.map_err(os_err(&tmp))?;
+                let exists = match self.objects.head(&dest).await {
+                    Ok(_) => true,
+                    Err(object_store::Error::NotFound { .. }) => false,
+                    Err(e) => return Err(os_err(&dest)(e)),
+                };
+                if !exists {
+                    // Same address, same bytes: overwriting a concurrent copy is harmless.
+                    self.objects.copy(&tmp, &dest).await.map_err(os_err(&dest))?;
+                }
+                if let Err(e) = self.objects.delete(&tmp).await {
+                    tracing::warn!(path = %tmp, error = %e, "could not delete temporary upload");
+                }
+            }
+        }
+        Ok(info)
+    }
+
+    /// Whether the blob exists.
+    pub async fn exists(&self, sha256: &str) -> Result<bool, Error> {
+        let p = Self::path(sha256);
+        match self.objects.head(&p).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(source) => Err(Error::ObjectStore {
+                path: p.to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// The blob's bytes, streamed.
+    pub async fn get(
+        &self,
+        sha256: &str,
+    ) -> Result<futures::stream::BoxStream<'static, Result<Bytes, object_store::Error>>, Error>
+    {
+        let p = Self::path(sha256);
+        let r = self
+            .objects
+            .get(&p)
+            .await
+            .map_err(|source| Error::ObjectStore {
+                path: p.to_string(),
+                source,
+            })?;
+        Ok(r.into_stream())
+    }
+}
+
+async fn abort(upload: Option<(Path, WriteMultipart)>) {
+    if let Some((path, w)) = upload {
+        if let Err(e) = w.abort().await {
+            tracing::warn!(%path, error = %e, "could not abort multipart upload");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_is_lowercase() {
+        assert_eq!(hex(&[0x00, 0xab, 0x7f]), "00ab7f");
+    }
+
+    #[test]
+    fn paths_fan_out_by_prefix() {
+        assert_eq!(Blobs::path("abcd").to_string(), "blobs/sha256/ab/abcd");
+    }
+}

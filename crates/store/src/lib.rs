@@ -1,0 +1,101 @@
+//! rsagg-store: everything rsagg keeps, in one object store (`file://` or `s3://`).
+//!
+//! State lives in object storage so a worker is disposable (a cloud job) and a crash loses
+//! nothing. Under the collection's store URL:
+//!
+//! ```text
+//! blobs/sha256/ab/abcdef…   resource bodies, content-addressed (identical bitstreams once)
+//! blobs/tmp/…               large bodies while they stream in (copied to their address)
+//! state/                    the collection's state: a slatedb database (records, change log,
+//!                           checkpoints, quarantine); one writer at a time, others fenced
+//! ```
+//!
+//! Order of writes: blobs first (idempotent: the key is the content), then the state records
+//! that point at them in one atomic, durable batch. A crash at any point leaves at worst an
+//! unreferenced blob, never a record pointing at a missing one.
+//!
+//! # Layout
+//!
+//! - `location.rs`: store URLs → `ObjectStore` (`file://`, `s3://` with `AWS_*` variables,
+//!   `memory://` for tests).
+//! - `blobs.rs`: content-addressed bodies, hashed (md5, sha-256, optionally sha-1) while they
+//!   stream in.
+//! - `records.rs`: the serialised records (resource, change-log entry, checkpoint,
+//!   quarantine).
+//! - `state.rs`: the state database (slatedb): reads, scans and atomic commits; fencing.
+
+mod blobs;
+pub mod conformance;
+mod location;
+mod records;
+mod state;
+
+pub use blobs::{BlobInfo, Blobs};
+pub use location::{StoreLocation, open_object_store};
+pub use records::{
+    Checkpoint, CopyRef, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, SeenKey,
+    UpstreamMeta,
+};
+pub use state::{Applied, Commit, Records, State};
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The store URL is not one rsagg can open.
+    #[error("store URL `{url}`: {message}")]
+    Url {
+        /// The URL as configured.
+        url: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The object store failed.
+    #[error("object store at `{path}`: {source}")]
+    ObjectStore {
+        /// Object path.
+        path: String,
+        /// Underlying error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// The body stream failed while it was being stored.
+    #[error("body of `{uri}`: {message}")]
+    Body {
+        /// Where the body came from.
+        uri: String,
+        /// The reader's error.
+        message: String,
+    },
+    /// Another writer opened the same state: this one must stop (its writes would be lost).
+    #[error("state at `{path}`: fenced out by another writer of the same collection")]
+    Fenced {
+        /// State path.
+        path: String,
+    },
+    /// The state database failed.
+    #[error("state at `{path}`: {source}")]
+    State {
+        /// State path.
+        path: String,
+        /// Underlying error.
+        #[source]
+        source: slatedb::Error,
+    },
+    /// A stored record could not be read back.
+    #[error("state record `{key}`: {source}")]
+    Record {
+        /// Key of the record.
+        key: String,
+        /// Decoding error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    /// True when this writer was fenced out by another (exit code 3 of `rsagg run`).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Fenced { .. })
+    }
+}

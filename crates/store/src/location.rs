@@ -1,0 +1,98 @@
+//! Store URLs → object stores.
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::prefix::PrefixStore;
+
+use crate::Error;
+
+/// An opened store URL: the object store rooted at the URL's prefix.
+#[derive(Debug, Clone)]
+pub struct StoreLocation {
+    /// The URL as configured.
+    pub url: String,
+    /// Objects under the URL's prefix (keys are relative to it).
+    pub objects: Arc<dyn ObjectStore>,
+}
+
+/// Opens `file:///abs/dir`, `s3://bucket/prefix` (endpoint and credentials from the `AWS_*`
+/// environment variables object_store reads: `AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`) or `memory://` (tests only: gone
+/// with the process).
+///
+/// Local directories are created if missing; S3 buckets must exist.
+pub fn open_object_store(url: &str) -> Result<StoreLocation, Error> {
+    let err = |message: String| Error::Url {
+        url: url.to_owned(),
+        message,
+    };
+    let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
+    let objects: Arc<dyn ObjectStore> = match parsed.scheme() {
+        "file" => {
+            let dir = parsed
+                .to_file_path()
+                .map_err(|()| err("not an absolute local path".into()))?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
+            Arc::new(
+                LocalFileSystem::new_with_prefix(&dir)
+                    .map_err(|e| err(e.to_string()))?
+                    // Deleting the last object of a directory removes the directory too, so
+                    // garbage collection does not leave empty trees behind.
+                    .with_automatic_cleanup(true),
+            )
+        }
+        "s3" => {
+            let bucket = parsed
+                .host_str()
+                .filter(|b| !b.is_empty())
+                .ok_or_else(|| err("no bucket name".into()))?;
+            let s3 = AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .build()
+                .map_err(|e| err(e.to_string()))?;
+            let prefix = parsed.path().trim_matches('/');
+            if prefix.is_empty() {
+                Arc::new(s3)
+            } else {
+                Arc::new(PrefixStore::new(s3, prefix))
+            }
+        }
+        "memory" => Arc::new(InMemory::new()),
+        other => {
+            return Err(err(format!(
+                "scheme `{other}` is not supported (use file:// or s3://)"
+            )));
+        }
+    };
+    Ok(StoreLocation {
+        url: url.to_owned(),
+        objects,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_unknown_schemes_and_relative_paths() {
+        let e = open_object_store("ftp://x/y").unwrap_err().to_string();
+        assert!(e.contains("ftp"), "{e}");
+        assert!(open_object_store("not a url").is_err());
+        assert!(open_object_store("s3:///prefix").is_err());
+    }
+
+    #[test]
+    fn file_urls_create_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a/b");
+        let url = url::Url::from_directory_path(&target).unwrap();
+        open_object_store(url.as_str()).unwrap();
+        assert!(target.is_dir());
+    }
+}

@@ -1,0 +1,284 @@
+//! The collection's state database (slatedb, an LSM tree on the same object store).
+//!
+//! Keys (values are JSON, see `records.rs`):
+//!
+//! ```text
+//! r/{upstream}/{uri}   ResourceRecord
+//! l/{seq:020}          LogEntry (the change log, in order)
+//! c/{upstream}         Checkpoint
+//! q/{upstream}/{uri}   QuarantineRecord
+//! m/log                the last sequence number and datetime given out
+//! ```
+//!
+//! Why slatedb: an incremental run must cost O(changes), not O(collection), so the state
+//! cannot be one object rewritten per run; slatedb gives atomic multi-key batches, ordered
+//! scans and writer fencing (a second writer on the same state fences the first, whose
+//! next write fails) on object storage alone.
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use rsagg_model::{Change, W3cDateTime};
+use serde::{Deserialize, Serialize};
+use slatedb::{Db, DbIterator, WriteBatch};
+use tokio::sync::Mutex;
+
+use crate::records::{Checkpoint, LogEntry, QuarantineRecord, ResourceRecord};
+use crate::Error;
+
+const STATE_PATH: &str = "state";
+
+/// One resource change to commit; its `seq` and datetime are assigned by [`State::commit`].
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// created, updated or deleted.
+    pub change: Change,
+    /// The record after the change (`lastmod` and `seq` are overwritten by the commit).
+    pub record: ResourceRecord,
+}
+
+/// An atomic, durable unit of state change for one upstream.
+#[derive(Debug, Clone, Default)]
+pub struct Commit {
+    /// Upstream the commit concerns.
+    pub upstream: String,
+    /// Resource changes, in the order they happened upstream.
+    pub changes: Vec<Applied>,
+    /// Records updated without a change of the copy (e.g. new ETag, new upstream metadata).
+    pub touched: Vec<ResourceRecord>,
+    /// The new checkpoint, if it moved.
+    pub checkpoint: Option<Checkpoint>,
+    /// Resources to quarantine.
+    pub quarantine: Vec<QuarantineRecord>,
+    /// URIs whose quarantine is lifted (a later fetch verified).
+    pub release: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+struct LogHead {
+    seq: u64,
+    #[serde(default)]
+    at: Option<W3cDateTime>,
+}
+
+/// The state database, opened as the (single) writer.
+pub struct State {
+    db: Db,
+    path: String,
+    head: Mutex<LogHead>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State").field("path", &self.path).finish()
+    }
+}
+
+fn resource_key(upstream: &str, uri: &str) -> String {
+    format!("r/{upstream}/{uri}")
+}
+
+fn quarantine_key(upstream: &str, uri: &str) -> String {
+    format!("q/{upstream}/{uri}")
+}
+
+fn log_key(seq: u64) -> String {
+    format!("l/{seq:020}")
+}
+
+impl State {
+    /// Opens the state under `objects` as its writer. Any other writer of the same state is
+    /// fenced out from now on.
+    pub async fn open(objects: Arc<dyn ObjectStore>, display: &str) -> Result<State, Error> {
+        let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
+        let db = Db::open(STATE_PATH, objects)
+            .await
+            .map_err(|e| map_err(&path, e))?;
+        let state = State {
+            db,
+            path,
+            head: Mutex::new(LogHead::default()),
+        };
+        let head = state.get_json::<LogHead>("m/log").await?.unwrap_or_default();
+        *state.head.lock().await = head;
+        Ok(state)
+    }
+
+    async fn get_json<T: for<'de> Deserialize<'de>>(&self, key: &str) -> Result<Option<T>, Error> {
+        match self.db.get(key.as_bytes()).await {
+            Ok(Some(v)) => serde_json::from_slice(&v).map(Some).map_err(|source| Error::Record {
+                key: key.to_owned(),
+                source,
+            }),
+            Ok(None) => Ok(None),
+            Err(e) => Err(map_err(&self.path, e)),
+        }
+    }
+
+    /// The record of `uri` from `upstream`.
+    pub async fn resource(&self, upstream: &str, uri: &str) -> Result<Option<ResourceRecord>, Error> {
+        self.get_json(&resource_key(upstream, uri)).await
+    }
+
+    /// The upstream's checkpoint.
+    pub async fn checkpoint(&self, upstream: &str) -> Result<Option<Checkpoint>, Error> {
+        self.get_json(&format!("c/{upstream}")).await
+    }
+
+    /// The quarantine record of `uri`, if any.
+    pub async fn quarantined(&self, upstream: &str, uri: &str) -> Result<Option<QuarantineRecord>, Error> {
+        self.get_json(&quarantine_key(upstream, uri)).await
+    }
+
+    /// All resource records of `upstream`, in URI order, streamed.
+    pub async fn resources(&self, upstream: &str) -> Result<Records<ResourceRecord>, Error> {
+        self.scan(format!("r/{upstream}/")).await
+    }
+
+    /// All quarantine records (of every upstream), streamed.
+    pub async fn quarantine(&self) -> Result<Records<QuarantineRecord>, Error> {
+        self.scan("q/".to_owned()).await
+    }
+
+    /// The change log from sequence number `from` on, streamed in order.
+    pub async fn log(&self, from: u64) -> Result<Records<LogEntry>, Error> {
+        let start = log_key(from);
+        let iter = self
+            .db
+            .scan(start.into_bytes()..b"l0".to_vec())
+            .await
+            .map_err(|e| map_err(&self.path, e))?;
+        Ok(Records::new(iter, self.path.clone()))
+    }
+
+    /// The last sequence number given out (0 when the log is empty).
+    pub async fn last_seq(&self) -> u64 {
+        self.head.lock().await.seq
+    }
+
+    async fn scan<T: for<'de> Deserialize<'de>>(&self, prefix: String) -> Result<Records<T>, Error> {
+        let iter = self
+            .db
+            .scan_prefix(prefix.into_bytes(), ..)
+            .await
+            .map_err(|e| map_err(&self.path, e))?;
+        Ok(Records::new(iter, self.path.clone()))
+    }
+
+    /// Commits `c` atomically and durably: every change gets the next sequence number and a
+    /// datetime strictly later than the previous one (rsagg's own `lastmod`/`datetime`).
+    /// Returns the log entries written.
+    pub async fn commit(&self, c: Commit) -> Result<Vec<LogEntry>, Error> {
+        let mut batch = WriteBatch::new();
+        let mut written = Vec::with_capacity(c.changes.len());
+        let handle = {
+            let mut head = self.head.lock().await;
+            let mut next = *head;
+            for applied in c.changes {
+                next.seq += 1;
+                let now = W3cDateTime::now();
+                let at = match next.at {
+                    Some(prev) if now.cmp_instant(&prev).is_le() => prev.plus_nanos(1_000),
+                    _ => now,
+                };
+                next.at = Some(at);
+                let mut record = applied.record;
+                record.seq = next.seq;
+                record.lastmod = at;
+                let entry = LogEntry {
+                    seq: next.seq,
+                    at,
+                    upstream: record.upstream.clone(),
+                    uri: record.uri.clone(),
+                    change: applied.change,
+                    copy: record.copy.clone(),
+                };
+                batch.put(resource_key(&record.upstream, &record.uri), json(&record));
+                batch.put(log_key(next.seq), json(&entry));
+                written.push(entry);
+            }
+            for record in c.touched {
+                batch.put(resource_key(&record.upstream, &record.uri), json(&record));
+            }
+            for q in &c.quarantine {
+                batch.put(quarantine_key(&q.upstream, &q.uri), json(q));
+            }
+            for uri in &c.release {
+                batch.delete(quarantine_key(&c.upstream, uri));
+            }
+            if let Some(cp) = &c.checkpoint {
+                batch.put(format!("c/{}", c.upstream), json(cp));
+            }
+            batch.put("m/log", json(&next));
+            let handle = self
+                .db
+                .write(batch)
+                .await
+                .map_err(|e| map_err(&self.path, e))?;
+            *head = next;
+            handle
+        };
+        handle
+            .await_durable()
+            .await
+            .map_err(|e| map_err(&self.path, e))?;
+        Ok(written)
+    }
+
+    /// Flushes and closes the database.
+    pub async fn close(self) -> Result<(), Error> {
+        self.db.close().await.map_err(|e| map_err(&self.path, e))
+    }
+}
+
+fn json<T: Serialize>(v: &T) -> Vec<u8> {
+    // Records are plain data (strings, numbers, lists): serialising them cannot fail.
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+fn map_err(path: &str, e: slatedb::Error) -> Error {
+    if matches!(
+        e.kind(),
+        slatedb::ErrorKind::Closed(slatedb::CloseReason::Fenced)
+    ) {
+        Error::Fenced {
+            path: path.to_owned(),
+        }
+    } else {
+        Error::State {
+            path: path.to_owned(),
+            source: e,
+        }
+    }
+}
+
+/// Records streamed from a scan.
+pub struct Records<T> {
+    iter: DbIterator,
+    path: String,
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: for<'de> Deserialize<'de>> Records<T> {
+    fn new(iter: DbIterator, path: String) -> Self {
+        Records {
+            iter,
+            path,
+            _t: std::marker::PhantomData,
+        }
+    }
+
+    /// The next record, or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<T>, Error> {
+        match self.iter.next().await {
+            Ok(Some(kv)) => serde_json::from_slice(&kv.value).map(Some).map_err(|source| {
+                Error::Record {
+                    key: String::from_utf8_lossy(&kv.key).into_owned(),
+                    source,
+                }
+            }),
+            Ok(None) => Ok(None),
+            Err(e) => Err(map_err(&self.path, e)),
+        }
+    }
+}
