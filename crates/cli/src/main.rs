@@ -7,11 +7,12 @@
 //! - `validate.rs`: `rsagg validate`, its human and JSON reports and exit codes (the contract
 //!   of DESIGN.md).
 //! - `input.rs`: opening a path, stdin or http(s) URL as async input, gzip inflated.
+//! - `run.rs`: `rsagg run` (harvest; exit codes of the contract) and `rsagg check`.
 //!
-//! `run`, `serve`, `hub` and `check` arrive with the Harvest, Republish, Notify and Pipelines
-//! issues.
+//! `serve` and `hub` arrive with the Republish and Notify issues.
 
 mod input;
+mod run;
 mod validate;
 
 use std::process::ExitCode;
@@ -38,6 +39,13 @@ enum Command {
     ///
     /// Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error.
     Validate(validate::Args),
+    /// Harvest every upstream of a pipeline into its store (one pass by default).
+    ///
+    /// Exit status: 0 all went well, 1 some upstream failed (the rest was committed),
+    /// 2 usage or config error, 3 fenced out by another writer.
+    Run(run::RunArgs),
+    /// Validate pipeline files; errors name file, line and key. Exit 0 valid, 2 invalid.
+    Check(run::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,7 +53,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RSAGG_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rsagg_pipeline=info")),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -62,6 +70,8 @@ fn main() -> ExitCode {
     runtime.block_on(async {
         match cli.command {
             Command::Validate(args) => validate::run(args).await,
+            Command::Run(args) => run::run(args).await,
+            Command::Check(args) => run::check(args),
         }
     })
 }

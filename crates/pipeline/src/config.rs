@@ -222,8 +222,7 @@ pub struct Pipeline {
 
 fn is_name(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
@@ -272,7 +271,12 @@ impl Pipeline {
         let config: PipelineConfig = toml::from_str(&expanded).map_err(|e| {
             let line = e
                 .span()
-                .map(|s| expanded[..s.start.min(expanded.len())].matches('\n').count() + 1)
+                .map(|s| {
+                    expanded[..s.start.min(expanded.len())]
+                        .matches('\n')
+                        .count()
+                        + 1
+                })
                 .unwrap_or(0);
             Error::Config {
                 path: path.to_owned(),
@@ -303,8 +307,13 @@ impl PipelineConfig {
                 format!("`{}` must match [a-z0-9-]+", c.name),
             ));
         }
-        let base_url = Url::parse(&c.base_url)
-            .map_err(|e| err("collection.base_url", "base_url", format!("`{}`: {e}", c.base_url)))?;
+        let base_url = Url::parse(&c.base_url).map_err(|e| {
+            err(
+                "collection.base_url",
+                "base_url",
+                format!("`{}`: {e}", c.base_url),
+            )
+        })?;
         if !matches!(base_url.scheme(), "http" | "https") || !c.base_url.ends_with('/') {
             return Err(err(
                 "collection.base_url",
@@ -318,7 +327,10 @@ impl PipelineConfig {
             return Err(err(
                 "store.url",
                 &self.store.url,
-                format!("`{}`: use file:///abs/dir or s3://bucket/prefix", self.store.url),
+                format!(
+                    "`{}`: use file:///abs/dir or s3://bucket/prefix",
+                    self.store.url
+                ),
             ));
         }
         if self.upstreams.is_empty() {
@@ -332,17 +344,31 @@ impl PipelineConfig {
         for (i, u) in self.upstreams.iter().enumerate() {
             let key = |k: &str| format!("upstream[{i}].{k}");
             if !is_name(&u.name) {
-                return Err(err(&key("name"), &u.name, format!("`{}` must match [a-z0-9-]+", u.name)));
+                return Err(err(
+                    &key("name"),
+                    &u.name,
+                    format!("`{}` must match [a-z0-9-]+", u.name),
+                ));
             }
             if !names.insert(u.name.clone()) {
-                return Err(err(&key("name"), &u.name, format!("upstream name `{}` is used twice", u.name)));
+                return Err(err(
+                    &key("name"),
+                    &u.name,
+                    format!("upstream name `{}` is used twice", u.name),
+                ));
             }
-            let url = Url::parse(&u.url).map_err(|e| err(&key("url"), &u.url, format!("`{}`: {e}", u.url)))?;
+            let url = Url::parse(&u.url)
+                .map_err(|e| err(&key("url"), &u.url, format!("`{}`: {e}", u.url)))?;
             if !matches!(url.scheme(), "http" | "https") {
-                return Err(err(&key("url"), &u.url, format!("`{}` is not an http(s) URL", u.url)));
+                return Err(err(
+                    &key("url"),
+                    &u.url,
+                    format!("`{}` is not an http(s) URL", u.url),
+                ));
             }
             for cl in u.capability_lists.iter().flatten() {
-                Url::parse(cl).map_err(|e| err(&key("capability_lists"), cl, format!("`{cl}`: {e}")))?;
+                Url::parse(cl)
+                    .map_err(|e| err(&key("capability_lists"), cl, format!("`{cl}`: {e}")))?;
             }
             if u.bearer_token_env.is_some() && u.basic_auth_env.is_some() {
                 return Err(err(
@@ -354,10 +380,15 @@ impl PipelineConfig {
         }
         let f = &self.fetch;
         if f.concurrency == 0 || f.per_host == 0 {
-            return Err(err("fetch.concurrency", "concurrency", "concurrency limits must be at least 1".into()));
+            return Err(err(
+                "fetch.concurrency",
+                "concurrency",
+                "concurrency limits must be at least 1".into(),
+            ));
         }
         if let Some(n) = &self.notify {
-            Url::parse(&n.hub).map_err(|e| err("notify.hub", "hub", format!("`{}`: {e}", n.hub)))?;
+            Url::parse(&n.hub)
+                .map_err(|e| err("notify.hub", "hub", format!("`{}`: {e}", n.hub)))?;
         }
         Ok(Pipeline {
             path: path.to_owned(),
@@ -397,14 +428,19 @@ poll_interval = "5m"
     fn parses_the_contract_example() {
         let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
         assert_eq!(p.config.collection.name, "maps");
-        assert_eq!(p.config.upstreams[0].poll_interval, Some(Duration::from_secs(300)));
+        assert_eq!(
+            p.config.upstreams[0].poll_interval,
+            Some(Duration::from_secs(300))
+        );
         assert_eq!(p.config.fetch.per_host, 8);
     }
 
     #[test]
     fn unknown_keys_name_file_and_line() {
         let bad = GOOD.replace("allow_private = false", "allow_privat = false");
-        let e = Pipeline::parse(Path::new("p.toml"), &bad).unwrap_err().to_string();
+        let e = Pipeline::parse(Path::new("p.toml"), &bad)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("p.toml:12"), "{e}");
         assert!(e.contains("allow_privat"), "{e}");
     }
@@ -412,11 +448,15 @@ poll_interval = "5m"
     #[test]
     fn bad_values_name_the_key() {
         let bad = GOOD.replace("name = \"museum\"", "name = \"Museum\"");
-        let e = Pipeline::parse(Path::new("p.toml"), &bad).unwrap_err().to_string();
+        let e = Pipeline::parse(Path::new("p.toml"), &bad)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("upstream[0].name"), "{e}");
         assert!(e.contains("p.toml:10"), "{e}");
         let bad = GOOD.replace("maps/\"", "maps\"");
-        let e = Pipeline::parse(Path::new("p.toml"), &bad).unwrap_err().to_string();
+        let e = Pipeline::parse(Path::new("p.toml"), &bad)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("collection.base_url"), "{e}");
     }
 
@@ -424,7 +464,9 @@ poll_interval = "5m"
     fn env_substitution() {
         // SAFETY-free: a variable name no other test uses.
         let text = GOOD.replace("/tmp/rsagg-test-maps", "${RSAGG_TEST_NO_SUCH_VAR}");
-        let e = Pipeline::parse(Path::new("p.toml"), &text).unwrap_err().to_string();
+        let e = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("RSAGG_TEST_NO_SUCH_VAR"), "{e}");
         let text = GOOD.replace("/tmp/rsagg-test-maps", "${HOME}/x");
         let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();

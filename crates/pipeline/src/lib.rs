@@ -1,1 +1,87 @@
-//! rsagg-pipeline (under construction).
+//! rsagg-pipeline: pipeline configs and the stages that run them.
+//!
+//! A pipeline (one `pipelines/*.toml` file) is one republished collection fed by one or more
+//! upstream Sources. `run --once` discovers each upstream's sets of resources, brings rsagg's
+//! copies up to date (baseline from a Resource List or Dump, then incremental from Change
+//! Lists, re-syncing from the Resource List whenever the Change List no longer reaches back to
+//! the checkpoint) and commits state after the bytes it points at.
+//!
+//! # Layout
+//!
+//! - `config.rs`: the typed config, `${ENV}` substitution and pure validation.
+//! - `harvest.rs`: one upstream: discovery, baseline/resync, incremental, verification.
+//! - `lists.rs`: reading upstream lists and indexes as streams of entries.
+//! - `runner.rs`: `run --once`: all upstreams concurrently, the run report and exit status.
+
+pub mod config;
+mod harvest;
+mod lists;
+mod runner;
+
+use std::path::PathBuf;
+
+pub use config::{Pipeline, PipelineConfig};
+pub use harvest::{UpstreamReport, Verdict};
+pub use runner::{RunOptions, RunReport, run_once};
+
+/// Errors of a pipeline.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A pipeline file is invalid.
+    #[error("{}:{line}: {}{message}", path.display(), if key.is_empty() { String::new() } else { format!("{key}: ") })]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line (0 when unknown).
+        line: usize,
+        /// Dotted key (`upstream[0].url`), when known.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] rsagg_store::Error),
+    /// An HTTP request failed.
+    #[error(transparent)]
+    Fetch(#[from] rsagg_fetch::Error),
+    /// An upstream document could not be read.
+    #[error("{url}: {source}")]
+    Document {
+        /// The document.
+        url: String,
+        /// Why.
+        #[source]
+        source: rsagg_sitemap::Error,
+    },
+    /// An upstream document is not what the step needs.
+    #[error("{url}: {message} (spec section {section})")]
+    Upstream {
+        /// The document.
+        url: String,
+        /// Spec section.
+        section: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A dump package could not be used.
+    #[error(transparent)]
+    Dump(#[from] rsagg_dump::Error),
+    /// Local I/O (temporary files) failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// True when another writer fenced this one out (exit code 3).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Store(e) if e.is_fenced())
+    }
+}

@@ -124,7 +124,10 @@ impl Blobs {
             h.update(&chunk);
             if let Some((_, w)) = &mut upload {
                 if let Err(e) = w.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                    let path = upload.as_ref().map(|(p, _)| p.to_string()).unwrap_or_default();
+                    let path = upload
+                        .as_ref()
+                        .map(|(p, _)| p.to_string())
+                        .unwrap_or_default();
                     abort(upload).await;
                     return Err(Error::ObjectStore { path, source: e });
                 }
@@ -134,12 +137,17 @@ impl Blobs {
             buffered += chunk.len();
             chunks.push(chunk);
             if buffered > SMALL_BODY {
-                let tmp = Path::from(format!("blobs/tmp/{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)));
-                let mp = self
-                    .objects
-                    .put_multipart(&tmp)
-                    .await
-                    .map_err(|source| Error::ObjectStore { path: tmp.to_string(), source })?;
+                let tmp = Path::from(format!(
+                    "blobs/tmp/{:016x}{:016x}",
+                    fastrand::u64(..),
+                    fastrand::u64(..)
+                ));
+                let mp = self.objects.put_multipart(&tmp).await.map_err(|source| {
+                    Error::ObjectStore {
+                        path: tmp.to_string(),
+                        source,
+                    }
+                })?;
                 let mut w = WriteMultipart::new_with_chunk_size(mp, PART);
                 for c in chunks.drain(..) {
                     w.write(&c);
@@ -180,7 +188,10 @@ impl Blobs {
                 };
                 if !exists {
                     // Same address, same bytes: overwriting a concurrent copy is harmless.
-                    self.objects.copy(&tmp, &dest).await.map_err(os_err(&dest))?;
+                    self.objects
+                        .copy(&tmp, &dest)
+                        .await
+                        .map_err(os_err(&dest))?;
                 }
                 if let Err(e) = self.objects.delete(&tmp).await {
                     tracing::warn!(path = %tmp, error = %e, "could not delete temporary upload");

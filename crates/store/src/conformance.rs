@@ -9,8 +9,8 @@ use object_store::ObjectStore;
 use rsagg_model::{Change, W3cDateTime};
 
 use crate::{
-    Applied, BlobInfo, Blobs, Checkpoint, Commit, QuarantineRecord, ResourceRecord,
-    ResourceStatus, SeenKey, State, UpstreamMeta,
+    Applied, BlobInfo, Blobs, Checkpoint, Commit, QuarantineRecord, ResourceRecord, ResourceStatus,
+    SeenKey, State, UpstreamMeta,
 };
 
 fn record(uri: &str, copy: Option<BlobInfo>, status: ResourceStatus) -> ResourceRecord {
@@ -20,6 +20,7 @@ fn record(uri: &str, copy: Option<BlobInfo>, status: ResourceStatus) -> Resource
         status,
         copy,
         mime_type: Some("text/plain".into()),
+        set: "http://x/capabilitylist.xml".into(),
         lastmod: W3cDateTime::from_unix(0, 0),
         seq: 0,
         upstream_meta: UpstreamMeta::default(),
@@ -35,25 +36,42 @@ pub async fn suite(objects: Arc<dyn ObjectStore>) {
 async fn blobs(objects: Arc<dyn ObjectStore>) {
     let blobs = Blobs::new(objects.clone());
     let body = |parts: Vec<&'static [u8]>| {
-        futures::stream::iter(parts.into_iter().map(|p| Ok::<_, std::io::Error>(Bytes::from_static(p))))
+        futures::stream::iter(
+            parts
+                .into_iter()
+                .map(|p| Ok::<_, std::io::Error>(Bytes::from_static(p))),
+        )
     };
-    let a = blobs.put_stream("a", body(vec![b"hello ", b"world"]), true).await.unwrap();
+    let a = blobs
+        .put_stream("a", body(vec![b"hello ", b"world"]), true)
+        .await
+        .unwrap();
     assert_eq!(a.length, 11);
     assert_eq!(a.md5, "5eb63bbbe01eeed093cb22bb8f5acdc3");
     assert_eq!(
         a.sha256,
         "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
     );
-    assert_eq!(a.sha1.as_deref(), Some("2aae6c35c94fcfb415dbe95f408b9ce91ee846ed"));
+    assert_eq!(
+        a.sha1.as_deref(),
+        Some("2aae6c35c94fcfb415dbe95f408b9ce91ee846ed")
+    );
     // The same bitstream again (another upstream): stored once, same answer.
-    let b = blobs.put_stream("b", body(vec![b"hello world"]), false).await.unwrap();
-    assert_eq!((b.sha256.as_str(), b.sha1.as_ref()), (a.sha256.as_str(), None));
-    assert!(blobs.exists(&a.sha256).await.unwrap());
-    let got: Vec<Bytes> = futures::StreamExt::collect::<Vec<_>>(blobs.get(&a.sha256).await.unwrap())
+    let b = blobs
+        .put_stream("b", body(vec![b"hello world"]), false)
         .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+        .unwrap();
+    assert_eq!(
+        (b.sha256.as_str(), b.sha1.as_ref()),
+        (a.sha256.as_str(), None)
+    );
+    assert!(blobs.exists(&a.sha256).await.unwrap());
+    let got: Vec<Bytes> =
+        futures::StreamExt::collect::<Vec<_>>(blobs.get(&a.sha256).await.unwrap())
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
     assert_eq!(got.concat(), b"hello world");
 
     // A body larger than the in-memory threshold goes through a multipart upload.
@@ -62,7 +80,8 @@ async fn blobs(objects: Arc<dyn ObjectStore>) {
     let big = futures::stream::iter((0..n).map(|_| Ok::<_, std::io::Error>(chunk.clone())));
     let info = blobs.put_stream("big", big, false).await.unwrap();
     assert_eq!(info.length, (n as u64) << 20);
-    let stored = futures::StreamExt::collect::<Vec<_>>(blobs.get(&info.sha256).await.unwrap()).await;
+    let stored =
+        futures::StreamExt::collect::<Vec<_>>(blobs.get(&info.sha256).await.unwrap()).await;
     let total: usize = stored.into_iter().map(|c| c.unwrap().len()).sum();
     assert_eq!(total as u64, info.length);
     // Nothing is left under the temporary prefix.
@@ -75,7 +94,10 @@ async fn blobs(objects: Arc<dyn ObjectStore>) {
         Ok(Bytes::from_static(b"partial")),
         Err(std::io::Error::other("connection reset")),
     ]);
-    let e = blobs.put_stream("http://x/failing", failing, false).await.unwrap_err();
+    let e = blobs
+        .put_stream("http://x/failing", failing, false)
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("http://x/failing"), "{e}");
 }
 
@@ -112,6 +134,7 @@ async fn state(objects: Arc<dyn ObjectStore>) {
                     record: record("http://x/2", Some(copy.clone()), ResourceStatus::Present),
                 },
             ],
+            set: "http://x/capabilitylist.xml".into(),
             checkpoint: Some(cp.clone()),
             quarantine: vec![QuarantineRecord {
                 upstream: "up".into(),
@@ -127,7 +150,10 @@ async fn state(objects: Arc<dyn ObjectStore>) {
         .await
         .unwrap();
     assert_eq!(written.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
-    assert!(written[0].at.cmp_instant(&written[1].at).is_lt(), "strictly increasing datetimes");
+    assert!(
+        written[0].at.cmp_instant(&written[1].at).is_lt(),
+        "strictly increasing datetimes"
+    );
     let deleted = s
         .commit(Commit {
             upstream: "up".into(),
@@ -151,7 +177,12 @@ async fn state(objects: Arc<dyn ObjectStore>) {
     assert_eq!(r1.status, ResourceStatus::Deleted);
     assert_eq!(r1.seq, 3);
     assert_eq!(r1.copy.as_ref(), Some(&copy), "history kept after deletion");
-    assert_eq!(s.checkpoint("up").await.unwrap(), Some(cp));
+    assert_eq!(
+        s.checkpoint("up", "http://x/capabilitylist.xml")
+            .await
+            .unwrap(),
+        Some(cp)
+    );
     assert!(s.quarantined("up", "http://x/bad").await.unwrap().is_none());
     let mut log = s.log(2).await.unwrap();
     let mut seqs = Vec::new();

@@ -59,6 +59,9 @@ pub struct ResourceRecord {
     /// Media type of the copy (the response's `Content-Type`, else the upstream's `type`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+    /// The upstream's set of resources (Capability List URL) the resource was listed in.
+    #[serde(default)]
+    pub set: String,
     /// When rsagg's copy last changed (created, updated or deleted): rsagg's own `lastmod`.
     pub lastmod: W3cDateTime,
     /// Change-log sequence number of that change.
@@ -227,11 +230,15 @@ mod tests {
                 length: 3,
             }),
             mime_type: Some("text/plain".into()),
+            set: "http://example.org/capabilitylist.xml".into(),
             lastmod: t("2020-01-01T00:00:00.123456Z"),
             seq: 7,
             upstream_meta: UpstreamMeta {
                 lastmod: Some(t("2019-05-01")),
-                hash: Some(Hashes::parse("md5:00000000000000000000000000000000", |_| {})),
+                hash: Some(Hashes::parse(
+                    "md5:00000000000000000000000000000000",
+                    |_| {},
+                )),
                 links: vec![Link::new("describedby", "http://example.org/a.meta")],
                 ..UpstreamMeta::default()
             },

@@ -5,7 +5,7 @@
 //! ```text
 //! r/{upstream}/{uri}   ResourceRecord
 //! l/{seq:020}          LogEntry (the change log, in order)
-//! c/{upstream}         Checkpoint
+//! c/{upstream}/{set}   Checkpoint (per Capability List of the upstream)
 //! q/{upstream}/{uri}   QuarantineRecord
 //! m/log                the last sequence number and datetime given out
 //! ```
@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use slatedb::{Db, DbIterator, WriteBatch};
 use tokio::sync::Mutex;
 
-use crate::records::{Checkpoint, LogEntry, QuarantineRecord, ResourceRecord};
 use crate::Error;
+use crate::records::{Checkpoint, LogEntry, QuarantineRecord, ResourceRecord};
 
 const STATE_PATH: &str = "state";
 
@@ -42,6 +42,8 @@ pub struct Applied {
 pub struct Commit {
     /// Upstream the commit concerns.
     pub upstream: String,
+    /// The set of resources (Capability List URL) whose checkpoint this commit moves.
+    pub set: String,
     /// Resource changes, in the order they happened upstream.
     pub changes: Vec<Applied>,
     /// Records updated without a change of the copy (e.g. new ETag, new upstream metadata).
@@ -99,34 +101,47 @@ impl State {
             path,
             head: Mutex::new(LogHead::default()),
         };
-        let head = state.get_json::<LogHead>("m/log").await?.unwrap_or_default();
+        let head = state
+            .get_json::<LogHead>("m/log")
+            .await?
+            .unwrap_or_default();
         *state.head.lock().await = head;
         Ok(state)
     }
 
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, key: &str) -> Result<Option<T>, Error> {
         match self.db.get(key.as_bytes()).await {
-            Ok(Some(v)) => serde_json::from_slice(&v).map(Some).map_err(|source| Error::Record {
-                key: key.to_owned(),
-                source,
-            }),
+            Ok(Some(v)) => serde_json::from_slice(&v)
+                .map(Some)
+                .map_err(|source| Error::Record {
+                    key: key.to_owned(),
+                    source,
+                }),
             Ok(None) => Ok(None),
             Err(e) => Err(map_err(&self.path, e)),
         }
     }
 
     /// The record of `uri` from `upstream`.
-    pub async fn resource(&self, upstream: &str, uri: &str) -> Result<Option<ResourceRecord>, Error> {
+    pub async fn resource(
+        &self,
+        upstream: &str,
+        uri: &str,
+    ) -> Result<Option<ResourceRecord>, Error> {
         self.get_json(&resource_key(upstream, uri)).await
     }
 
-    /// The upstream's checkpoint.
-    pub async fn checkpoint(&self, upstream: &str) -> Result<Option<Checkpoint>, Error> {
-        self.get_json(&format!("c/{upstream}")).await
+    /// The checkpoint of one set of resources (Capability List `set`) of `upstream`.
+    pub async fn checkpoint(&self, upstream: &str, set: &str) -> Result<Option<Checkpoint>, Error> {
+        self.get_json(&format!("c/{upstream}/{set}")).await
     }
 
     /// The quarantine record of `uri`, if any.
-    pub async fn quarantined(&self, upstream: &str, uri: &str) -> Result<Option<QuarantineRecord>, Error> {
+    pub async fn quarantined(
+        &self,
+        upstream: &str,
+        uri: &str,
+    ) -> Result<Option<QuarantineRecord>, Error> {
         self.get_json(&quarantine_key(upstream, uri)).await
     }
 
@@ -156,7 +171,10 @@ impl State {
         self.head.lock().await.seq
     }
 
-    async fn scan<T: for<'de> Deserialize<'de>>(&self, prefix: String) -> Result<Records<T>, Error> {
+    async fn scan<T: for<'de> Deserialize<'de>>(
+        &self,
+        prefix: String,
+    ) -> Result<Records<T>, Error> {
         let iter = self
             .db
             .scan_prefix(prefix.into_bytes(), ..)
@@ -207,7 +225,7 @@ impl State {
                 batch.delete(quarantine_key(&c.upstream, uri));
             }
             if let Some(cp) = &c.checkpoint {
-                batch.put(format!("c/{}", c.upstream), json(cp));
+                batch.put(format!("c/{}/{}", c.upstream, c.set), json(cp));
             }
             batch.put("m/log", json(&next));
             let handle = self
@@ -271,12 +289,12 @@ impl<T: for<'de> Deserialize<'de>> Records<T> {
     /// The next record, or `None` at the end.
     pub async fn next(&mut self) -> Result<Option<T>, Error> {
         match self.iter.next().await {
-            Ok(Some(kv)) => serde_json::from_slice(&kv.value).map(Some).map_err(|source| {
-                Error::Record {
+            Ok(Some(kv)) => serde_json::from_slice(&kv.value)
+                .map(Some)
+                .map_err(|source| Error::Record {
                     key: String::from_utf8_lossy(&kv.key).into_owned(),
                     source,
-                }
-            }),
+                }),
             Ok(None) => Ok(None),
             Err(e) => Err(map_err(&self.path, e)),
         }

@@ -1,0 +1,227 @@
+//! [`Body`]: a response body as a stream of chunks, capped on the bytes actually read (after
+//! any inflation), optionally inflated from gzip, holding the request's concurrency permits
+//! until it is dropped (so the limits count transfers, not just requests).
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use futures::{Stream, StreamExt, TryStreamExt};
+use tokio::io::AsyncRead;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::io::{ReaderStream, StreamReader};
+use url::Url;
+
+use crate::Error;
+
+type ChunkStream = Pin<Box<dyn Stream<Item = Result<Bytes, Error>> + Send>>;
+
+/// The concurrency permits of one request (overall and per host).
+#[derive(Debug)]
+pub(crate) struct Permits {
+    pub(crate) _host: OwnedSemaphorePermit,
+    pub(crate) _global: OwnedSemaphorePermit,
+}
+
+/// A response body: `Stream<Item = Result<Bytes, Error>>`, or an `AsyncRead` through
+/// [`Body::into_async_read`]. Fails with [`Error::TooLarge`] as soon as more than the cap has
+/// been read; ends after the first error.
+pub struct Body {
+    inner: Option<ChunkStream>,
+    url: Url,
+    read: u64,
+    limit: u64,
+    _permits: Option<Permits>,
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Body")
+            .field("url", &self.url.as_str())
+            .field("read", &self.read)
+            .field("limit", &self.limit)
+            .field("done", &self.inner.is_none())
+            .finish()
+    }
+}
+
+/// Counts and caps the bytes of a chunk stream.
+struct Capped<S> {
+    inner: S,
+    url: Url,
+    read: u64,
+    limit: u64,
+    done: bool,
+}
+
+impl<S: Stream<Item = Result<Bytes, Error>> + Unpin> Stream for Capped<S> {
+    type Item = Result<Bytes, Error>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.inner.poll_next_unpin(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                self.read += b.len() as u64;
+                if self.read > self.limit {
+                    self.done = true;
+                    return Poll::Ready(Some(Err(Error::TooLarge {
+                        url: self.url.clone(),
+                        limit: self.limit,
+                    })));
+                }
+                Poll::Ready(Some(Ok(b)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.done = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Body {
+    /// An empty body (a 304, or the rest of a body already read whole).
+    pub(crate) fn empty(url: Url) -> Body {
+        Body {
+            inner: None,
+            url,
+            read: 0,
+            limit: 0,
+            _permits: None,
+        }
+    }
+
+    /// Wraps the body of a response. With `inflate_gzip`, waits for the first two bytes and,
+    /// if they are the gzip magic number, inflates; the cap then applies to both the
+    /// compressed bytes and the inflated bytes.
+    pub(crate) async fn new(
+        url: Url,
+        raw: ChunkStream,
+        limit: u64,
+        inflate_gzip: bool,
+        permits: Option<Permits>,
+    ) -> Result<Body, Error> {
+        let mut raw = raw;
+        let stream: ChunkStream = if inflate_gzip {
+            // Read just enough to see the magic number; chunks read are put back in front.
+            let mut head: Vec<Bytes> = Vec::new();
+            let mut have = 0usize;
+            let mut ended = false;
+            while have < 2 {
+                match raw.next().await {
+                    Some(Ok(b)) => {
+                        have += b.len();
+                        head.push(b);
+                    }
+                    Some(Err(e)) => return Err(e),
+                    None => {
+                        ended = true;
+                        break;
+                    }
+                }
+            }
+            let mut first = head.iter().flat_map(|b| b.iter().copied());
+            let gzip = first.next() == Some(0x1f) && first.next() == Some(0x8b);
+            let replay = futures::stream::iter(head.into_iter().map(Ok));
+            let whole: ChunkStream = if ended {
+                Box::pin(replay)
+            } else {
+                Box::pin(replay.chain(raw))
+            };
+            if gzip {
+                let compressed = Capped {
+                    inner: whole,
+                    url: url.clone(),
+                    read: 0,
+                    limit,
+                    done: false,
+                };
+                let reader = StreamReader::new(compressed.map_err(io::Error::other));
+                let mut dec = async_compression::tokio::bufread::GzipDecoder::new(reader);
+                dec.multiple_members(true);
+                let u = url.clone();
+                Box::pin(ReaderStream::new(dec).map_err(move |e| Error::from_io(&u, e)))
+            } else {
+                whole
+            }
+        } else {
+            raw
+        };
+        Ok(Body {
+            inner: Some(stream),
+            url,
+            read: 0,
+            limit,
+            _permits: permits,
+        })
+    }
+
+    /// Bytes handed out so far (after inflation).
+    pub fn bytes_read(&self) -> u64 {
+        self.read
+    }
+
+    /// The URL the body comes from.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// Reads the whole body into memory. Meant for small documents: the cap given to the
+    /// request bounds the memory used.
+    pub async fn bytes(mut self) -> Result<Bytes, Error> {
+        let mut buf = BytesMut::new();
+        while let Some(chunk) = self.next().await {
+            buf.extend_from_slice(&chunk?);
+        }
+        Ok(buf.freeze())
+    }
+
+    /// The body as `AsyncRead` (for `rsagg_sitemap::DocumentReader`). Errors come out as
+    /// `io::Error`s carrying the crate [`Error`] (recover it with [`Error::from_io`]).
+    pub fn into_async_read(self) -> impl AsyncRead + Send + Unpin + 'static {
+        StreamReader::new(self.map_err(io::Error::other))
+    }
+}
+
+impl Stream for Body {
+    type Item = Result<Bytes, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match inner.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                self.read += b.len() as u64;
+                if self.read > self.limit {
+                    self.inner = None;
+                    self._permits = None;
+                    return Poll::Ready(Some(Err(Error::TooLarge {
+                        url: self.url.clone(),
+                        limit: self.limit,
+                    })));
+                }
+                Poll::Ready(Some(Ok(b)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.inner = None;
+                self._permits = None;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                // Finished: release the permits now rather than when the caller drops us.
+                self.inner = None;
+                self._permits = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! [`Fetcher`]: GET with bounded concurrency, retries, manual redirects and the address guard.
+//!
+//! Redirects are followed here rather than by reqwest, so that every hop goes through the same
+//! steps as the first request: the address guard on IP literals, the per-host permit of the
+//! hop's host, credentials only if the hop's host is in `auth_hosts`, and the retry policy.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use reqwest::StatusCode;
+use reqwest::header::{self, HeaderMap};
+use tokio::sync::Semaphore;
+use tracing::warn;
+use url::Url;
+
+use crate::Error;
+use crate::body::{Body, Permits};
+use crate::config::{Access, Auth, FetchConfig, Request};
+use crate::guard::{GuardedResolver, check_target, find_refusal};
+use crate::link::{LinkValue, parse_link_header};
+
+/// Per-host semaphores kept before idle ones are dropped from the map.
+const HOST_MAP_PRUNE: usize = 1024;
+
+/// The head of a successful response (200-299 or 304) and its body.
+#[derive(Debug)]
+pub struct Fetched {
+    /// Final URL, after redirects.
+    pub url: Url,
+    /// Status code.
+    pub status: u16,
+    /// True for 304 Not Modified (conditional GET): the stored copy is current.
+    pub not_modified: bool,
+    /// `ETag`, as sent.
+    pub etag: Option<String>,
+    /// `Last-Modified`, raw header value (reuse it for `If-Modified-Since`).
+    pub last_modified: Option<String>,
+    /// `Content-Type`.
+    pub content_type: Option<String>,
+    /// `Content-Length` as announced (absent when reqwest inflated `Content-Encoding: gzip`;
+    /// of the compressed bytes when the body is inflated by magic number). Never trusted for
+    /// the cap.
+    pub content_length: Option<u64>,
+    /// Parsed `Link` headers (RFC 8288), targets resolved against `url`.
+    pub links: Vec<LinkValue>,
+    /// The body (empty for 304).
+    pub body: Body,
+}
+
+impl Fetched {
+    /// The first `Link` header value with relation `rel`.
+    pub fn link(&self, rel: &str) -> Option<&LinkValue> {
+        self.links.iter().find(|l| l.has_rel(rel))
+    }
+}
+
+struct Inner {
+    cfg: FetchConfig,
+    /// Resolves through the guard; for upstreams without `allow_private`.
+    guarded: reqwest::Client,
+    /// Plain resolver; for upstreams with `allow_private`.
+    open: reqwest::Client,
+    global: Arc<Semaphore>,
+    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// The HTTP client of a run; cheap to clone (an `Arc` inside), share one everywhere so the
+/// concurrency limits hold for the whole process.
+#[derive(Clone)]
+pub struct Fetcher {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("cfg", &self.inner.cfg)
+            .finish()
+    }
+}
+
+/// What one attempt ended with, for the retry decision.
+enum Outcome {
+    Done(reqwest::Response, Permits),
+    Retry {
+        reason: String,
+        retry_after: Option<Duration>,
+        last: Error,
+    },
+    Fail(Error),
+}
+
+impl Fetcher {
+    /// Builds the two clients (guarded and open) with the configured timeouts and user agent,
+    /// no proxies (a proxy would connect on the guard's behalf) and no automatic redirects.
+    pub fn new(cfg: FetchConfig) -> Result<Self, Error> {
+        let build = |guarded: bool| {
+            let mut b = reqwest::Client::builder()
+                .user_agent(cfg.user_agent.clone())
+                .connect_timeout(cfg.connect_timeout)
+                .read_timeout(cfg.read_timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy();
+            if guarded {
+                b = b.dns_resolver(Arc::new(GuardedResolver));
+            }
+            b.build().map_err(Error::Client)
+        };
+        Ok(Fetcher {
+            inner: Arc::new(Inner {
+                guarded: build(true)?,
+                open: build(false)?,
+                global: Arc::new(Semaphore::new(cfg.max_connections.max(1))),
+                hosts: Mutex::new(HashMap::new()),
+                cfg,
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FetchConfig {
+        &self.inner.cfg
+    }
+
+    /// GET with retries; returns once headers arrived (status 2xx or 304). Redirects
+    /// (301, 302, 303, 307, 308) are followed up to `max_redirects`, each hop checked by the
+    /// guard and given credentials only if its host is in `access.auth_hosts`.
+    ///
+    /// Errors: other 4xx at once, 5xx/429/408 and transport errors after the retries, a
+    /// `Content-Length` above the cap (unless inflating), guard refusal, too many redirects.
+    /// The returned body holds two concurrency permits until it is dropped or read to the end.
+    pub async fn get(&self, url: &Url, access: &Access, req: &Request) -> Result<Fetched, Error> {
+        let mut current = url.clone();
+        let mut redirects = 0usize;
+        loop {
+            let (resp, permits) = self.send_retrying(&current, access, req).await?;
+            let status = resp.status();
+            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
+                let next = resp
+                    .headers()
+                    .get(header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|loc| current.join(loc.trim()).ok());
+                drop(resp);
+                drop(permits);
+                let Some(next) = next else {
+                    return Err(Error::BadRedirect {
+                        url: current,
+                        status: status.as_u16(),
+                    });
+                };
+                if redirects >= self.inner.cfg.max_redirects {
+                    return Err(Error::TooManyRedirects {
+                        url: url.clone(),
+                        limit: self.inner.cfg.max_redirects,
+                    });
+                }
+                redirects += 1;
+                current = next;
+                continue;
+            }
+            return self.fetched(current, resp, permits, req).await;
+        }
+    }
+
+    /// Small documents (robots.txt, HTML pages): the whole body, at most `max_bytes`
+    /// (more is [`Error::TooLarge`]). `Content-Encoding: gzip` is inflated; the returned
+    /// [`Fetched::body`] is empty.
+    pub async fn get_bytes(
+        &self,
+        url: &Url,
+        access: &Access,
+        max_bytes: u64,
+    ) -> Result<(Fetched, Bytes), Error> {
+        let req = Request {
+            max_bytes,
+            ..Request::default()
+        };
+        let mut f = self.get(url, access, &req).await?;
+        let body = std::mem::replace(&mut f.body, Body::empty(f.url.clone()));
+        let bytes = body.bytes().await?;
+        Ok((f, bytes))
+    }
+
+    async fn fetched(
+        &self,
+        url: Url,
+        resp: reqwest::Response,
+        permits: Permits,
+        req: &Request,
+    ) -> Result<Fetched, Error> {
+        let h = resp.headers();
+        let text = |name: header::HeaderName| {
+            h.get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(|s| s.trim().to_owned())
+        };
+        let status = resp.status();
+        let etag = text(header::ETAG);
+        let last_modified = text(header::LAST_MODIFIED);
+        let content_type = text(header::CONTENT_TYPE);
+        let content_length = text(header::CONTENT_LENGTH).and_then(|s| s.parse::<u64>().ok());
+        let links = h
+            .get_all(header::LINK)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| parse_link_header(v, &url))
+            .collect();
+        let not_modified = status == StatusCode::NOT_MODIFIED;
+        let body = if not_modified {
+            drop(resp);
+            drop(permits);
+            Body::empty(url.clone())
+        } else {
+            if !req.inflate_gzip && content_length.is_some_and(|n| n > req.max_bytes) {
+                return Err(Error::TooLarge {
+                    url,
+                    limit: req.max_bytes,
+                });
+            }
+            let u = url.clone();
+            let raw = resp
+                .bytes_stream()
+                .map_err(move |e| transport_error(&u, e, 1));
+            Body::new(
+                url.clone(),
+                Box::pin(raw),
+                req.max_bytes,
+                req.inflate_gzip,
+                Some(permits),
+            )
+            .await?
+        };
+        Ok(Fetched {
+            url,
+            status: status.as_u16(),
+            not_modified,
+            etag,
+            last_modified,
+            content_type,
+            content_length,
+            links,
+            body,
+        })
+    }
+
+    /// One hop, with retries and backoff.
+    async fn send_retrying(
+        &self,
+        url: &Url,
+        access: &Access,
+        req: &Request,
+    ) -> Result<(reqwest::Response, Permits), Error> {
+        let cfg = &self.inner.cfg;
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            match self.attempt(url, access, req, attempt).await {
+                Outcome::Done(resp, permits) => return Ok((resp, permits)),
+                Outcome::Fail(e) => return Err(e),
+                Outcome::Retry {
+                    reason,
+                    retry_after,
+                    last,
+                } => {
+                    if attempt > cfg.retries {
+                        return Err(last);
+                    }
+                    let wait = match retry_after {
+                        Some(ra) => ra.min(cfg.backoff_max),
+                        None => backoff(cfg.backoff_base, cfg.backoff_max, attempt - 1),
+                    };
+                    warn!(
+                        url = %url,
+                        attempt,
+                        wait_ms = wait.as_millis() as u64,
+                        reason = %reason,
+                        "retrying request"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    async fn attempt(&self, url: &Url, access: &Access, req: &Request, attempt: u32) -> Outcome {
+        if let Err(e) = check_target(url, access.allow_private) {
+            return Outcome::Fail(e);
+        }
+        let permits = self.permits(url).await;
+        let client = if access.allow_private {
+            &self.inner.open
+        } else {
+            &self.inner.guarded
+        };
+        let mut rb = client.get(url.clone());
+        if let Some(v) = &req.if_none_match {
+            rb = rb.header(header::IF_NONE_MATCH, v);
+        }
+        if let Some(v) = &req.if_modified_since {
+            rb = rb.header(header::IF_MODIFIED_SINCE, v);
+        }
+        match access.auth_for(url) {
+            Some(Auth::Bearer(token)) => rb = rb.bearer_auth(token),
+            Some(Auth::Basic { user, password }) => rb = rb.basic_auth(user, Some(password)),
+            None => {}
+        }
+        match rb.send().await {
+            Ok(resp) => {
+                let status = resp.status();
+                if status.is_success() || status.is_redirection() {
+                    return Outcome::Done(resp, permits);
+                }
+                let code = status.as_u16();
+                let last = Error::Status {
+                    url: url.clone(),
+                    status: code,
+                    attempts: attempt,
+                };
+                if status.is_server_error()
+                    || status == StatusCode::TOO_MANY_REQUESTS
+                    || status == StatusCode::REQUEST_TIMEOUT
+                {
+                    let retry_after = retry_after(resp.headers());
+                    Outcome::Retry {
+                        reason: format!("HTTP status {code}"),
+                        retry_after,
+                        last,
+                    }
+                } else {
+                    Outcome::Fail(last)
+                }
+            }
+            Err(e) => {
+                if let Some(reason) = find_refusal(&e) {
+                    return Outcome::Fail(Error::Refused {
+                        url: url.clone(),
+                        reason,
+                    });
+                }
+                if e.is_builder() {
+                    return Outcome::Fail(transport_error(url, e, attempt));
+                }
+                Outcome::Retry {
+                    reason: e.to_string(),
+                    retry_after: None,
+                    last: transport_error(url, e, attempt),
+                }
+            }
+        }
+    }
+
+    /// Waits for the host's permit first, then the global one, so a request queued behind a
+    /// busy host does not hold a global slot other hosts could use.
+    async fn permits(&self, url: &Url) -> Permits {
+        let key = format!(
+            "{}:{}",
+            url.host_str().unwrap_or(""),
+            url.port_or_known_default().unwrap_or(0)
+        );
+        let sem = {
+            let mut hosts = self.inner.hosts.lock().unwrap_or_else(|p| p.into_inner());
+            if hosts.len() >= HOST_MAP_PRUNE {
+                let per_host = self.inner.cfg.per_host.max(1);
+                hosts.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < per_host);
+            }
+            hosts
+                .entry(key)
+                .or_insert_with(|| Arc::new(Semaphore::new(self.inner.cfg.per_host.max(1))))
+                .clone()
+        };
+        // The semaphores are never closed, so acquiring cannot fail.
+        let host = sem
+            .acquire_owned()
+            .await
+            .unwrap_or_else(|_| unreachable_closed());
+        let global = self
+            .inner
+            .global
+            .clone()
+            .acquire_owned()
+            .await
+            .unwrap_or_else(|_| unreachable_closed());
+        Permits {
+            _host: host,
+            _global: global,
+        }
+    }
+}
+
+#[cold]
+fn unreachable_closed() -> ! {
+    panic!("rsagg-fetch semaphores are never closed")
+}
+
+/// Maps a reqwest error to the crate error, keeping timeouts apart.
+pub(crate) fn transport_error(url: &Url, e: reqwest::Error, attempts: u32) -> Error {
+    if e.is_timeout() {
+        Error::Timeout {
+            url: url.clone(),
+            attempts,
+            source: e,
+        }
+    } else {
+        Error::Http {
+            url: url.clone(),
+            attempts,
+            source: e,
+        }
+    }
+}
+
+/// Full-jitter exponential backoff: uniform in `[0, min(max, base * 2^retry)]`.
+pub(crate) fn backoff(base: Duration, max: Duration, retry: u32) -> Duration {
+    let step = base
+        .checked_mul(1u32.checked_shl(retry.min(31)).unwrap_or(u32::MAX))
+        .unwrap_or(max)
+        .min(max);
+    let nanos = step.as_nanos().min(u64::MAX as u128) as u64;
+    Duration::from_nanos(fastrand::u64(0..=nanos))
+}
+
+/// `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 section 10.2.3); a date in the
+/// past means no wait.
+pub(crate) fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    let v = h.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(
+        at.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn backoff_is_bounded_and_grows() {
+        let base = Duration::from_millis(100);
+        let max = Duration::from_secs(2);
+        for retry in 0..40 {
+            let cap = (base * 2u32.saturating_pow(retry.min(20))).min(max);
+            for _ in 0..50 {
+                assert!(backoff(base, max, retry) <= cap);
+            }
+        }
+        // Jitter: not always the same value.
+        let v: Vec<_> = (0..20).map(|_| backoff(base, max, 5)).collect();
+        assert!(v.iter().any(|d| *d != v[0]));
+    }
+
+    #[test]
+    fn parses_retry_after() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert(header::RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        let later = SystemTime::now() + Duration::from_secs(120);
+        h.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_str(&httpdate::fmt_http_date(later)).unwrap(),
+        );
+        let d = retry_after(&h).unwrap();
+        assert!(
+            d > Duration::from_secs(100) && d <= Duration::from_secs(120),
+            "{d:?}"
+        );
+        h.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        h.insert(header::RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
+    }
+}

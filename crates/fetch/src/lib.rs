@@ -1,0 +1,214 @@
+//! rsagg's HTTP client for upstream Sources: bounded concurrency (overall and per host),
+//! retries with exponential backoff and full jitter, conditional GET, size caps counted on the
+//! bytes actually read (after any gzip inflation), a limit on redirects, per-upstream
+//! credentials sent only to the hosts they belong to, and a guard that refuses private,
+//! loopback and link-local targets where connections are made. On top of it, ResourceSync
+//! discovery (spec section 6.3) from any entry point to the Capability Lists of a Source.
+//!
+//! Upstreams are not trusted (see the design brief): every body is capped, every redirect hop
+//! is checked again, and the guard judges the address a connection is actually made to, not
+//! the text of a URL.
+//!
+//! # Layout
+//!
+//! - [`config`]: [`FetchConfig`] (client-wide limits), [`Access`] and [`Auth`] (per upstream),
+//!   [`Request`] (per request).
+//! - [`client`]: [`Fetcher`] (`get`, `get_bytes`) and [`Fetched`], the response head.
+//! - [`body`]: [`Body`], the streamed, capped, optionally inflated response body that holds
+//!   the concurrency permits until dropped.
+//! - [`guard`]: the address classifier and the resolver that enforces it.
+//! - [`link`]: HTTP `Link` header parsing (RFC 8288) into [`LinkValue`]s.
+//! - [`mod@discover`]: [`discover()`], the six discovery routes of spec section 6.3.
+//! - `html`: a tolerant scan for `<link rel="resourcesync">` in HTML pages.
+
+pub mod body;
+pub mod client;
+pub mod config;
+pub mod discover;
+pub mod guard;
+mod html;
+pub mod link;
+
+pub use body::Body;
+pub use client::{Fetched, Fetcher};
+pub use config::{Access, Auth, FetchConfig, Request};
+pub use discover::{CapabilitySet, Discovery, Route, discover};
+pub use link::LinkValue;
+
+use url::Url;
+
+/// Everything that can go wrong fetching or discovering; every variant names the URL
+/// concerned (and the spec section where one applies) so that a log line is enough to act.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The client could not be built (TLS backend, invalid user agent).
+    #[error("building the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// Only `http` and `https` URLs are fetched.
+    #[error("{url}: unsupported URL (only http and https with a host are fetched)")]
+    Scheme {
+        /// The URL.
+        url: Url,
+    },
+    /// The address guard refused the target: it is (or resolves to) a private, loopback,
+    /// link-local or otherwise non-public address, and the upstream does not allow those.
+    #[error("{url}: refused by the address guard: {reason} (set allow_private to allow it)")]
+    Refused {
+        /// The URL whose connection was refused (a redirect hop, if it was one).
+        url: Url,
+        /// Which address and why.
+        reason: String,
+    },
+    /// The server answered with a status that is not success (after the retries, for 5xx and
+    /// 429).
+    #[error("{url}: HTTP status {status} after {attempts} attempt(s)")]
+    Status {
+        /// The URL (the redirect hop that answered).
+        url: Url,
+        /// The status code.
+        status: u16,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// More redirects than `FetchConfig::max_redirects`.
+    #[error("{url}: more than {limit} redirects")]
+    TooManyRedirects {
+        /// The URL first requested.
+        url: Url,
+        /// The limit.
+        limit: usize,
+    },
+    /// A redirect without a usable `Location`.
+    #[error("{url}: redirect status {status} without a usable Location header")]
+    BadRedirect {
+        /// The URL that answered with the redirect.
+        url: Url,
+        /// The status code.
+        status: u16,
+    },
+    /// The body (as read, after any inflation) is larger than the cap, or the server
+    /// announced a larger `Content-Length`.
+    #[error("{url}: body is larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// The URL.
+        url: Url,
+        /// The cap.
+        limit: u64,
+    },
+    /// No response (headers or the next part of the body) within the configured time, after
+    /// the retries where retries apply.
+    #[error("{url}: timed out after {attempts} attempt(s): {source}")]
+    Timeout {
+        /// The URL.
+        url: Url,
+        /// Attempts made.
+        attempts: u32,
+        /// The underlying error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// Connection, protocol or body transfer error (after the retries where retries apply).
+    #[error("{url}: {source} (after {attempts} attempt(s))")]
+    Http {
+        /// The URL.
+        url: Url,
+        /// Attempts made.
+        attempts: u32,
+        /// The underlying error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A gzip body could not be inflated.
+    #[error("{url}: cannot inflate gzip body: {source}")]
+    Decode {
+        /// The URL.
+        url: Url,
+        /// The decoder's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A document could not be read as a ResourceSync document (spec section 7).
+    #[error("{url}: {source}")]
+    Document {
+        /// The URL.
+        url: Url,
+        /// The reader's error (boxed: it is large and rare).
+        #[source]
+        source: Box<rsagg_sitemap::Error>,
+    },
+    /// Discovery found no Capability List (spec section 6.3); `details` says what was tried.
+    #[error("{url}: no ResourceSync Capability List found (spec section 6.3): {details}")]
+    NotDiscovered {
+        /// The entry point.
+        url: Url,
+        /// Every route tried and why it failed.
+        details: String,
+    },
+    /// A document that should lead to its Capability List has no `rs:ln rel="up"` (spec
+    /// sections 6.2 and 10–13).
+    #[error("{url}: {kind} has no rs:ln rel=\"up\" to its Capability List (spec section 6.2)")]
+    NoUpLink {
+        /// The document.
+        url: Url,
+        /// Its kind, as the spec names it.
+        kind: &'static str,
+    },
+    /// Discovery met a document it already visited, or went deeper than its hop limit.
+    #[error("{url}: discovery stopped: {reason} (spec section 6.2)")]
+    Navigation {
+        /// The document that would have been fetched.
+        url: Url,
+        /// Loop or depth.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// The URL the error concerns, where there is one.
+    pub fn url(&self) -> Option<&Url> {
+        match self {
+            Error::Client(_) => None,
+            Error::Scheme { url }
+            | Error::Refused { url, .. }
+            | Error::Status { url, .. }
+            | Error::TooManyRedirects { url, .. }
+            | Error::BadRedirect { url, .. }
+            | Error::TooLarge { url, .. }
+            | Error::Timeout { url, .. }
+            | Error::Http { url, .. }
+            | Error::Decode { url, .. }
+            | Error::Document { url, .. }
+            | Error::NotDiscovered { url, .. }
+            | Error::NoUpLink { url, .. }
+            | Error::Navigation { url, .. } => Some(url),
+        }
+    }
+
+    /// The HTTP status, for [`Error::Status`].
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Turns an I/O error back into the crate error it carries (see
+    /// [`Body::into_async_read`]), or wraps it as a decoding error of `url`.
+    pub fn from_io(url: &Url, e: std::io::Error) -> Error {
+        if e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+            if let Some(Ok(inner)) = e.into_inner().map(|b| b.downcast::<Error>()) {
+                return *inner;
+            }
+            // Not reachable: the check above saw an `Error` inside.
+            return Error::Decode {
+                url: url.clone(),
+                source: std::io::Error::other("inner error lost"),
+            };
+        }
+        Error::Decode {
+            url: url.clone(),
+            source: e,
+        }
+    }
+}

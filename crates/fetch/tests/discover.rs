@@ -1,0 +1,412 @@
+//! Discovery (spec section 6.3) through every route, against fixture Sources served by axum
+//! on 127.0.0.1:0.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request as AxRequest, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rsagg_fetch::{Access, Error, FetchConfig, Fetcher, Route, discover};
+use rsagg_model::Capability;
+use url::Url;
+
+const SD: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="describedby" href="{base}/info.xml"/>
+  <rs:md capability="description"/>
+  <url><loc>{base}/set1/capabilitylist.xml</loc><rs:md capability="capabilitylist"/></url>
+  <url><loc>{base}/set2/capabilitylist.xml</loc><rs:md capability="capabilitylist"/></url>
+</urlset>"#;
+
+const CL1: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{base}/.well-known/resourcesync"/>
+  <rs:md capability="capabilitylist"/>
+  <url><loc>{base}/set1/resourcelist.xml</loc><rs:md capability="resourcelist"/></url>
+  <url><loc>{base}/set1/changelist.xml.gz</loc><rs:md capability="changelist"/></url>
+  <url><loc>{base}/set1/change/</loc><rs:md capability="change-notification"/><rs:ln rel="hub" href="http://hub.example.org/websub/"/></url>
+</urlset>"#;
+
+const CL2: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{base}/.well-known/resourcesync"/>
+  <rs:ln rel="hub" href="http://hub2.example.org/"/>
+  <rs:md capability="capabilitylist"/>
+  <url><loc>{base}/set2/resourcelist.xml</loc><rs:md capability="resourcelist"/></url>
+  <url><loc>{base}/set2/resourcedump.xml</loc><rs:md capability="resourcedump"/></url>
+</urlset>"#;
+
+const RL1: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{base}/set1/capabilitylist.xml"/>
+  <rs:md capability="resourcelist" at="2013-01-03T09:00:00Z"/>
+  <url><loc>{base}/res1</loc></url>
+  <url><loc>{base}/res2</loc></url>
+</urlset>"#;
+
+const CHL1: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{base}/set1/capabilitylist.xml"/>
+  <rs:md capability="changelist" from="2013-01-03T00:00:00Z"/>
+  <url><loc>{base}/res1</loc><rs:md change="updated" datetime="2013-01-03T11:00:00Z"/></url>
+</urlset>"#;
+
+const SDI: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="description"/>
+  <sitemap><loc>{base}/sd-part1.xml</loc></sitemap>
+  <sitemap><loc>{base}/sd-part2.xml</loc></sitemap>
+</sitemapindex>"#;
+
+const SD_PART1: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{base}/sdi.xml"/>
+  <rs:md capability="description"/>
+  <url><loc>{base}/set1/capabilitylist.xml</loc></url>
+</urlset>"#;
+
+const SD_PART2: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{base}/sdi.xml"/>
+  <rs:md capability="description"/>
+  <url><loc>{base}/set2/capabilitylist.xml</loc></url>
+</urlset>"#;
+
+const PLAIN_SITEMAP: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+  <url><loc>{base}/about.html</loc></url>
+</urlset>"#;
+
+const LOOP_A: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{base}/loop-b.xml"/>
+  <rs:md capability="resourcelist" at="2013-01-03T09:00:00Z"/>
+</urlset>"#;
+
+const LOOP_B: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{base}/loop-a.xml"/>
+  <rs:md capability="changelist" from="2013-01-03T00:00:00Z"/>
+</urlset>"#;
+
+/// One served file: content type, body, extra `Link` header.
+#[derive(Clone)]
+struct File {
+    ct: &'static str,
+    body: Vec<u8>,
+    link: Option<String>,
+}
+
+type Site = Arc<HashMap<String, File>>;
+
+async fn handler(State(site): State<Site>, req: AxRequest) -> Response {
+    match site.get(req.uri().path()) {
+        Some(f) => {
+            let mut r = (
+                [(header::CONTENT_TYPE, HeaderValue::from_static(f.ct))],
+                f.body.clone(),
+            )
+                .into_response();
+            if let Some(l) = &f.link {
+                r.headers_mut()
+                    .insert(header::LINK, HeaderValue::from_str(l).unwrap());
+            }
+            r
+        }
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// Serves `files` (path, content type, text with `{base}` for the server's origin).
+async fn site(files: &[(&str, &'static str, &str)], links: &[(&str, &str)]) -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    let mut map = HashMap::new();
+    for (path, ct, text) in files {
+        let body = text.replace("{base}", &base).into_bytes();
+        let body = if path.ends_with(".gz") {
+            gzip(&body).await
+        } else {
+            body
+        };
+        let link = links
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, l)| l.replace("{base}", &base));
+        map.insert(path.to_string(), File { ct, body, link });
+    }
+    let app = Router::new().fallback(handler).with_state(Arc::new(map));
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    base
+}
+
+async fn gzip(data: &[u8]) -> Vec<u8> {
+    use tokio::io::AsyncWriteExt;
+    let mut enc = async_compression::tokio::write::GzipEncoder::new(Vec::new());
+    enc.write_all(data).await.unwrap();
+    enc.shutdown().await.unwrap();
+    enc.into_inner()
+}
+
+const XML: &str = "application/xml";
+
+/// The full Source: Source Description at the well-known URI with two Capability Lists.
+fn full_source() -> Vec<(&'static str, &'static str, &'static str)> {
+    vec![
+        ("/.well-known/resourcesync", XML, SD),
+        ("/set1/capabilitylist.xml", XML, CL1),
+        ("/set2/capabilitylist.xml", XML, CL2),
+        ("/set1/resourcelist.xml", XML, RL1),
+        ("/set1/changelist.xml.gz", "application/gzip", CHL1),
+    ]
+}
+
+fn fetcher() -> Fetcher {
+    Fetcher::new(FetchConfig {
+        retries: 0,
+        ..FetchConfig::default()
+    })
+    .unwrap()
+}
+
+fn open() -> Access {
+    Access {
+        allow_private: true,
+        ..Access::default()
+    }
+}
+
+fn u(s: String) -> Url {
+    Url::parse(&s).unwrap()
+}
+
+/// Checks the two sets of the full Source.
+fn assert_two_sets(d: &rsagg_fetch::Discovery, base: &str) {
+    assert_eq!(d.capability_lists.len(), 2, "{d:?}");
+    let s1 = &d.capability_lists[0];
+    assert_eq!(s1.url, u(format!("{base}/set1/capabilitylist.xml")));
+    assert_one_set1(s1, base);
+    let s2 = &d.capability_lists[1];
+    assert_eq!(s2.url, u(format!("{base}/set2/capabilitylist.xml")));
+    assert_eq!(
+        s2.get(Capability::ResourceDump),
+        Some(&u(format!("{base}/set2/resourcedump.xml")))
+    );
+    assert_eq!(s2.topic, None);
+    assert_eq!(
+        s2.hub.as_ref().map(Url::as_str),
+        Some("http://hub2.example.org/")
+    );
+}
+
+fn assert_one_set1(s1: &rsagg_fetch::CapabilitySet, base: &str) {
+    assert_eq!(
+        s1.get(Capability::ResourceList),
+        Some(&u(format!("{base}/set1/resourcelist.xml")))
+    );
+    assert_eq!(
+        s1.get(Capability::ChangeList),
+        Some(&u(format!("{base}/set1/changelist.xml.gz")))
+    );
+    assert_eq!(s1.get(Capability::ChangeDump), None);
+    assert_eq!(s1.entries.len(), 3);
+    assert_eq!(s1.topic, Some(u(format!("{base}/set1/change/"))));
+    assert_eq!(
+        s1.hub.as_ref().map(Url::as_str),
+        Some("http://hub.example.org/websub/")
+    );
+}
+
+#[tokio::test]
+async fn well_known_from_the_site_root() {
+    let base = site(&full_source(), &[]).await;
+    let d = discover(&fetcher(), &u(format!("{base}/")), &open())
+        .await
+        .unwrap();
+    assert_eq!(d.route, Route::WellKnown);
+    assert_eq!(
+        d.source_description,
+        Some(u(format!("{base}/.well-known/resourcesync")))
+    );
+    assert_two_sets(&d, &base);
+    assert!(!d.warnings.is_empty(), "the root's 404 is reported");
+}
+
+#[tokio::test]
+async fn source_description_and_its_index_as_entry() {
+    let mut files = full_source();
+    files.extend([
+        ("/sdi.xml", XML, SDI),
+        ("/sd-part1.xml", XML, SD_PART1),
+        ("/sd-part2.xml", XML, SD_PART2),
+    ]);
+    let base = site(&files, &[]).await;
+    let f = fetcher();
+    let d = discover(&f, &u(format!("{base}/.well-known/resourcesync")), &open())
+        .await
+        .unwrap();
+    assert_eq!(d.route, Route::SourceDescription);
+    assert_two_sets(&d, &base);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+
+    let d = discover(&f, &u(format!("{base}/sdi.xml")), &open())
+        .await
+        .unwrap();
+    assert_eq!(d.route, Route::SourceDescription);
+    assert_eq!(d.source_description, Some(u(format!("{base}/sdi.xml"))));
+    assert_two_sets(&d, &base);
+}
+
+#[tokio::test]
+async fn capability_list_as_entry() {
+    let base = site(&full_source(), &[]).await;
+    let d = discover(
+        &fetcher(),
+        &u(format!("{base}/set1/capabilitylist.xml")),
+        &open(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(d.route, Route::CapabilityList);
+    assert_eq!(d.capability_lists.len(), 1);
+    assert_one_set1(&d.capability_lists[0], &base);
+    assert_eq!(
+        d.source_description,
+        Some(u(format!("{base}/.well-known/resourcesync"))),
+        "from the Capability List's up link"
+    );
+}
+
+#[tokio::test]
+async fn up_link_from_resource_list_and_gzipped_change_list() {
+    let base = site(&full_source(), &[]).await;
+    let f = fetcher();
+    for entry in ["/set1/resourcelist.xml", "/set1/changelist.xml.gz"] {
+        let d = discover(&f, &u(format!("{base}{entry}")), &open())
+            .await
+            .unwrap();
+        assert_eq!(d.route, Route::UpLink, "{entry}");
+        assert_eq!(d.capability_lists.len(), 1);
+        assert_one_set1(&d.capability_lists[0], &base);
+    }
+}
+
+#[tokio::test]
+async fn link_header_on_any_resource() {
+    let mut files = full_source();
+    files.push(("/res1", "text/plain", "just a resource"));
+    let base = site(
+        &files,
+        &[(
+            "/res1",
+            "<{base}/set2/capabilitylist.xml>;  rel=\"resourcesync\", <{base}/x>; rel=describedby",
+        )],
+    )
+    .await;
+    let d = discover(&fetcher(), &u(format!("{base}/res1")), &open())
+        .await
+        .unwrap();
+    assert_eq!(d.route, Route::LinkHeader);
+    assert_eq!(d.capability_lists.len(), 1);
+    assert_eq!(
+        d.capability_lists[0].url,
+        u(format!("{base}/set2/capabilitylist.xml"))
+    );
+}
+
+#[tokio::test]
+async fn html_link_in_a_page() {
+    let mut files = full_source();
+    files.push((
+        "/dataset1/index.html",
+        "text/html; charset=utf-8",
+        r#"<!DOCTYPE html><html><head><title>Data</title>
+           <link rel="stylesheet" href="/s.css">
+           <link rel="resourcesync" href="../set1/capabilitylist.xml"/></head><body>hi</body></html>"#,
+    ));
+    let base = site(&files, &[]).await;
+    let d = discover(
+        &fetcher(),
+        &u(format!("{base}/dataset1/index.html")),
+        &open(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(d.route, Route::HtmlLink);
+    assert_eq!(d.capability_lists.len(), 1);
+    assert_one_set1(&d.capability_lists[0], &base);
+}
+
+#[tokio::test]
+async fn robots_txt_sitemap_directives() {
+    // No well-known Source Description: robots.txt names a plain Sitemap (skipped, with a
+    // warning), set1 by its Resource List and its Capability List, set2 by its Capability
+    // List.
+    let files = vec![
+        ("/set1/capabilitylist.xml", XML, CL1),
+        ("/set2/capabilitylist.xml", XML, CL2),
+        ("/set1/resourcelist.xml", XML, RL1),
+        ("/sitemap.xml", XML, PLAIN_SITEMAP),
+        (
+            "/robots.txt",
+            "text/plain",
+            "User-agent: *\nDisallow: /cgi-bin/\nSitemap: {base}/sitemap.xml\n\
+             Sitemap: {base}/set1/resourcelist.xml\nSitemap: {base}/set1/capabilitylist.xml\n\
+             sitemap: {base}/set2/capabilitylist.xml\n",
+        ),
+    ];
+    let base = site(&files, &[]).await;
+    let d = discover(&fetcher(), &u(format!("{base}/")), &open())
+        .await
+        .unwrap();
+    assert_eq!(d.route, Route::RobotsTxt);
+    assert_two_sets(&d, &base);
+    assert!(
+        d.warnings
+            .iter()
+            .any(|w| w.contains("sitemap.xml") && w.contains("up")),
+        "{:?}",
+        d.warnings
+    );
+    assert!(
+        d.warnings.iter().any(|w| w.contains(".well-known")),
+        "{:?}",
+        d.warnings
+    );
+}
+
+#[tokio::test]
+async fn nothing_to_discover_and_loops_end() {
+    let base = site(
+        &[("/loop-a.xml", XML, LOOP_A), ("/loop-b.xml", XML, LOOP_B)],
+        &[],
+    )
+    .await;
+    let f = fetcher();
+    let err = discover(&f, &u(format!("{base}/")), &open())
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::NotDiscovered { .. }), "{msg}");
+    assert!(
+        msg.contains(".well-known/resourcesync") && msg.contains("robots.txt"),
+        "{msg}"
+    );
+    assert!(msg.contains("6.3"), "{msg}");
+
+    let err = discover(&f, &u(format!("{base}/loop-a.xml")), &open())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("loop"), "{err}");
+}
+
+#[tokio::test]
+async fn guard_applies_to_discovery() {
+    let base = site(&full_source(), &[]).await;
+    let err = discover(&fetcher(), &u(format!("{base}/")), &Access::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Refused { .. }), "{err}");
+}

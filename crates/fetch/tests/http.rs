@@ -1,0 +1,777 @@
+//! `Fetcher` against real loopback HTTP servers (axum on 127.0.0.1:0): retries, backoff,
+//! Retry-After, caps, gzip, conditional GET, redirects, the address guard, concurrency limits
+//! and where credentials go.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body as AxBody;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use futures::StreamExt;
+use rsagg_fetch::{Access, Auth, Error, FetchConfig, Fetcher, Request};
+use tokio::io::AsyncReadExt;
+use url::Url;
+
+async fn serve(app: Router) -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    addr
+}
+
+fn cfg() -> FetchConfig {
+    FetchConfig {
+        retries: 3,
+        backoff_base: Duration::from_millis(10),
+        backoff_max: Duration::from_secs(2),
+        read_timeout: Duration::from_secs(5),
+        ..FetchConfig::default()
+    }
+}
+
+fn fetcher() -> Fetcher {
+    Fetcher::new(cfg()).unwrap()
+}
+
+fn open() -> Access {
+    Access {
+        allow_private: true,
+        ..Access::default()
+    }
+}
+
+fn url(addr: SocketAddr, path: &str) -> Url {
+    Url::parse(&format!("http://{addr}{path}")).unwrap()
+}
+
+async fn read_all(f: rsagg_fetch::Fetched) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    let mut body = f.body;
+    while let Some(c) = body.next().await {
+        out.extend_from_slice(&c?);
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Default)]
+struct Hits(Arc<AtomicUsize>);
+impl Hits {
+    fn inc(&self) -> usize {
+        self.0.fetch_add(1, Ordering::SeqCst) + 1
+    }
+    fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[tokio::test]
+async fn retries_503_then_succeeds() {
+    let hits = Hits::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(h): State<Hits>| async move {
+                if h.inc() <= 2 {
+                    (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response()
+                } else {
+                    "ok".into_response()
+                }
+            }),
+        )
+        .with_state(hits.clone());
+    let addr = serve(app).await;
+    let f = fetcher()
+        .get(&url(addr, "/"), &open(), &Request::default())
+        .await
+        .unwrap();
+    assert_eq!(f.status, 200);
+    assert_eq!(read_all(f).await.unwrap(), b"ok");
+    assert_eq!(hits.get(), 3);
+}
+
+#[tokio::test]
+async fn honours_retry_after_on_429() {
+    let hits = Hits::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(h): State<Hits>| async move {
+                if h.inc() == 1 {
+                    (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [(header::RETRY_AFTER, "1")],
+                        "slow down",
+                    )
+                        .into_response()
+                } else {
+                    "ok".into_response()
+                }
+            }),
+        )
+        .with_state(hits.clone());
+    let addr = serve(app).await;
+    let t = Instant::now();
+    let f = fetcher()
+        .get(&url(addr, "/"), &open(), &Request::default())
+        .await
+        .unwrap();
+    assert_eq!(f.status, 200);
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "waited only {:?}",
+        t.elapsed()
+    );
+    assert_eq!(hits.get(), 2);
+}
+
+#[tokio::test]
+async fn does_not_retry_404() {
+    let hits = Hits::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(h): State<Hits>| async move {
+                h.inc();
+                StatusCode::NOT_FOUND
+            }),
+        )
+        .with_state(hits.clone());
+    let addr = serve(app).await;
+    let u = url(addr, "/");
+    let err = fetcher()
+        .get(&u, &open(), &Request::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Status {
+                status: 404,
+                attempts: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains(u.as_str()), "{err}");
+    assert_eq!(hits.get(), 1);
+}
+
+#[tokio::test]
+async fn gives_up_after_the_retries() {
+    let hits = Hits::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(h): State<Hits>| async move {
+                h.inc();
+                StatusCode::INTERNAL_SERVER_ERROR
+            }),
+        )
+        .with_state(hits.clone());
+    let addr = serve(app).await;
+    let f = Fetcher::new(FetchConfig {
+        retries: 2,
+        ..cfg()
+    })
+    .unwrap();
+    let err = f
+        .get(&url(addr, "/"), &open(), &Request::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Status {
+                status: 500,
+                attempts: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(hits.get(), 3, "first attempt + 2 retries");
+}
+
+#[tokio::test]
+async fn times_out_and_retries_a_silent_server() {
+    let hits = Hits::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(h): State<Hits>| async move {
+                h.inc();
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                "late"
+            }),
+        )
+        .with_state(hits.clone());
+    let addr = serve(app).await;
+    let f = Fetcher::new(FetchConfig {
+        retries: 1,
+        read_timeout: Duration::from_millis(300),
+        ..cfg()
+    })
+    .unwrap();
+    let err = f
+        .get(&url(addr, "/"), &open(), &Request::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { attempts: 2, .. }), "{err:?}");
+    assert_eq!(hits.get(), 2);
+}
+
+fn big_router() -> Router {
+    Router::new()
+        // Honest Content-Length.
+        .route("/sized", get(|| async { vec![b'x'; 2000] }))
+        // Chunked, no Content-Length: only counting the bytes read can catch it.
+        .route(
+            "/chunked",
+            get(|| async {
+                let chunks = futures::stream::iter(
+                    (0..20).map(|_| Ok::<_, std::io::Error>(vec![b'y'; 100])),
+                );
+                AxBody::from_stream(chunks)
+            }),
+        )
+}
+
+#[tokio::test]
+async fn caps_body_size_with_and_without_content_length() {
+    let addr = serve(big_router()).await;
+    let f = fetcher();
+    let capped = |n| Request {
+        max_bytes: n,
+        ..Request::default()
+    };
+    // Announced larger than the cap: refused before reading.
+    let err = f
+        .get(&url(addr, "/sized"), &open(), &capped(1000))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TooLarge { limit: 1000, .. }), "{err}");
+    // No Content-Length: the cap trips while reading.
+    let got = f
+        .get(&url(addr, "/chunked"), &open(), &capped(1000))
+        .await
+        .unwrap();
+    assert_eq!(got.content_length, None);
+    let err = read_all(got).await.unwrap_err();
+    assert!(matches!(err, Error::TooLarge { limit: 1000, .. }), "{err}");
+    // Through AsyncRead the crate error comes back out of the io::Error.
+    let got = f
+        .get(&url(addr, "/chunked"), &open(), &capped(1999))
+        .await
+        .unwrap();
+    let mut r = got.body.into_async_read();
+    let mut buf = Vec::new();
+    let ioerr = r.read_to_end(&mut buf).await.unwrap_err();
+    let err = Error::from_io(&url(addr, "/chunked"), ioerr);
+    assert!(matches!(err, Error::TooLarge { limit: 1999, .. }), "{err}");
+    // Exactly at the cap is fine.
+    let got = f
+        .get(&url(addr, "/chunked"), &open(), &capped(2000))
+        .await
+        .unwrap();
+    assert_eq!(read_all(got).await.unwrap().len(), 2000);
+    let (_, bytes) = f
+        .get_bytes(&url(addr, "/sized"), &open(), 2000)
+        .await
+        .unwrap();
+    assert_eq!(bytes.len(), 2000);
+    let err = f
+        .get_bytes(&url(addr, "/chunked"), &open(), 500)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TooLarge { limit: 500, .. }), "{err}");
+}
+
+async fn gzip(data: &[u8]) -> Vec<u8> {
+    use tokio::io::AsyncWriteExt;
+    let mut enc = async_compression::tokio::write::GzipEncoder::new(Vec::new());
+    enc.write_all(data).await.unwrap();
+    enc.shutdown().await.unwrap();
+    enc.into_inner()
+}
+
+#[tokio::test]
+async fn inflates_gzip_with_a_cap_on_inflated_bytes() {
+    let plain: Vec<u8> = b"<urlset/>".repeat(10_000); // 90,000 bytes
+    let packed = gzip(&plain).await;
+    assert!(packed.len() < 2000);
+    let p1 = packed.clone();
+    let p2 = packed.clone();
+    let app = Router::new()
+        .route(
+            "/encoded.xml",
+            get(move || async move {
+                (
+                    [
+                        (header::CONTENT_ENCODING, "gzip"),
+                        (header::CONTENT_TYPE, "application/xml"),
+                    ],
+                    p1,
+                )
+            }),
+        )
+        .route(
+            "/list.xml.gz",
+            get(move || async move { ([(header::CONTENT_TYPE, "application/gzip")], p2) }),
+        );
+    let addr = serve(app).await;
+    let f = fetcher();
+    let req = |max_bytes, inflate_gzip| Request {
+        max_bytes,
+        inflate_gzip,
+        ..Request::default()
+    };
+    // Content-Encoding: gzip, inflated by the client whatever inflate_gzip says.
+    let got = f
+        .get(&url(addr, "/encoded.xml"), &open(), &req(100_000, false))
+        .await
+        .unwrap();
+    assert_eq!(read_all(got).await.unwrap(), plain);
+    let got = f
+        .get(&url(addr, "/encoded.xml"), &open(), &req(50_000, false))
+        .await
+        .unwrap();
+    assert!(matches!(read_all(got).await, Err(Error::TooLarge { .. })));
+    // Raw .xml.gz: inflated by magic number only when asked.
+    let got = f
+        .get(&url(addr, "/list.xml.gz"), &open(), &req(100_000, true))
+        .await
+        .unwrap();
+    assert_eq!(got.content_length, Some(packed.len() as u64));
+    assert_eq!(read_all(got).await.unwrap(), plain);
+    let got = f
+        .get(&url(addr, "/list.xml.gz"), &open(), &req(100_000, false))
+        .await
+        .unwrap();
+    assert_eq!(read_all(got).await.unwrap(), packed);
+    // The cap applies to the inflated bytes (the compressed body is far below it).
+    let got = f
+        .get(&url(addr, "/list.xml.gz"), &open(), &req(50_000, true))
+        .await
+        .unwrap();
+    let err = read_all(got).await.unwrap_err();
+    assert!(
+        matches!(err, Error::TooLarge { limit: 50_000, .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn conditional_get_gives_not_modified() {
+    const LM: &str = "Wed, 21 Oct 2015 07:28:00 GMT";
+    let app = Router::new().route(
+        "/doc",
+        get(|h: HeaderMap| async move {
+            let inm = h
+                .get(header::IF_NONE_MATCH)
+                .map(|v| v.to_str().unwrap().to_owned());
+            let ims = h
+                .get(header::IF_MODIFIED_SINCE)
+                .map(|v| v.to_str().unwrap().to_owned());
+            if inm.as_deref() == Some("\"v1\"") || ims.as_deref() == Some(LM) {
+                return (StatusCode::NOT_MODIFIED, [(header::ETAG, "\"v1\"")]).into_response();
+            }
+            (
+                [(header::ETAG, "\"v1\""), (header::LAST_MODIFIED, LM)],
+                "content",
+            )
+                .into_response()
+        }),
+    );
+    let addr = serve(app).await;
+    let f = fetcher();
+    let first = f
+        .get(&url(addr, "/doc"), &open(), &Request::default())
+        .await
+        .unwrap();
+    assert!(!first.not_modified);
+    assert_eq!(first.etag.as_deref(), Some("\"v1\""));
+    assert_eq!(first.last_modified.as_deref(), Some(LM));
+    let etag = first.etag.clone();
+    assert_eq!(read_all(first).await.unwrap(), b"content");
+    let again = f
+        .get(
+            &url(addr, "/doc"),
+            &open(),
+            &Request {
+                if_none_match: etag,
+                ..Request::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(again.not_modified);
+    assert_eq!(again.status, 304);
+    assert!(read_all(again).await.unwrap().is_empty());
+    let again = f
+        .get(
+            &url(addr, "/doc"),
+            &open(),
+            &Request {
+                if_modified_since: Some(LM.into()),
+                ..Request::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(again.not_modified);
+}
+
+#[tokio::test]
+async fn limits_redirects_and_checks_every_hop() {
+    let app = Router::new()
+        .route(
+            "/r/{n}",
+            get(|Path(n): Path<u32>| async move {
+                if n == 0 {
+                    "arrived".into_response()
+                } else {
+                    (
+                        StatusCode::FOUND,
+                        [(header::LOCATION, format!("/r/{}", n - 1))],
+                    )
+                        .into_response()
+                }
+            }),
+        )
+        .route(
+            "/to-file",
+            get(|| async {
+                (
+                    StatusCode::MOVED_PERMANENTLY,
+                    [(header::LOCATION, "file:///etc/passwd")],
+                )
+            }),
+        )
+        .route("/nowhere", get(|| async { StatusCode::SEE_OTHER }));
+    let addr = serve(app).await;
+    let f = fetcher(); // max_redirects 5
+    let got = f
+        .get(&url(addr, "/r/5"), &open(), &Request::default())
+        .await
+        .unwrap();
+    assert_eq!(got.url, url(addr, "/r/0"));
+    assert_eq!(read_all(got).await.unwrap(), b"arrived");
+    let err = f
+        .get(&url(addr, "/r/6"), &open(), &Request::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::TooManyRedirects { limit: 5, .. }),
+        "{err}"
+    );
+    let err = f
+        .get(&url(addr, "/to-file"), &open(), &Request::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Scheme { .. }), "{err}");
+    let err = f
+        .get(&url(addr, "/nowhere"), &open(), &Request::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::BadRedirect { status: 303, .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn guard_refuses_loopback_unless_allowed() {
+    let hits = Hits::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(h): State<Hits>| async move {
+                h.inc();
+                "hello"
+            }),
+        )
+        .with_state(hits.clone());
+    let addr = serve(app).await;
+    let port = addr.port();
+    let f = fetcher();
+    let guarded = Access::default();
+    for u in [
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://localhost:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+        format!("http://2130706433:{port}/"),
+    ] {
+        let u = Url::parse(&u).unwrap();
+        let err = f.get(&u, &guarded, &Request::default()).await.unwrap_err();
+        assert!(matches!(err, Error::Refused { .. }), "{u}: {err:?}");
+        assert!(err.to_string().contains("address guard"), "{err}");
+    }
+    assert_eq!(hits.get(), 0, "no refused request reached the server");
+    // The same targets work for an upstream that allows private addresses.
+    for u in [
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://localhost:{port}/"),
+    ] {
+        let got = f
+            .get(&Url::parse(&u).unwrap(), &open(), &Request::default())
+            .await
+            .unwrap();
+        assert_eq!(read_all(got).await.unwrap(), b"hello");
+    }
+    assert_eq!(hits.get(), 2);
+}
+
+#[derive(Clone, Default)]
+struct InFlight {
+    now: Arc<AtomicUsize>,
+    max: Arc<AtomicUsize>,
+}
+
+async fn slow(State(s): State<InFlight>) -> &'static str {
+    let n = s.now.fetch_add(1, Ordering::SeqCst) + 1;
+    s.max.fetch_max(n, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    s.now.fetch_sub(1, Ordering::SeqCst);
+    "done"
+}
+
+#[tokio::test]
+async fn bounds_concurrency_per_host_and_overall() {
+    let a = InFlight::default();
+    let addr_a = serve(Router::new().route("/", get(slow)).with_state(a.clone())).await;
+    let f = Fetcher::new(FetchConfig {
+        per_host: 3,
+        ..cfg()
+    })
+    .unwrap();
+    let access = open();
+    let jobs = (0..12).map(|_| {
+        let f = f.clone();
+        let access = access.clone();
+        async move {
+            let got = f
+                .get(&url(addr_a, "/"), &access, &Request::default())
+                .await?;
+            read_all(got).await
+        }
+    });
+    for r in futures::future::join_all(jobs).await {
+        assert_eq!(r.unwrap(), b"done");
+    }
+    assert_eq!(
+        a.max.load(Ordering::SeqCst),
+        3,
+        "per-host limit reached, never exceeded"
+    );
+
+    // Overall limit across two hosts (host:port).
+    let shared = InFlight::default();
+    let addr_b = serve(
+        Router::new()
+            .route("/", get(slow))
+            .with_state(shared.clone()),
+    )
+    .await;
+    let addr_c = serve(
+        Router::new()
+            .route("/", get(slow))
+            .with_state(shared.clone()),
+    )
+    .await;
+    let f = Fetcher::new(FetchConfig {
+        per_host: 8,
+        max_connections: 2,
+        ..cfg()
+    })
+    .unwrap();
+    let jobs = (0..10).map(|i| {
+        let f = f.clone();
+        let access = access.clone();
+        let addr = if i % 2 == 0 { addr_b } else { addr_c };
+        async move {
+            let got = f.get(&url(addr, "/"), &access, &Request::default()).await?;
+            read_all(got).await
+        }
+    });
+    for r in futures::future::join_all(jobs).await {
+        assert_eq!(r.unwrap(), b"done");
+    }
+    assert_eq!(shared.max.load(Ordering::SeqCst), 2);
+}
+
+#[derive(Clone, Default)]
+struct Seen(Arc<std::sync::Mutex<Vec<Option<String>>>>);
+
+async fn record(State(s): State<Seen>, h: HeaderMap) -> &'static str {
+    s.0.lock().unwrap().push(
+        h.get(header::AUTHORIZATION)
+            .map(|v| v.to_str().unwrap().to_owned()),
+    );
+    "seen"
+}
+
+#[tokio::test]
+async fn credentials_go_to_auth_hosts_only() {
+    let seen_b = Seen::default();
+    let addr_b = serve(
+        Router::new()
+            .route("/", get(record))
+            .with_state(seen_b.clone()),
+    )
+    .await;
+    let seen_a = Seen::default();
+    let to_b_by_name = format!("http://localhost:{}/", addr_b.port());
+    let to_b_by_ip = format!("http://127.0.0.1:{}/", addr_b.port());
+    let app_a = Router::new()
+        .route("/", get(record))
+        .route(
+            "/away",
+            get(move || async move { (StatusCode::FOUND, [(header::LOCATION, to_b_by_name)]) }),
+        )
+        .route(
+            "/other-port",
+            get(move || async move {
+                (
+                    StatusCode::TEMPORARY_REDIRECT,
+                    [(header::LOCATION, to_b_by_ip)],
+                )
+            }),
+        )
+        .route(
+            "/home",
+            get(|| async { (StatusCode::FOUND, [(header::LOCATION, "/")]) }),
+        )
+        .with_state(seen_a.clone());
+    let addr_a = serve(app_a).await;
+    let f = fetcher();
+    let access = Access {
+        allow_private: true,
+        auth: Some(Auth::Bearer("tok".into())),
+        auth_hosts: vec![format!("127.0.0.1:{}", addr_a.port())],
+    };
+    for path in ["/", "/home", "/away", "/other-port"] {
+        let got = f
+            .get(&url(addr_a, path), &access, &Request::default())
+            .await
+            .unwrap();
+        assert_eq!(read_all(got).await.unwrap(), b"seen");
+    }
+    let a: Vec<_> = seen_a.0.lock().unwrap().clone();
+    let b: Vec<_> = seen_b.0.lock().unwrap().clone();
+    assert_eq!(
+        a,
+        vec![Some("Bearer tok".to_owned()); 2],
+        "direct and same-host redirect"
+    );
+    assert_eq!(
+        b,
+        vec![None, None],
+        "never after a redirect to another host:port"
+    );
+
+    let basic = Access {
+        allow_private: true,
+        auth: Some(Auth::Basic {
+            user: "u".into(),
+            password: "p".into(),
+        }),
+        auth_hosts: vec!["localhost".into()],
+    };
+    let got = f
+        .get(
+            &Url::parse(&format!("http://localhost:{}/", addr_b.port())).unwrap(),
+            &basic,
+            &Request::default(),
+        )
+        .await
+        .unwrap();
+    read_all(got).await.unwrap();
+    let got = f
+        .get(&url(addr_a, "/"), &basic, &Request::default())
+        .await
+        .unwrap();
+    read_all(got).await.unwrap();
+    assert_eq!(
+        seen_b.0.lock().unwrap().last().unwrap().as_deref(),
+        Some("Basic dTpw")
+    );
+    assert_eq!(seen_a.0.lock().unwrap().last().unwrap().as_deref(), None);
+}
+
+#[tokio::test]
+async fn parses_link_headers() {
+    let app = Router::new().route(
+        "/page",
+        get(|| async {
+            // Two header fields, the second with two link-values.
+            (
+                axum::response::AppendHeaders([
+                    (header::LINK, "</cl.xml>; rel=\"resourcesync\""),
+                    (
+                        header::LINK,
+                        "<http://hub.example.org/>; rel=hub, <self>; rel=self",
+                    ),
+                ]),
+                "x",
+            )
+        }),
+    );
+    let addr = serve(app).await;
+    let got = fetcher()
+        .get(&url(addr, "/page"), &open(), &Request::default())
+        .await
+        .unwrap();
+    assert_eq!(got.links.len(), 3);
+    assert_eq!(
+        got.link("resourcesync").unwrap().target,
+        url(addr, "/cl.xml")
+    );
+    assert_eq!(
+        got.link("hub").unwrap().target.as_str(),
+        "http://hub.example.org/"
+    );
+    assert_eq!(got.link("self").unwrap().target, url(addr, "/self"));
+}
+
+#[tokio::test]
+async fn body_holds_its_permits_until_dropped() {
+    let app = Router::new().route("/", get(|| async { "x".repeat(10) }));
+    let addr = serve(app).await;
+    let f = Fetcher::new(FetchConfig {
+        per_host: 1,
+        ..cfg()
+    })
+    .unwrap();
+    let first = f
+        .get(&url(addr, "/"), &open(), &Request::default())
+        .await
+        .unwrap();
+    // The unread body of `first` holds the only permit for this host.
+    let f2 = f.clone();
+    let mut second = tokio::spawn(async move {
+        let got = f2
+            .get(&url(addr, "/"), &open(), &Request::default())
+            .await?;
+        read_all(got).await
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut second)
+            .await
+            .is_err(),
+        "second request must wait for the first body"
+    );
+    drop(first);
+    let body = tokio::time::timeout(Duration::from_secs(5), second)
+        .await
+        .expect("released by the drop")
+        .unwrap()
+        .unwrap();
+    assert_eq!(body.len(), 10);
+}

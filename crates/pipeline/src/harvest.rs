@@ -1,0 +1,1074 @@
+//! One upstream: discovery, baseline (or re-sync) from the Resource List, incremental from
+//! Change Lists, verification, and commits.
+//!
+//! Guarantees (spec 12.1, Destination side):
+//! - Changes are processed in upstream order (`datetime`, else `lastmod`, else document
+//!   order) and the checkpoint (last instant + the changes seen at that instant) only moves
+//!   past a change once its copy is stored and committed; a failed change stops the list
+//!   there, so a rerun resumes exactly at it, and replays are recognised and dropped.
+//! - When the Change List no longer reaches back to the checkpoint (its `from`, or its oldest
+//!   change, is later), or there is no Change List, the upstream is re-synced from its
+//!   Resource List (creates, updates, deletes) and the report says so.
+//! - A baseline or re-sync only records its checkpoint when every listed resource was
+//!   stored, so a resource that failed is retried rather than silently missing.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use rsagg_fetch::{Access, Auth, CapabilitySet, Fetcher, Request};
+use rsagg_model::{Capability, Change, HashAlgorithm, Root, UrlEntry, W3cDateTime};
+use rsagg_store::{
+    Applied, BlobInfo, Blobs, Checkpoint, Commit, QuarantineRecord, ResourceRecord, ResourceStatus,
+    SeenKey, State, UpstreamMeta,
+};
+use sha2::Digest;
+use tokio::sync::mpsc;
+use url::Url;
+
+use crate::Error;
+use crate::config::{FetchSection, UpstreamConfig};
+use crate::lists::Docs;
+
+/// Commits carry at most this many resource changes.
+const COMMIT_BATCH: usize = 256;
+/// Entries of one Change List held for ordering (the spec allows 50,000 per list).
+const MAX_CHANGES_PER_LIST: usize = 1_000_000;
+
+/// How an upstream's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Everything was harvested and committed.
+    Ok,
+    /// Something failed; what was done before is committed and the rest is retried next run.
+    Failed,
+}
+
+/// What happened to one upstream in a run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UpstreamReport {
+    /// Upstream name.
+    pub name: String,
+    /// Ok or failed.
+    pub verdict: Verdict,
+    /// How the Capability Lists were found.
+    pub route: Option<String>,
+    /// Sets of resources (Capability Lists) harvested.
+    pub sets: usize,
+    /// Resources created in rsagg's copy.
+    pub created: u64,
+    /// Resources updated.
+    pub updated: u64,
+    /// Resources deleted (marked; history kept).
+    pub deleted: u64,
+    /// Resources found unchanged (skipped or identical bytes).
+    pub unchanged: u64,
+    /// Upstream changes already processed (replays, overlaps) that were dropped.
+    pub replayed: u64,
+    /// Resources quarantined (persistent, unexplained mismatch).
+    pub quarantined: u64,
+    /// Resources that could not be fetched.
+    pub failed: u64,
+    /// Why the upstream was re-synced from its Resource List, if it was.
+    pub resyncs: Vec<String>,
+    /// Warnings (upstream quirks, accepted mismatches).
+    pub warnings: Vec<String>,
+    /// The first error, when the verdict is failed.
+    pub error: Option<String>,
+}
+
+impl UpstreamReport {
+    fn new(name: &str) -> Self {
+        UpstreamReport {
+            name: name.to_owned(),
+            verdict: Verdict::Ok,
+            route: None,
+            sets: 0,
+            created: 0,
+            updated: 0,
+            deleted: 0,
+            unchanged: 0,
+            replayed: 0,
+            quarantined: 0,
+            failed: 0,
+            resyncs: Vec::new(),
+            warnings: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn warn(&mut self, message: String) {
+        tracing::warn!(upstream = %self.name, "{message}");
+        if self.warnings.len() < 100 {
+            self.warnings.push(message);
+        }
+    }
+
+    fn fail(&mut self, message: String) {
+        tracing::error!(upstream = %self.name, "{message}");
+        self.verdict = Verdict::Failed;
+        if self.error.is_none() {
+            self.error = Some(message);
+        }
+    }
+}
+
+/// Shared by every upstream of a run.
+pub(crate) struct Ctx {
+    pub fetcher: Fetcher,
+    pub blobs: Blobs,
+    pub state: Arc<State>,
+    pub fetch: FetchSection,
+}
+
+/// Access settings of an upstream, credentials read from the environment.
+pub(crate) fn access_of(up: &UpstreamConfig) -> Result<Access, String> {
+    let auth = match (&up.bearer_token_env, &up.basic_auth_env) {
+        (Some(var), _) => Some(Auth::Bearer(std::env::var(var).map_err(|_| {
+            format!("environment variable `{var}` (bearer_token_env) is not set")
+        })?)),
+        (None, Some(var)) => {
+            let v = std::env::var(var)
+                .map_err(|_| format!("environment variable `{var}` (basic_auth_env) is not set"))?;
+            let (user, password) = v
+                .split_once(':')
+                .ok_or_else(|| format!("`{var}` must hold user:password"))?;
+            Some(Auth::Basic {
+                user: user.to_owned(),
+                password: password.to_owned(),
+            })
+        }
+        (None, None) => None,
+    };
+    let auth_hosts = match &up.auth_hosts {
+        Some(h) => h.clone(),
+        None => Url::parse(&up.url)
+            .ok()
+            .and_then(|u| {
+                u.host_str().map(|h| match u.port() {
+                    Some(p) => format!("{h}:{p}"),
+                    None => h.to_owned(),
+                })
+            })
+            .into_iter()
+            .collect(),
+    };
+    Ok(Access {
+        allow_private: up.allow_private,
+        auth,
+        auth_hosts,
+    })
+}
+
+/// Harvests one upstream; never panics or returns early without a report.
+pub(crate) async fn harvest(ctx: &Ctx, up: &UpstreamConfig) -> UpstreamReport {
+    let mut report = UpstreamReport::new(&up.name);
+    let access = match access_of(up) {
+        Ok(a) => a,
+        Err(e) => {
+            report.fail(e);
+            return report;
+        }
+    };
+    let entry = match Url::parse(&up.url) {
+        Ok(u) => u,
+        Err(e) => {
+            report.fail(format!("{}: {e}", up.url));
+            return report;
+        }
+    };
+    let discovery = match rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await {
+        Ok(d) => d,
+        Err(e) => {
+            report.fail(format!("discovery from {entry} failed: {e}"));
+            return report;
+        }
+    };
+    report.route = Some(format!("{:?}", discovery.route));
+    for w in discovery.warnings {
+        report.warn(w);
+    }
+    let sets: Vec<CapabilitySet> = discovery
+        .capability_lists
+        .into_iter()
+        .filter(|s| match &up.capability_lists {
+            None => true,
+            Some(wanted) => wanted.iter().any(|w| w == s.url.as_str()),
+        })
+        .collect();
+    if sets.is_empty() {
+        report.fail(format!(
+            "no Capability List found from {entry}{} (spec 8, 9)",
+            if up.capability_lists.is_some() {
+                " matching capability_lists"
+            } else {
+                ""
+            }
+        ));
+        return report;
+    }
+    report.sets = sets.len();
+    let h = Harvest { ctx, up, access };
+    for set in &sets {
+        if let Err(e) = h.harvest_set(set, &mut report).await {
+            if e.is_fenced() {
+                report.fail(e.to_string());
+                return report;
+            }
+            report.fail(format!("set {}: {e}", set.url));
+        }
+    }
+    report
+}
+
+struct Harvest<'a> {
+    ctx: &'a Ctx,
+    up: &'a UpstreamConfig,
+    access: Access,
+}
+
+/// What became of one resource.
+enum Outcome {
+    Stored {
+        change: Change,
+        record: ResourceRecord,
+    },
+    /// Same bytes as the copy held; the record may carry new upstream metadata.
+    Unchanged(Option<ResourceRecord>),
+    Deleted(ResourceRecord),
+    /// Nothing to do (deletion of an unknown resource, gone before a pending deletion).
+    Skipped,
+    Quarantined(QuarantineRecord),
+    Failed(String),
+}
+
+/// Accumulates outcomes into bounded, atomic commits.
+struct Committer<'a> {
+    state: &'a State,
+    commit: Commit,
+    pending: usize,
+}
+
+impl<'a> Committer<'a> {
+    fn new(state: &'a State, upstream: &str, set: &str) -> Self {
+        Committer {
+            state,
+            commit: Commit {
+                upstream: upstream.to_owned(),
+                set: set.to_owned(),
+                ..Commit::default()
+            },
+            pending: 0,
+        }
+    }
+
+    async fn add(&mut self, outcome: Outcome, report: &mut UpstreamReport) -> Result<bool, Error> {
+        let ok = match outcome {
+            Outcome::Stored { change, record } => {
+                match change {
+                    Change::Created => report.created += 1,
+                    _ => report.updated += 1,
+                }
+                self.commit.release.push(record.uri.clone());
+                self.commit.changes.push(Applied { change, record });
+                true
+            }
+            Outcome::Unchanged(touched) => {
+                report.unchanged += 1;
+                if let Some(r) = touched {
+                    self.commit.touched.push(r);
+                }
+                true
+            }
+            Outcome::Deleted(record) => {
+                report.deleted += 1;
+                self.commit.changes.push(Applied {
+                    change: Change::Deleted,
+                    record,
+                });
+                true
+            }
+            Outcome::Skipped => true,
+            Outcome::Quarantined(q) => {
+                report.quarantined += 1;
+                report.warn(format!(
+                    "quarantined {}: {} (expected {}, got {})",
+                    q.uri, q.reason, q.expected, q.got
+                ));
+                self.commit.quarantine.push(q);
+                true
+            }
+            Outcome::Failed(message) => {
+                report.failed += 1;
+                report.fail(message);
+                false
+            }
+        };
+        self.pending += 1;
+        if self.pending >= COMMIT_BATCH {
+            self.flush().await?;
+        }
+        Ok(ok)
+    }
+
+    fn checkpoint(&mut self, cp: Checkpoint) {
+        self.commit.checkpoint = Some(cp);
+    }
+
+    async fn flush(&mut self) -> Result<(), Error> {
+        let c = &mut self.commit;
+        if c.changes.is_empty()
+            && c.touched.is_empty()
+            && c.quarantine.is_empty()
+            && c.release.is_empty()
+            && c.checkpoint.is_none()
+        {
+            return Ok(());
+        }
+        let next = Commit {
+            upstream: c.upstream.clone(),
+            set: c.set.clone(),
+            ..Commit::default()
+        };
+        let commit = std::mem::replace(c, next);
+        self.pending = 0;
+        self.state.commit(commit).await?;
+        Ok(())
+    }
+}
+
+/// The ordering instant of a change: `datetime`, else `lastmod`.
+fn change_instant(e: &UrlEntry) -> Option<W3cDateTime> {
+    e.md.as_ref().and_then(|m| m.datetime).or(e.lastmod)
+}
+
+fn change_of(e: &UrlEntry) -> Change {
+    e.md.as_ref()
+        .and_then(|m| m.change.clone())
+        .unwrap_or(Change::Updated)
+}
+
+fn seen_key(e: &UrlEntry) -> SeenKey {
+    let tag =
+        e.md.as_ref()
+            .and_then(|m| m.hash.as_ref())
+            .map(|h| h.to_string())
+            .or_else(|| e.lastmod.map(|t| t.to_string()))
+            .unwrap_or_default();
+    SeenKey {
+        uri: e.loc.trim().to_owned(),
+        change: change_of(e),
+        tag,
+    }
+}
+
+/// Whether the upstream entry describes the copy already held (so it need not be fetched).
+fn unchanged(e: &UrlEntry, prior: &ResourceRecord) -> bool {
+    let Some(copy) = (prior.status == ResourceStatus::Present)
+        .then_some(prior.copy.as_ref())
+        .flatten()
+    else {
+        return false;
+    };
+    let md = e.md.as_ref();
+    if let Some(len) = md.and_then(|m| m.length) {
+        if len != copy.length {
+            return false;
+        }
+    }
+    if let Some(hashes) = md.and_then(|m| m.hash.as_ref()) {
+        let mut compared = false;
+        for h in &hashes.0 {
+            let ours = match h.algorithm {
+                HashAlgorithm::Md5 => Some(copy.md5.as_str()),
+                HashAlgorithm::Sha256 => Some(copy.sha256.as_str()),
+                HashAlgorithm::Sha1 => copy.sha1.as_deref(),
+                HashAlgorithm::Other(_) => None,
+            };
+            if let Some(ours) = ours {
+                if !ours.eq_ignore_ascii_case(&h.digest) {
+                    return false;
+                }
+                compared = true;
+            }
+        }
+        if compared {
+            return true;
+        }
+    }
+    match (e.lastmod, prior.upstream_meta.lastmod) {
+        (Some(a), Some(b)) => a.cmp_instant(&b).is_eq(),
+        _ => false,
+    }
+}
+
+/// Compares the stored bytes with what the entry announced; `Err((expected, got))`.
+fn verify(e: &UrlEntry, info: &BlobInfo) -> Result<(), (String, String)> {
+    let md = e.md.as_ref();
+    if let Some(len) = md.and_then(|m| m.length) {
+        if len != info.length {
+            return Err((format!("length {len}"), format!("length {}", info.length)));
+        }
+    }
+    for h in md
+        .and_then(|m| m.hash.as_ref())
+        .map(|h| h.0.as_slice())
+        .unwrap_or_default()
+    {
+        let (name, ours) = match h.algorithm {
+            HashAlgorithm::Md5 => ("md5", Some(info.md5.as_str())),
+            HashAlgorithm::Sha256 => ("sha-256", Some(info.sha256.as_str())),
+            HashAlgorithm::Sha1 => ("sha-1", info.sha1.as_deref()),
+            HashAlgorithm::Other(_) => continue,
+        };
+        if !h.is_well_formed() {
+            // Lenient: a malformed digest (a known upstream quirk) cannot be checked.
+            continue;
+        }
+        if let Some(ours) = ours {
+            if !ours.eq_ignore_ascii_case(&h.digest) {
+                return Err((format!("{name}:{}", h.digest), format!("{name}:{ours}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `Last-Modified` value as an instant: HTTP-date, or ISO 8601 as some servers send.
+fn http_time(v: &str) -> Option<W3cDateTime> {
+    if let Ok(t) = httpdate::parse_http_date(v) {
+        let secs = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+        return Some(W3cDateTime::from_unix(i64::try_from(secs).ok()?, 0));
+    }
+    W3cDateTime::parse(v.trim()).ok().map(|p| p.value)
+}
+
+/// 128 bits of SHA-256 of a URI: the listed set of a re-sync in bounded memory (16 bytes
+/// per resource; a collision needs ~2^64 resources).
+fn uri_digest(uri: &str) -> u128 {
+    let d = sha2::Sha256::digest(uri.as_bytes());
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    u128::from_le_bytes(b)
+}
+
+impl Harvest<'_> {
+    fn docs(&self) -> Docs<'_> {
+        Docs {
+            fetcher: &self.ctx.fetcher,
+            access: &self.access,
+            max_bytes: self.ctx.fetch.max_document_bytes,
+        }
+    }
+
+    async fn harvest_set(
+        &self,
+        set: &CapabilitySet,
+        report: &mut UpstreamReport,
+    ) -> Result<(), Error> {
+        let state = &self.ctx.state;
+        let set_url = set.url.as_str();
+        let cp = state.checkpoint(&self.up.name, set_url).await?;
+        let changelist = set.get(Capability::ChangeList).cloned();
+        let mut cp = match cp {
+            Some(cp) if cp.baseline_at.is_some() => cp,
+            _ => {
+                tracing::info!(upstream = %self.up.name, set = %set.url, "baseline");
+                match self.resync(set, report).await? {
+                    Some(cp) => cp,
+                    None => return Ok(()),
+                }
+            }
+        };
+        let Some(cl) = changelist else {
+            if cp.instant.is_some()
+                && cp.baseline_at.is_some()
+                && report.resyncs.is_empty()
+                && report.created + report.updated + report.deleted == 0
+            {
+                // Not the run that just did the baseline: without a Change List the only way
+                // to see changes is to compare the Resource List again.
+                report.resyncs.push(format!(
+                    "{set_url}: no Change List; re-synced from the Resource List"
+                ));
+                tracing::info!(upstream = %self.up.name, set = %set.url, "no Change List: re-sync");
+                self.resync(set, report).await?;
+            }
+            return Ok(());
+        };
+        let mut resynced = false;
+        loop {
+            match self
+                .incremental(set, &cl, &mut cp, !resynced, report)
+                .await?
+            {
+                Incremental::Done => return Ok(()),
+                Incremental::Gap(reason) => {
+                    if resynced {
+                        report.warn(format!(
+                            "{cl}: {reason}, right after a re-sync; processing what it offers"
+                        ));
+                        continue;
+                    }
+                    let why = format!("{set_url}: {reason}; re-synced from the Resource List");
+                    tracing::warn!(upstream = %self.up.name, "{why}");
+                    report.resyncs.push(why);
+                    resynced = true;
+                    match self.resync(set, report).await? {
+                        Some(new) => {
+                            cp = Checkpoint {
+                                resyncs: cp.resyncs + 1,
+                                ..new
+                            };
+                        }
+                        None => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Brings the copies in line with the Resource List (baseline when the state is empty).
+    /// Returns the new checkpoint, committed, or `None` when some resource failed (nothing
+    /// is lost: the next run does it again, skipping what is already stored).
+    async fn resync(
+        &self,
+        set: &CapabilitySet,
+        report: &mut UpstreamReport,
+    ) -> Result<Option<Checkpoint>, Error> {
+        let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
+            report.fail(format!(
+                "{}: no Resource List to baseline from (spec 10)",
+                set.url
+            ));
+            return Ok(None);
+        };
+        let started = W3cDateTime::now();
+        let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
+        let docs = self.docs();
+        let producer = docs.stream_entries(&list_url, tx);
+        let mut listed: HashSet<u128> = HashSet::new();
+        let mut committer = Committer::new(&self.ctx.state, &self.up.name, set.url.as_str());
+        let mut all_ok = true;
+        let consumer =
+            async {
+                let entries = futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|x| (x, rx))
+                });
+                let mut results = std::pin::pin!(
+                    entries
+                        .map(|(_, e)| {
+                            listed.insert(uri_digest(e.loc.trim()));
+                            self.store_entry(set, e, Change::Created, false)
+                        })
+                        .buffer_unordered(self.ctx.fetch.concurrency.max(1))
+                );
+                while let Some(outcome) = results.next().await {
+                    all_ok &= committer.add(outcome, report).await?;
+                }
+                Ok::<_, Error>(())
+            };
+        let (header, consumed) = futures::join!(producer, consumer);
+        consumed?;
+        let header = header?;
+        // Deletions: resources of this set the list no longer has.
+        let mut deletions = Vec::new();
+        let mut records = self.ctx.state.resources(&self.up.name).await?;
+        while let Some(r) = records.next().await? {
+            if r.status == ResourceStatus::Present
+                && r.set == set.url.as_str()
+                && !listed.contains(&uri_digest(&r.uri))
+            {
+                deletions.push(r);
+            }
+        }
+        for mut r in deletions {
+            r.status = ResourceStatus::Deleted;
+            committer.add(Outcome::Deleted(r), report).await?;
+        }
+        if !all_ok {
+            committer.flush().await?;
+            report.warn(format!(
+                "{}: some resources failed; the baseline is finished on the next run",
+                set.url
+            ));
+            return Ok(None);
+        }
+        let at = header
+            .md
+            .as_ref()
+            .and_then(|m| m.at)
+            .unwrap_or_else(|| {
+                report.warn(format!("{list_url}: no `at` on the Resource List (spec 10.1); using the time the harvest started"));
+                started
+            });
+        let cp = Checkpoint {
+            instant: Some(at),
+            seen: Vec::new(),
+            changelist: set.get(Capability::ChangeList).map(|u| u.to_string()),
+            baseline_at: Some(at),
+            resyncs: 0,
+        };
+        committer.checkpoint(cp.clone());
+        committer.flush().await?;
+        Ok(Some(cp))
+    }
+
+    /// Fetches, verifies and stores one listed resource (or decides it is unchanged).
+    async fn store_entry(
+        &self,
+        set: &CapabilitySet,
+        e: UrlEntry,
+        default_change: Change,
+        newer_pending: bool,
+    ) -> Outcome {
+        let uri = e.loc.trim().to_owned();
+        let prior = match self.ctx.state.resource(&self.up.name, &uri).await {
+            Ok(p) => p,
+            Err(err) => return Outcome::Failed(format!("{uri}: reading state: {err}")),
+        };
+        if let Some(p) = &prior {
+            if unchanged(&e, p) {
+                let meta = upstream_meta(
+                    &e,
+                    p.upstream_meta.etag.clone(),
+                    p.upstream_meta.http_last_modified.clone(),
+                );
+                return Outcome::Unchanged(
+                    (meta != p.upstream_meta || p.set != set.url.as_str()).then(|| {
+                        ResourceRecord {
+                            upstream_meta: meta,
+                            set: set.url.to_string(),
+                            ..p.clone()
+                        }
+                    }),
+                );
+            }
+        }
+        let url = match Url::parse(&uri) {
+            Ok(u) => u,
+            Err(err) => return Outcome::Failed(format!("`{uri}` is not a URL: {err}")),
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let present = prior
+                .as_ref()
+                .filter(|p| p.status == ResourceStatus::Present && p.copy.is_some());
+            let req = Request {
+                max_bytes: self.ctx.fetch.max_body_bytes,
+                if_none_match: present.and_then(|p| p.upstream_meta.etag.clone()),
+                if_modified_since: present.and_then(|p| p.upstream_meta.http_last_modified.clone()),
+                inflate_gzip: false,
+            };
+            let fetched = match self.ctx.fetcher.get(&url, &self.access, &req).await {
+                Ok(f) => f,
+                Err(err) if newer_pending && matches!(err.status(), Some(404 | 410)) => {
+                    tracing::info!(%uri, "gone, and a later change is pending: skipped");
+                    return Outcome::Skipped;
+                }
+                Err(err) => return Outcome::Failed(err.to_string()),
+            };
+            if fetched.not_modified {
+                if let Some(p) = present {
+                    return Outcome::Unchanged(Some(ResourceRecord {
+                        upstream_meta: upstream_meta(
+                            &e,
+                            p.upstream_meta.etag.clone(),
+                            p.upstream_meta.http_last_modified.clone(),
+                        ),
+                        set: set.url.to_string(),
+                        ..p.clone()
+                    }));
+                }
+            }
+            let (etag, last_modified, content_type) = (
+                fetched.etag.clone(),
+                fetched.last_modified.clone(),
+                fetched.content_type.clone(),
+            );
+            let want_sha1 =
+                e.md.as_ref()
+                    .and_then(|m| m.hash.as_ref())
+                    .is_some_and(|h| h.get(&HashAlgorithm::Sha1).is_some());
+            let info = match self
+                .ctx
+                .blobs
+                .put_stream(&uri, fetched.body, want_sha1)
+                .await
+            {
+                Ok(i) => i,
+                Err(err) => return Outcome::Failed(format!("{uri}: {err}")),
+            };
+            if let Err((expected, got)) = verify(&e, &info) {
+                let newer_version = last_modified
+                    .as_deref()
+                    .and_then(http_time)
+                    .zip(change_instant(&e))
+                    .is_some_and(|(served, listed)| served.cmp_instant(&listed).is_gt());
+                if newer_pending || newer_version {
+                    tracing::warn!(%uri, %expected, %got, "bytes differ from the list, but a newer version exists: stored");
+                } else if attempt == 1 {
+                    tracing::warn!(%uri, %expected, %got, "bytes differ from the list: fetching once more");
+                    continue;
+                } else {
+                    return Outcome::Quarantined(QuarantineRecord {
+                        upstream: self.up.name.clone(),
+                        uri,
+                        reason: "bytes differ from what the upstream announced, twice".into(),
+                        expected,
+                        got,
+                        at: W3cDateTime::now(),
+                        blob: Some(info.sha256),
+                    });
+                }
+            }
+            let meta = upstream_meta(&e, etag, last_modified);
+            let mime_type =
+                content_type.or_else(|| e.md.as_ref().and_then(|m| m.mime_type.clone()));
+            if let Some(p) = prior
+                .as_ref()
+                .filter(|p| p.status == ResourceStatus::Present)
+            {
+                if p.copy.as_ref().is_some_and(|c| c.sha256 == info.sha256) {
+                    return Outcome::Unchanged(Some(ResourceRecord {
+                        upstream_meta: meta,
+                        set: set.url.to_string(),
+                        mime_type,
+                        ..p.clone()
+                    }));
+                }
+            }
+            let change = match &prior {
+                Some(p) if p.status == ResourceStatus::Present => Change::Updated,
+                Some(_) => Change::Created,
+                None => default_change,
+            };
+            return Outcome::Stored {
+                change,
+                record: ResourceRecord {
+                    upstream: self.up.name.clone(),
+                    uri,
+                    status: ResourceStatus::Present,
+                    copy: Some(info),
+                    mime_type,
+                    set: set.url.to_string(),
+                    lastmod: W3cDateTime::now(),
+                    seq: 0,
+                    upstream_meta: meta,
+                },
+            };
+        }
+    }
+
+    async fn delete_entry(&self, e: &UrlEntry) -> Outcome {
+        let uri = e.loc.trim();
+        match self.ctx.state.resource(&self.up.name, uri).await {
+            Ok(Some(mut r)) if r.status == ResourceStatus::Present => {
+                r.status = ResourceStatus::Deleted;
+                if let Some(t) = e.lastmod {
+                    r.upstream_meta.lastmod = Some(t);
+                }
+                Outcome::Deleted(r)
+            }
+            Ok(_) => Outcome::Skipped,
+            Err(err) => Outcome::Failed(format!("{uri}: reading state: {err}")),
+        }
+    }
+
+    /// Processes the Change List (or index) at `cl` from the checkpoint on.
+    async fn incremental(
+        &self,
+        set: &CapabilitySet,
+        cl: &Url,
+        cp: &mut Checkpoint,
+        check_gap: bool,
+        report: &mut UpstreamReport,
+    ) -> Result<Incremental, Error> {
+        let docs = self.docs();
+        let mut doc = match docs.open(cl).await {
+            Ok(d) => d,
+            Err(Error::Fetch(err)) if err.status().is_some_and(|s| s >= 500) => {
+                // resync-simulator answers 500 until its first change. Nothing is lost by
+                // waiting: the checkpoint stays, and a gap is detected if one opens.
+                report.warn(format!(
+                    "{cl}: Change List unavailable ({err}); checkpoint kept, retried next run"
+                ));
+                return Ok(Incremental::Done);
+            }
+            Err(e) => return Err(e),
+        };
+        // The lists to read, oldest first.
+        let mut lists: Vec<Url> = Vec::new();
+        let mut first_doc = None;
+        match doc.header().root {
+            Root::Sitemapindex => {
+                let index_url = doc.url.clone();
+                let mut parts = Vec::new();
+                while let Some(p) = doc.next().await? {
+                    let url = index_url.join(p.loc.trim()).map_err(|e| Error::Upstream {
+                        url: index_url.to_string(),
+                        section: "12.2",
+                        message: format!("part `{}` is not a URL: {e}", p.loc),
+                    })?;
+                    let from = p.md.as_ref().and_then(|m| m.from);
+                    let until = p.md.as_ref().and_then(|m| m.until);
+                    parts.push((from, until, url));
+                }
+                parts.sort_by(|a, b| match (a.0, b.0) {
+                    (Some(x), Some(y)) => x.cmp_instant(&y),
+                    _ => std::cmp::Ordering::Equal,
+                });
+                // Closed parts that end before the checkpoint hold nothing new.
+                for (_, until, url) in parts {
+                    let done = match (until, cp.instant) {
+                        (Some(u), Some(c)) => u.cmp_instant(&c).is_lt(),
+                        _ => false,
+                    };
+                    if !done {
+                        lists.push(url);
+                    }
+                }
+            }
+            Root::Urlset => {
+                lists.push(doc.url.clone());
+                first_doc = Some(doc);
+            }
+        }
+        let mut gap_checked = !check_gap;
+        for list in lists {
+            let mut d = match first_doc.take() {
+                Some(d) => d,
+                None => docs.open(&list).await?,
+            };
+            let header = d.header().clone();
+            let mut entries = Vec::new();
+            while let Some(e) = d.next().await? {
+                if entries.len() >= MAX_CHANGES_PER_LIST {
+                    return Err(Error::Upstream {
+                        url: list.to_string(),
+                        section: "12.1",
+                        message: format!("more than {MAX_CHANGES_PER_LIST} changes in one list"),
+                    });
+                }
+                entries.push(e);
+            }
+            // Forward chronological order (spec 12.1); entries without a time keep their
+            // place after the previous one.
+            let mut last = None;
+            let mut keyed: Vec<(Option<W3cDateTime>, usize, UrlEntry)> = entries
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    let t = change_instant(&e).or(last);
+                    last = t;
+                    (t, i, e)
+                })
+                .collect();
+            keyed.sort_by(|a, b| match (a.0, b.0) {
+                (Some(x), Some(y)) => x.cmp_instant(&y).then(a.1.cmp(&b.1)),
+                _ => a.1.cmp(&b.1),
+            });
+            let from = header.md.as_ref().and_then(|m| m.from);
+            if from.is_none() {
+                report.warn(format!("{list}: Change List without `from` (spec 12.1 requires it); using its oldest change"));
+            }
+            if !gap_checked {
+                gap_checked = true;
+                let oldest = from.or_else(|| keyed.first().and_then(|k| k.0));
+                if let (Some(oldest), Some(done)) = (oldest, cp.instant) {
+                    if oldest.cmp_instant(&done).is_gt() {
+                        return Ok(Incremental::Gap(format!(
+                            "the Change List starts at {oldest}, after the checkpoint {done}: changes in between are no longer offered"
+                        )));
+                    }
+                }
+            }
+            // Later changes of the same URI in this list: an earlier change whose bytes no
+            // longer match is explained by them.
+            let mut last_index: HashMap<String, usize> = HashMap::new();
+            for (pos, (_, _, e)) in keyed.iter().enumerate() {
+                last_index.insert(e.loc.trim().to_owned(), pos);
+            }
+            let todo: Vec<(usize, Option<W3cDateTime>, UrlEntry)> = keyed
+                .into_iter()
+                .enumerate()
+                .filter_map(|(pos, (t, _, e))| {
+                    if cp.covers(t.as_ref(), &seen_key(&e)) {
+                        report.replayed += 1;
+                        None
+                    } else {
+                        Some((pos, t, e))
+                    }
+                })
+                .collect();
+            let mut committer = Committer::new(&self.ctx.state, &self.up.name, set.url.as_str());
+            let concurrency = self.ctx.fetch.concurrency.max(1);
+            let mut results = futures::stream::iter(todo)
+                .map(|(pos, t, e)| {
+                    let newer_pending = last_index.get(e.loc.trim()).is_some_and(|&l| l > pos);
+                    async move {
+                        let outcome = match change_of(&e) {
+                            Change::Deleted => self.delete_entry(&e).await,
+                            c => {
+                                let c = if c == Change::Created {
+                                    Change::Created
+                                } else {
+                                    Change::Updated
+                                };
+                                self.store_entry(set, e.clone(), c, newer_pending).await
+                            }
+                        };
+                        (t, seen_key(&e), outcome)
+                    }
+                })
+                // In order: the checkpoint only ever moves past committed changes.
+                .buffered(concurrency);
+            let mut stopped = false;
+            while let Some((t, key, outcome)) = results.next().await {
+                if !committer.add(outcome, report).await? {
+                    stopped = true;
+                    break;
+                }
+                cp.advance(t.as_ref(), key);
+                cp.changelist = Some(cl.to_string());
+                committer.checkpoint(cp.clone());
+            }
+            drop(results);
+            committer.flush().await?;
+            if stopped {
+                report.warn(format!(
+                    "{list}: stopped at the first failed change; the next run resumes there"
+                ));
+                return Ok(Incremental::Done);
+            }
+            let closed = header.md.as_ref().and_then(|m| m.until).is_some();
+            if closed && header.root == Root::Urlset && lists_is_single(cl, &list) {
+                // A closed list that the Capability List still points at: its successor is
+                // itself (resync-simulator's rolling list carries `until` yet keeps changing).
+                report.warn(format!(
+                    "{list}: closed Change List (has `until`) with no successor; re-polled next run"
+                ));
+            }
+        }
+        Ok(Incremental::Done)
+    }
+}
+
+fn lists_is_single(cl: &Url, list: &Url) -> bool {
+    cl == list
+}
+
+enum Incremental {
+    Done,
+    Gap(String),
+}
+
+fn upstream_meta(
+    e: &UrlEntry,
+    etag: Option<String>,
+    http_last_modified: Option<String>,
+) -> UpstreamMeta {
+    let md = e.md.as_ref();
+    UpstreamMeta {
+        lastmod: e.lastmod,
+        hash: md.and_then(|m| m.hash.clone()),
+        length: md.and_then(|m| m.length),
+        mime_type: md.and_then(|m| m.mime_type.clone()),
+        links: e.links.clone(),
+        etag,
+        http_last_modified,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rsagg_model::{Hashes, Md};
+
+    fn entry(uri: &str, md5: Option<&str>, len: Option<u64>, lastmod: Option<&str>) -> UrlEntry {
+        UrlEntry {
+            loc: uri.into(),
+            lastmod: lastmod.map(|t| W3cDateTime::parse(t).unwrap().value),
+            md: Some(Md {
+                hash: md5.map(|h| Hashes::parse(&format!("md5:{h}"), |_| {})),
+                length: len,
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        }
+    }
+
+    fn info(md5: &str, length: u64) -> BlobInfo {
+        BlobInfo {
+            sha256: "0".repeat(64),
+            md5: md5.into(),
+            sha1: None,
+            length,
+        }
+    }
+
+    #[test]
+    fn verification_compares_length_and_hashes() {
+        let h = "5eb63bbbe01eeed093cb22bb8f5acdc3";
+        assert!(verify(&entry("u", Some(h), Some(11), None), &info(h, 11)).is_ok());
+        let (exp, got) = verify(&entry("u", Some(h), Some(12), None), &info(h, 11)).unwrap_err();
+        assert_eq!((exp.as_str(), got.as_str()), ("length 12", "length 11"));
+        let other = "00000000000000000000000000000000";
+        let (exp, _) = verify(&entry("u", Some(other), None, None), &info(h, 11)).unwrap_err();
+        assert_eq!(exp, format!("md5:{other}"));
+        // Upper-case hex from an upstream is the same digest.
+        assert!(
+            verify(
+                &entry("u", Some(&h.to_uppercase()), None, None),
+                &info(h, 11)
+            )
+            .is_ok()
+        );
+        // A malformed digest (lenient quirk) cannot be checked and is not a mismatch.
+        assert!(verify(&entry("u", Some("xyz"), None, None), &info(h, 11)).is_ok());
+    }
+
+    #[test]
+    fn http_times_in_both_forms() {
+        let a = http_time("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        let b = http_time("1994-11-06T08:49:37Z").unwrap();
+        assert!(a.cmp_instant(&b).is_eq());
+        assert!(http_time("yesterday").is_none());
+    }
+
+    #[test]
+    fn unchanged_by_hash_else_lastmod() {
+        let h = "5eb63bbbe01eeed093cb22bb8f5acdc3";
+        let mut prior = ResourceRecord {
+            upstream: "u".into(),
+            uri: "u".into(),
+            status: ResourceStatus::Present,
+            copy: Some(info(h, 11)),
+            mime_type: None,
+            set: String::new(),
+            lastmod: W3cDateTime::now(),
+            seq: 1,
+            upstream_meta: UpstreamMeta {
+                lastmod: Some(W3cDateTime::parse("2020-01-01").unwrap().value),
+                ..UpstreamMeta::default()
+            },
+        };
+        assert!(unchanged(&entry("u", Some(h), Some(11), None), &prior));
+        assert!(!unchanged(
+            &entry("u", Some("00000000000000000000000000000000"), None, None),
+            &prior
+        ));
+        assert!(unchanged(
+            &entry("u", None, None, Some("2020-01-01T00:00:00Z")),
+            &prior
+        ));
+        assert!(!unchanged(
+            &entry("u", None, None, Some("2020-01-02")),
+            &prior
+        ));
+        prior.status = ResourceStatus::Deleted;
+        assert!(!unchanged(&entry("u", Some(h), Some(11), None), &prior));
+    }
+}

@@ -1,0 +1,117 @@
+//! `rsagg run --once`: every upstream concurrently (bounded by the shared HTTP limits; one
+//! upstream's failure does not stop the others), then the run report.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rsagg_fetch::{FetchConfig, Fetcher};
+use rsagg_store::{Blobs, State, open_object_store};
+
+use crate::harvest::{Ctx, UpstreamReport, Verdict, harvest};
+use crate::{Error, Pipeline};
+
+/// Options of a run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Count quarantined resources as a failure (exit 1).
+    pub fail_on_quarantine: bool,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunReport {
+    /// Collection name.
+    pub collection: String,
+    /// Per upstream.
+    pub upstreams: Vec<UpstreamReport>,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+impl RunReport {
+    /// Exit status for a scheduler: 0 all went well, 1 some upstream failed (the rest was
+    /// done and committed), per the contract of `rsagg run`.
+    pub fn exit_code(&self, opts: &RunOptions) -> i32 {
+        let failed = self.upstreams.iter().any(|u| {
+            u.verdict == Verdict::Failed || (opts.fail_on_quarantine && u.quarantined > 0)
+        });
+        i32::from(failed)
+    }
+
+    /// Human summary, one line per upstream.
+    pub fn summary(&self) -> String {
+        let mut s = format!("collection {} ({:.1} s)\n", self.collection, self.seconds);
+        for u in &self.upstreams {
+            s.push_str(&format!(
+                "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} failed {}{}\n",
+                u.name,
+                match u.verdict {
+                    Verdict::Ok => "ok",
+                    Verdict::Failed => "FAILED",
+                },
+                u.created,
+                u.updated,
+                u.deleted,
+                u.unchanged,
+                u.replayed,
+                u.quarantined,
+                u.failed,
+                u.route.as_ref().map(|r| format!(" (via {r})")).unwrap_or_default(),
+            ));
+            for r in &u.resyncs {
+                s.push_str(&format!("    re-synced: {r}\n"));
+            }
+            if let Some(e) = &u.error {
+                s.push_str(&format!("    error: {e}\n"));
+            }
+        }
+        s
+    }
+}
+
+/// Runs the pipeline once. Errors are reserved for what stops the whole run (store cannot be
+/// opened, fenced); upstream failures are in the report.
+pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Error> {
+    let _ = opts;
+    let started = Instant::now();
+    let cfg = &p.config;
+    let loc = open_object_store(&cfg.store.url)?;
+    let state = Arc::new(State::open(loc.objects.clone(), &cfg.store.url).await?);
+    let fetcher = Fetcher::new(FetchConfig {
+        max_connections: cfg.fetch.concurrency,
+        per_host: cfg.fetch.per_host,
+        connect_timeout: cfg.fetch.connect_timeout,
+        read_timeout: cfg.fetch.read_timeout,
+        retries: cfg.fetch.retries,
+        backoff_max: Duration::from_secs(30),
+        ..FetchConfig::default()
+    })?;
+    let ctx = Ctx {
+        fetcher,
+        blobs: Blobs::new(loc.objects.clone()),
+        state: state.clone(),
+        fetch: cfg.fetch.clone(),
+    };
+    let upstreams = futures::future::join_all(cfg.upstreams.iter().map(|u| harvest(&ctx, u))).await;
+    drop(ctx);
+    let fenced = upstreams.iter().find_map(|u| {
+        u.error
+            .as_deref()
+            .filter(|e| e.contains("fenced out"))
+            .map(str::to_owned)
+    });
+    if let Ok(state) = Arc::try_unwrap(state) {
+        state.close().await?;
+    }
+    if let Some(path) = fenced {
+        tracing::error!("{path}");
+        return Err(Error::Store(rsagg_store::Error::Fenced {
+            path: cfg.store.url.clone(),
+        }));
+    }
+    Ok(RunReport {
+        collection: cfg.collection.name.clone(),
+        upstreams,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
