@@ -27,7 +27,8 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use crate::Error;
-use crate::config::{FetchSection, UpstreamConfig};
+use crate::config::{BaselineSource, FetchSection, UpstreamConfig};
+use crate::dumps;
 use crate::lists::Docs;
 
 /// Commits carry at most this many resource changes.
@@ -470,27 +471,32 @@ impl Harvest<'_> {
         let state = &self.ctx.state;
         let set_url = set.url.as_str();
         let cp = state.checkpoint(&self.up.name, set_url).await?;
-        let changelist = set.get(Capability::ChangeList).cloned();
+        let mut just_synced = false;
         let mut cp = match cp {
             Some(cp) if cp.baseline_at.is_some() => cp,
             _ => {
                 tracing::info!(upstream = %self.up.name, set = %set.url, "baseline");
-                match self.resync(set, report).await? {
+                just_synced = true;
+                match self.baseline(set, report).await? {
                     Some(cp) => cp,
                     None => return Ok(()),
                 }
             }
         };
-        let Some(cl) = changelist else {
-            if cp.instant.is_some()
-                && cp.baseline_at.is_some()
-                && report.resyncs.is_empty()
-                && report.created + report.updated + report.deleted == 0
-            {
-                // Not the run that just did the baseline: without a Change List the only way
-                // to see changes is to compare the Resource List again.
+        let source = match (
+            set.get(Capability::ChangeList),
+            set.get(Capability::ChangeDump),
+        ) {
+            (Some(cl), _) => Some((cl.clone(), false)),
+            (None, Some(cd)) => Some((cd.clone(), true)),
+            (None, None) => None,
+        };
+        let Some((changes, is_dump)) = source else {
+            if !just_synced {
+                // Without a Change List the only way to see changes is to compare the
+                // Resource List again.
                 report.resyncs.push(format!(
-                    "{set_url}: no Change List; re-synced from the Resource List"
+                    "{set_url}: no Change List or Change Dump; re-synced from the Resource List"
                 ));
                 tracing::info!(upstream = %self.up.name, set = %set.url, "no Change List: re-sync");
                 self.resync(set, report).await?;
@@ -499,18 +505,16 @@ impl Harvest<'_> {
         };
         let mut resynced = false;
         loop {
-            match self
-                .incremental(set, &cl, &mut cp, !resynced, report)
-                .await?
-            {
+            let step = if is_dump {
+                self.incremental_dump(set, &changes, &mut cp, !resynced, report)
+                    .await?
+            } else {
+                self.incremental(set, &changes, &mut cp, !resynced, report)
+                    .await?
+            };
+            match step {
                 Incremental::Done => return Ok(()),
                 Incremental::Gap(reason) => {
-                    if resynced {
-                        report.warn(format!(
-                            "{cl}: {reason}, right after a re-sync; processing what it offers"
-                        ));
-                        continue;
-                    }
                     let why = format!("{set_url}: {reason}; re-synced from the Resource List");
                     tracing::warn!(upstream = %self.up.name, "{why}");
                     report.resyncs.push(why);
@@ -527,6 +531,26 @@ impl Harvest<'_> {
                 }
             }
         }
+    }
+
+    /// The first synchronisation of a set: from the Resource Dump when the pipeline prefers
+    /// it (falling back to the list when the dump is missing or broken), else the list.
+    async fn baseline(
+        &self,
+        set: &CapabilitySet,
+        report: &mut UpstreamReport,
+    ) -> Result<Option<Checkpoint>, Error> {
+        if self.up.baseline == BaselineSource::Dump {
+            match self.baseline_dump(set, report).await {
+                Ok(cp) => return Ok(cp),
+                Err(e) if e.is_fenced() => return Err(e),
+                Err(e) => report.warn(format!(
+                    "{}: Resource Dump unusable ({e}); falling back to the Resource List",
+                    set.url
+                )),
+            }
+        }
+        self.resync(set, report).await
     }
 
     /// Brings the copies in line with the Resource List (baseline when the state is empty).
@@ -572,6 +596,27 @@ impl Harvest<'_> {
         let (header, consumed) = futures::join!(producer, consumer);
         consumed?;
         let header = header?;
+        let at = header.md.as_ref().and_then(|m| m.at);
+        self.finish_sync(
+            set, &list_url, listed, committer, all_ok, at, started, report,
+        )
+        .await
+    }
+
+    /// The end of a baseline or re-sync: deletions of what is no longer listed, then the
+    /// checkpoint (only when every listed resource was stored).
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_sync(
+        &self,
+        set: &CapabilitySet,
+        list_url: &Url,
+        listed: HashSet<u128>,
+        mut committer: Committer<'_>,
+        all_ok: bool,
+        at: Option<W3cDateTime>,
+        started: W3cDateTime,
+        report: &mut UpstreamReport,
+    ) -> Result<Option<Checkpoint>, Error> {
         // Deletions: resources of this set the list no longer has.
         let mut deletions = Vec::new();
         let mut records = self.ctx.state.resources(&self.up.name).await?;
@@ -595,14 +640,12 @@ impl Harvest<'_> {
             ));
             return Ok(None);
         }
-        let at = header
-            .md
-            .as_ref()
-            .and_then(|m| m.at)
-            .unwrap_or_else(|| {
-                report.warn(format!("{list_url}: no `at` on the Resource List (spec 10.1); using the time the harvest started"));
-                started
-            });
+        let at = at.unwrap_or_else(|| {
+            report.warn(format!(
+                "{list_url}: no `at` (spec 10.1, 11.1); using the time the harvest started"
+            ));
+            started
+        });
         let cp = Checkpoint {
             instant: Some(at),
             seen: Vec::new(),
@@ -613,6 +656,272 @@ impl Harvest<'_> {
         committer.checkpoint(cp.clone());
         committer.flush().await?;
         Ok(Some(cp))
+    }
+
+    /// Reads every package entry of a dump document (or index) at `url`: packages are few
+    /// (each holds many resources), so their entries are kept.
+    async fn dump_packages(
+        &self,
+        url: &Url,
+    ) -> Result<(rsagg_model::Header, Vec<(Url, UrlEntry)>), Error> {
+        let (tx, mut rx) = mpsc::channel::<(Url, UrlEntry)>(64);
+        let docs = self.docs();
+        let (header, packages) = futures::join!(docs.stream_entries(url, tx), async {
+            let mut v = Vec::new();
+            while let Some(p) = rx.recv().await {
+                v.push(p);
+            }
+            v
+        });
+        Ok((header?, packages))
+    }
+
+    /// Baseline from the Resource Dump (spec 11): every package downloaded, checked and
+    /// unpacked. `Err` when the dump is missing or broken (the caller falls back to the list).
+    async fn baseline_dump(
+        &self,
+        set: &CapabilitySet,
+        report: &mut UpstreamReport,
+    ) -> Result<Option<Checkpoint>, Error> {
+        let Some(dump_url) = set.get(Capability::ResourceDump).cloned() else {
+            return Err(Error::Upstream {
+                url: set.url.to_string(),
+                section: "11.1",
+                message: "no Resource Dump advertised".into(),
+            });
+        };
+        let started = W3cDateTime::now();
+        let (header, packages) = self.dump_packages(&dump_url).await?;
+        let mut listed = HashSet::new();
+        let mut committer = Committer::new(&self.ctx.state, &self.up.name, set.url.as_str());
+        let mut all_ok = true;
+        for (base, entry) in &packages {
+            let mut pkg = dumps::open_package(
+                &self.ctx.fetcher,
+                &self.access,
+                base,
+                entry,
+                self.ctx.fetch.max_body_bytes,
+            )
+            .await?;
+            let mut seen = 0usize;
+            while let Some(next) = pkg.next().await {
+                let (item, body) = next?;
+                seen += 1;
+                listed.insert(uri_digest(item.entry.loc.trim()));
+                let outcome = match body {
+                    Some(body) => self.store_from_package(set, item.entry, body, false).await,
+                    None => Outcome::Skipped,
+                };
+                all_ok &= committer.add(outcome, report).await?;
+            }
+            if seen != pkg.items.len() {
+                return Err(Error::Upstream {
+                    url: pkg.url.to_string(),
+                    section: "11.2",
+                    message: format!("package ended after {seen} of {} items", pkg.items.len()),
+                });
+            }
+        }
+        let at = header.md.as_ref().and_then(|m| m.at);
+        self.finish_sync(
+            set, &dump_url, listed, committer, all_ok, at, started, report,
+        )
+        .await
+    }
+
+    /// Incremental from the Change Dump (spec 13) when there is no Change List: packages
+    /// after the checkpoint, their changes in order, checkpoint moved per change.
+    async fn incremental_dump(
+        &self,
+        set: &CapabilitySet,
+        cd: &Url,
+        cp: &mut Checkpoint,
+        check_gap: bool,
+        report: &mut UpstreamReport,
+    ) -> Result<Incremental, Error> {
+        let (header, mut packages) = self.dump_packages(cd).await?;
+        let key = |e: &UrlEntry| e.md.as_ref().and_then(|m| m.from);
+        packages.sort_by(|a, b| match (key(&a.1), key(&b.1)) {
+            (Some(x), Some(y)) => x.cmp_instant(&y),
+            _ => std::cmp::Ordering::Equal,
+        });
+        if check_gap {
+            let oldest = header
+                .md
+                .as_ref()
+                .and_then(|m| m.from)
+                .or_else(|| packages.first().and_then(|p| key(&p.1)));
+            if let (Some(oldest), Some(done)) = (oldest, cp.instant) {
+                if oldest.cmp_instant(&done).is_gt() {
+                    return Ok(Incremental::Gap(format!(
+                        "the Change Dump starts at {oldest}, after the checkpoint {done}: changes in between are no longer offered"
+                    )));
+                }
+            }
+        }
+        for (base, entry) in &packages {
+            let until = entry.md.as_ref().and_then(|m| m.until);
+            if let (Some(u), Some(c)) = (until, cp.instant) {
+                if u.cmp_instant(&c).is_lt() {
+                    continue;
+                }
+            }
+            let mut pkg = dumps::open_package(
+                &self.ctx.fetcher,
+                &self.access,
+                base,
+                entry,
+                self.ctx.fetch.max_body_bytes,
+            )
+            .await?;
+            let mut committer = Committer::new(&self.ctx.state, &self.up.name, set.url.as_str());
+            let mut seen = 0usize;
+            while let Some(next) = pkg.next().await {
+                let (item, body) = next?;
+                seen += 1;
+                let e = item.entry;
+                let t = change_instant(&e);
+                let k = seen_key(&e);
+                if cp.covers(t.as_ref(), &k) {
+                    report.replayed += 1;
+                    if let Some(mut b) = body {
+                        while b.next().await.is_some() {}
+                    }
+                    continue;
+                }
+                let outcome = match (change_of(&e), body) {
+                    (Change::Deleted, _) | (_, None) => self.delete_entry(&e).await,
+                    (_, Some(body)) => self.store_from_package(set, e, body, false).await,
+                };
+                if !committer.add(outcome, report).await? {
+                    committer.flush().await?;
+                    return Ok(Incremental::Done);
+                }
+                cp.advance(t.as_ref(), k);
+                cp.changelist = Some(cd.to_string());
+                committer.checkpoint(cp.clone());
+            }
+            committer.flush().await?;
+            if seen != pkg.items.len() {
+                return Err(Error::Upstream {
+                    url: pkg.url.to_string(),
+                    section: "13.2",
+                    message: format!("package ended after {seen} of {} items", pkg.items.len()),
+                });
+            }
+        }
+        Ok(Incremental::Done)
+    }
+
+    /// Stores one item of a package, verified against its manifest entry; an item whose bytes
+    /// do not match is fetched by HTTP instead (verified, refetched, quarantined as usual).
+    async fn store_from_package(
+        &self,
+        set: &CapabilitySet,
+        e: UrlEntry,
+        mut body: dumps::ItemBody,
+        newer_pending: bool,
+    ) -> Outcome {
+        let uri = e.loc.trim().to_owned();
+        let prior = match self.ctx.state.resource(&self.up.name, &uri).await {
+            Ok(p) => p,
+            Err(err) => return Outcome::Failed(format!("{uri}: reading state: {err}")),
+        };
+        if let Some(p) = prior.as_ref().filter(|p| unchanged(&e, p)) {
+            // Drained so the package reader goes on to the next item.
+            while body.next().await.is_some() {}
+            let meta = upstream_meta(
+                &e,
+                p.upstream_meta.etag.clone(),
+                p.upstream_meta.http_last_modified.clone(),
+            );
+            return Outcome::Unchanged(Some(ResourceRecord {
+                upstream_meta: meta,
+                set: set.url.to_string(),
+                ..p.clone()
+            }));
+        }
+        let want_sha1 =
+            e.md.as_ref()
+                .and_then(|m| m.hash.as_ref())
+                .is_some_and(|h| h.get(&HashAlgorithm::Sha1).is_some());
+        let info = match self.ctx.blobs.put_stream(&uri, &mut body, want_sha1).await {
+            Ok(i) => i,
+            Err(err) => {
+                while body.next().await.is_some() {}
+                return Outcome::Failed(format!("{uri}: {err}"));
+            }
+        };
+        if let Err((expected, got)) = verify(&e, &info) {
+            tracing::warn!(%uri, %expected, %got, "dump item differs from its manifest: fetching it instead");
+            let change = if prior
+                .as_ref()
+                .is_some_and(|p| p.status == ResourceStatus::Present)
+            {
+                Change::Updated
+            } else {
+                Change::Created
+            };
+            return self.store_entry(set, e, change, newer_pending).await;
+        }
+        self.stored(
+            set,
+            &e,
+            prior.as_ref(),
+            info,
+            None,
+            None,
+            None,
+            Change::Created,
+        )
+    }
+
+    /// The outcome of a verified copy: unchanged when the bytes are those already held,
+    /// else created or updated.
+    #[allow(clippy::too_many_arguments)]
+    fn stored(
+        &self,
+        set: &CapabilitySet,
+        e: &UrlEntry,
+        prior: Option<&ResourceRecord>,
+        info: BlobInfo,
+        etag: Option<String>,
+        last_modified: Option<String>,
+        content_type: Option<String>,
+        default_change: Change,
+    ) -> Outcome {
+        let meta = upstream_meta(e, etag, last_modified);
+        let mime_type = content_type.or_else(|| e.md.as_ref().and_then(|m| m.mime_type.clone()));
+        if let Some(p) = prior.filter(|p| p.status == ResourceStatus::Present) {
+            if p.copy.as_ref().is_some_and(|c| c.sha256 == info.sha256) {
+                return Outcome::Unchanged(Some(ResourceRecord {
+                    upstream_meta: meta,
+                    set: set.url.to_string(),
+                    mime_type,
+                    ..p.clone()
+                }));
+            }
+        }
+        let change = match prior {
+            Some(p) if p.status == ResourceStatus::Present => Change::Updated,
+            Some(_) => Change::Created,
+            None => default_change,
+        };
+        Outcome::Stored {
+            change,
+            record: ResourceRecord {
+                upstream: self.up.name.clone(),
+                uri: e.loc.trim().to_owned(),
+                status: ResourceStatus::Present,
+                copy: Some(info),
+                mime_type,
+                set: set.url.to_string(),
+                lastmod: W3cDateTime::now(),
+                seq: 0,
+                upstream_meta: meta,
+            },
+        }
     }
 
     /// Fetches, verifies and stores one listed resource (or decides it is unchanged).
@@ -724,41 +1033,16 @@ impl Harvest<'_> {
                     });
                 }
             }
-            let meta = upstream_meta(&e, etag, last_modified);
-            let mime_type =
-                content_type.or_else(|| e.md.as_ref().and_then(|m| m.mime_type.clone()));
-            if let Some(p) = prior
-                .as_ref()
-                .filter(|p| p.status == ResourceStatus::Present)
-            {
-                if p.copy.as_ref().is_some_and(|c| c.sha256 == info.sha256) {
-                    return Outcome::Unchanged(Some(ResourceRecord {
-                        upstream_meta: meta,
-                        set: set.url.to_string(),
-                        mime_type,
-                        ..p.clone()
-                    }));
-                }
-            }
-            let change = match &prior {
-                Some(p) if p.status == ResourceStatus::Present => Change::Updated,
-                Some(_) => Change::Created,
-                None => default_change,
-            };
-            return Outcome::Stored {
-                change,
-                record: ResourceRecord {
-                    upstream: self.up.name.clone(),
-                    uri,
-                    status: ResourceStatus::Present,
-                    copy: Some(info),
-                    mime_type,
-                    set: set.url.to_string(),
-                    lastmod: W3cDateTime::now(),
-                    seq: 0,
-                    upstream_meta: meta,
-                },
-            };
+            return self.stored(
+                set,
+                &e,
+                prior.as_ref(),
+                info,
+                etag,
+                last_modified,
+                content_type,
+                default_change,
+            );
         }
     }
 

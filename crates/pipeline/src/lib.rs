@@ -11,9 +11,11 @@
 //! - `config.rs`: the typed config, `${ENV}` substitution and pure validation.
 //! - `harvest.rs`: one upstream: discovery, baseline/resync, incremental, verification.
 //! - `lists.rs`: reading upstream lists and indexes as streams of entries.
+//! - `dumps.rs`: Resource/Change Dump packages: download, check, stream the items.
 //! - `runner.rs`: `run --once`: all upstreams concurrently, the run report and exit status.
 
 pub mod config;
+mod dumps;
 mod harvest;
 mod lists;
 mod runner;
