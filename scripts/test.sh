@@ -17,6 +17,8 @@ mkdir -p "$RSAGG_CACHE"
 
 start=$(date +%s)
 bash scripts/peers.sh install
+# RSAGG_PEERS_VENV, RSAGG_WEED, RSAGG_SIM_WRAPPER and PATH for the end-to-end harness
+# (tests/src/lib.rs), which starts and stops every peer itself on free loopback ports
 eval "$(bash scripts/peers.sh env)"
 echo "[test] peers ready after $(( $(date +%s) - start ))s" >&2
 

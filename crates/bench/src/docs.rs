@@ -326,7 +326,7 @@ fn median(mut v: Vec<Sample>) -> Sample {
     m
 }
 
-fn default_python() -> PathBuf {
+pub(crate) fn default_python() -> PathBuf {
     if let Ok(v) = std::env::var("RSAGG_PEERS_VENV") {
         return Path::new(&v).join("bin/python");
     }
@@ -339,7 +339,7 @@ fn default_python() -> PathBuf {
     cache.join("peers/venv/bin/python")
 }
 
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {

@@ -11,8 +11,16 @@
 //! - `docs.rs`: the document benchmark (`docs` drives; `write`/`parse` measure one operation and
 //!   print one JSON line); the resync side is `py/resync_docbench.py`, run from the peers'
 //!   venv (`scripts/peers.sh install`).
+//! - `harvest.rs`: the harvest benchmark (`harvest` drives; `static-server` is the upstream when
+//!   nginx is not installed, `harvest-get` and `harvest-put` measure the upstream's and the S3
+//!   server's ceilings).
+//!
+//! `rsagg-bench harvest` harvests 10,000 resources of 1 KB from a static upstream on loopback:
+//! (a) rsagg into a `file://` store beside `resync-sync --baseline` into a directory, and (b)
+//! rsagg into SeaweedFS beside plain concurrent S3 PUTs of the same bodies (the ceiling).
 
 mod docs;
+mod harvest;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +47,17 @@ enum Command {
     Write(docs::OneArgs),
     /// One parse by rsagg (used by `docs`; prints one JSON line).
     Parse(docs::OneArgs),
+    /// Baseline harvest: rsagg vs resync-sync (file store) and vs plain S3 PUT (SeaweedFS).
+    Harvest(harvest::HarvestArgs),
+    /// Static file server for the harvest upstream (used by `harvest`).
+    #[command(hide = true)]
+    StaticServer(harvest::StaticServerArgs),
+    /// GET every upstream resource (used by `harvest`).
+    #[command(hide = true)]
+    HarvestGet(harvest::GetArgs),
+    /// PUT every body to S3 (used by `harvest`).
+    #[command(hide = true)]
+    HarvestPut(harvest::PutArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,5 +69,9 @@ fn main() -> anyhow::Result<()> {
         Command::Docs(a) => docs::run(a),
         Command::Write(a) => rt.block_on(docs::write_one(a)),
         Command::Parse(a) => rt.block_on(docs::parse_one(a)),
+        Command::Harvest(a) => harvest::run(a),
+        Command::StaticServer(a) => harvest::static_server(a),
+        Command::HarvestGet(a) => harvest::get_all(a),
+        Command::HarvestPut(a) => harvest::put_all(a),
     }
 }

@@ -85,6 +85,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
     };
     let opts = RunOptions {
         fail_on_quarantine: args.fail_on_quarantine,
+        ..RunOptions::default()
     };
     let interval = p
         .config
@@ -94,7 +95,13 @@ pub async fn run(args: RunArgs) -> ExitCode {
         .min()
         .unwrap_or(Duration::from_secs(300));
     loop {
-        let code = match run_once(&p, &opts).await {
+        let bar = progress_bar(&opts);
+        let result = run_once(&p, &opts).await;
+        if let Some((bar, ticker)) = bar {
+            ticker.abort();
+            bar.finish_and_clear();
+        }
+        let code = match result {
             Ok(report) => {
                 if args.json {
                     match serde_json::to_string(&report) {
@@ -123,6 +130,32 @@ pub async fn run(args: RunArgs) -> ExitCode {
             () = shutdown() => return ExitCode::from(u8::try_from(code).unwrap_or(1)),
         }
     }
+}
+
+/// A spinner with the count and rate of resources processed, on a terminal only (long
+/// baselines otherwise look hung).
+fn progress_bar(
+    opts: &RunOptions,
+) -> Option<(indicatif::ProgressBar, tokio::task::JoinHandle<()>)> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} {elapsed_precise} {pos} resources ({per_sec})",
+    ) {
+        bar.set_style(style);
+    }
+    let counter = opts.progress.clone();
+    let b = bar.clone();
+    let ticker = tokio::spawn(async move {
+        loop {
+            b.set_position(counter.load(std::sync::atomic::Ordering::Relaxed));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    Some((bar, ticker))
 }
 
 /// Resolves on SIGINT or SIGTERM.

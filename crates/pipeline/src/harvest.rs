@@ -14,6 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 use rsagg_fetch::{Access, Auth, CapabilitySet, Fetcher, Request};
@@ -69,6 +70,8 @@ pub struct UpstreamReport {
     pub replayed: u64,
     /// Resources quarantined (persistent, unexplained mismatch).
     pub quarantined: u64,
+    /// Listed resources the upstream no longer has (404/410), skipped.
+    pub gone: u64,
     /// Resources that could not be fetched.
     pub failed: u64,
     /// Why the upstream was re-synced from its Resource List, if it was.
@@ -92,6 +95,7 @@ impl UpstreamReport {
             unchanged: 0,
             replayed: 0,
             quarantined: 0,
+            gone: 0,
             failed: 0,
             resyncs: Vec::new(),
             warnings: Vec::new(),
@@ -121,6 +125,8 @@ pub(crate) struct Ctx {
     pub blobs: Blobs,
     pub state: Arc<State>,
     pub fetch: FetchSection,
+    /// Resources processed so far (for progress display).
+    pub progress: Arc<AtomicU64>,
 }
 
 /// Access settings of an upstream, credentials read from the environment.
@@ -238,8 +244,10 @@ enum Outcome {
     /// Same bytes as the copy held; the record may carry new upstream metadata.
     Unchanged(Option<ResourceRecord>),
     Deleted(ResourceRecord),
-    /// Nothing to do (deletion of an unknown resource, gone before a pending deletion).
+    /// Nothing to do (deletion of an unknown resource).
     Skipped,
+    /// Listed, but the upstream answers 404/410 (deleted since the list was made).
+    Gone(String),
     Quarantined(QuarantineRecord),
     Failed(String),
 }
@@ -247,14 +255,16 @@ enum Outcome {
 /// Accumulates outcomes into bounded, atomic commits.
 struct Committer<'a> {
     state: &'a State,
+    progress: &'a AtomicU64,
     commit: Commit,
     pending: usize,
 }
 
 impl<'a> Committer<'a> {
-    fn new(state: &'a State, upstream: &str, set: &str) -> Self {
+    fn new(ctx: &'a Ctx, upstream: &str, set: &str) -> Self {
         Committer {
-            state,
+            state: &ctx.state,
+            progress: &ctx.progress,
             commit: Commit {
                 upstream: upstream.to_owned(),
                 set: set.to_owned(),
@@ -291,6 +301,11 @@ impl<'a> Committer<'a> {
                 true
             }
             Outcome::Skipped => true,
+            Outcome::Gone(message) => {
+                report.gone += 1;
+                report.warn(message);
+                true
+            }
             Outcome::Quarantined(q) => {
                 report.quarantined += 1;
                 report.warn(format!(
@@ -307,6 +322,7 @@ impl<'a> Committer<'a> {
             }
         };
         self.pending += 1;
+        self.progress.fetch_add(1, Ordering::Relaxed);
         if self.pending >= COMMIT_BATCH {
             self.flush().await?;
         }
@@ -573,7 +589,7 @@ impl Harvest<'_> {
         let docs = self.docs();
         let producer = docs.stream_entries(&list_url, tx);
         let mut listed: HashSet<u128> = HashSet::new();
-        let mut committer = Committer::new(&self.ctx.state, &self.up.name, set.url.as_str());
+        let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
         let consumer =
             async {
@@ -584,7 +600,7 @@ impl Harvest<'_> {
                     entries
                         .map(|(_, e)| {
                             listed.insert(uri_digest(e.loc.trim()));
-                            self.store_entry(set, e, Change::Created, false)
+                            self.store_entry_or_gone(set, e, Change::Created, false, true)
                         })
                         .buffer_unordered(self.ctx.fetch.concurrency.max(1))
                 );
@@ -693,7 +709,7 @@ impl Harvest<'_> {
         let started = W3cDateTime::now();
         let (header, packages) = self.dump_packages(&dump_url).await?;
         let mut listed = HashSet::new();
-        let mut committer = Committer::new(&self.ctx.state, &self.up.name, set.url.as_str());
+        let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
         for (base, entry) in &packages {
             let mut pkg = dumps::open_package(
@@ -775,7 +791,7 @@ impl Harvest<'_> {
                 self.ctx.fetch.max_body_bytes,
             )
             .await?;
-            let mut committer = Committer::new(&self.ctx.state, &self.up.name, set.url.as_str());
+            let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
             let mut seen = 0usize;
             while let Some(next) = pkg.next().await {
                 let (item, body) = next?;
@@ -932,6 +948,20 @@ impl Harvest<'_> {
         default_change: Change,
         newer_pending: bool,
     ) -> Outcome {
+        self.store_entry_or_gone(set, e, default_change, newer_pending, newer_pending)
+            .await
+    }
+
+    /// [`Self::store_entry`]; `gone_ok`: a 404/410 is not a failure (a baseline from a Resource
+    /// List older than the resource's deletion, or a later deletion pending in the list).
+    async fn store_entry_or_gone(
+        &self,
+        set: &CapabilitySet,
+        e: UrlEntry,
+        default_change: Change,
+        newer_pending: bool,
+        gone_ok: bool,
+    ) -> Outcome {
         let uri = e.loc.trim().to_owned();
         let prior = match self.ctx.state.resource(&self.up.name, &uri).await {
             Ok(p) => p,
@@ -973,9 +1003,10 @@ impl Harvest<'_> {
             };
             let fetched = match self.ctx.fetcher.get(&url, &self.access, &req).await {
                 Ok(f) => f,
-                Err(err) if newer_pending && matches!(err.status(), Some(404 | 410)) => {
-                    tracing::info!(%uri, "gone, and a later change is pending: skipped");
-                    return Outcome::Skipped;
+                Err(err) if gone_ok && matches!(err.status(), Some(404 | 410)) => {
+                    return Outcome::Gone(format!(
+                        "{uri}: listed but gone ({err}); a later change is expected to delete it"
+                    ));
                 }
                 Err(err) => return Outcome::Failed(err.to_string()),
             };
@@ -1187,7 +1218,7 @@ impl Harvest<'_> {
                     }
                 })
                 .collect();
-            let mut committer = Committer::new(&self.ctx.state, &self.up.name, set.url.as_str());
+            let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
             let concurrency = self.ctx.fetch.concurrency.max(1);
             let mut results = futures::stream::iter(todo)
                 .map(|(pos, t, e)| {

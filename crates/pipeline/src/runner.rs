@@ -2,6 +2,7 @@
 //! upstream's failure does not stop the others), then the run report.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use rsagg_fetch::{FetchConfig, Fetcher};
@@ -15,6 +16,8 @@ use crate::{Error, Pipeline};
 pub struct RunOptions {
     /// Count quarantined resources as a failure (exit 1).
     pub fail_on_quarantine: bool,
+    /// Incremented once per resource processed (for a progress display).
+    pub progress: Arc<AtomicU64>,
 }
 
 /// What a run did.
@@ -43,7 +46,7 @@ impl RunReport {
         let mut s = format!("collection {} ({:.1} s)\n", self.collection, self.seconds);
         for u in &self.upstreams {
             s.push_str(&format!(
-                "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} failed {}{}\n",
+                "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} gone {} failed {}{}\n",
                 u.name,
                 match u.verdict {
                     Verdict::Ok => "ok",
@@ -55,6 +58,7 @@ impl RunReport {
                 u.unchanged,
                 u.replayed,
                 u.quarantined,
+                u.gone,
                 u.failed,
                 u.route.as_ref().map(|r| format!(" (via {r})")).unwrap_or_default(),
             ));
@@ -72,7 +76,6 @@ impl RunReport {
 /// Runs the pipeline once. Errors are reserved for what stops the whole run (store cannot be
 /// opened, fenced); upstream failures are in the report.
 pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Error> {
-    let _ = opts;
     let started = Instant::now();
     let cfg = &p.config;
     let loc = open_object_store(&cfg.store.url)?;
@@ -91,6 +94,7 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         blobs: Blobs::new(loc.objects.clone()),
         state: state.clone(),
         fetch: cfg.fetch.clone(),
+        progress: opts.progress.clone(),
     };
     let upstreams = futures::future::join_all(cfg.upstreams.iter().map(|u| harvest(&ctx, u))).await;
     drop(ctx);

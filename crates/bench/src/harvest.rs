@@ -1,0 +1,961 @@
+//! Harvest benchmark: a baseline harvest of N small resources from a static upstream on
+//! loopback, resources per second, side by side with the peers:
+//!
+//! - (a) `rsagg run --once` into a `file://` store against `resync-sync --baseline` into a
+//!   directory (target: rsagg ≥ 10× resync-sync);
+//! - (b) `rsagg run --once` into SeaweedFS (`weed mini`) against a plain concurrent S3 PUT of
+//!   the same bodies to the same server, the ceiling on this machine (target: ≥ 50% of it).
+//!
+//! The upstream is nginx when it is installed, else `rsagg-bench static-server` (axum, every
+//! file read into memory at start); its own ceiling (concurrent GETs of every resource) is
+//! printed too, so a reader sees the upstream is not the bottleneck. Every measured operation
+//! is its own process, timed from spawn to exit, its peak RSS read from `/proc/PID/status`
+//! (VmHWM) while it runs.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use futures::StreamExt;
+use md5::{Digest, Md5};
+use rsagg_model::{
+    Capability, HashAlgorithm, HashValue, Hashes, Header, Link, Md, Root, UrlEntry, W3cDateTime,
+};
+use rsagg_sitemap::writer::{encode_entry, encode_header};
+
+use crate::docs::{default_python, machine};
+
+/// Which static server serves the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServerChoice {
+    /// nginx when `nginx` is on the PATH, else the built-in server.
+    Auto,
+    /// nginx (fails when it is not installed).
+    Nginx,
+    /// `rsagg-bench static-server` (axum, files in memory).
+    Builtin,
+}
+
+/// Arguments of `harvest`.
+#[derive(Debug, clap::Args)]
+pub struct HarvestArgs {
+    /// Resources in the upstream's Resource List.
+    #[arg(long, default_value_t = 10_000)]
+    resources: u64,
+    /// Size of each resource, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    size: usize,
+    /// Runs per measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Working directory (default: a fresh directory under the system temp, removed at the
+    /// end).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The `rsagg` binary (default: `rsagg` next to this executable, i.e.
+    /// `$CARGO_TARGET_DIR/release/rsagg`; build it with `cargo build --release -p rsagg-cli`).
+    #[arg(long, env = "RSAGG_BIN")]
+    rsagg: Option<PathBuf>,
+    /// The upstream's static server.
+    #[arg(long, value_enum, default_value = "auto")]
+    server: ServerChoice,
+    /// Concurrent requests of the upstream-ceiling GET client.
+    #[arg(long, default_value_t = 64)]
+    get_concurrency: usize,
+    /// Concurrent PUTs of the S3 ceiling; with several values each is measured and the
+    /// fastest is the ceiling.
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    put_concurrency: Vec<usize>,
+    /// TOML appended to rsagg's pipeline file (e.g. `[fetch]` limits); default: none, i.e.
+    /// rsagg's defaults.
+    #[arg(long)]
+    pipeline_extra: Option<String>,
+    /// `RSAGG_LOG` for rsagg (its stderr is kept in the working directory with `--keep`).
+    #[arg(long)]
+    rsagg_log: Option<String>,
+    /// Skip (a)'s resync-sync side.
+    #[arg(long)]
+    skip_resync: bool,
+    /// Skip (b) (SeaweedFS).
+    #[arg(long)]
+    skip_s3: bool,
+    /// Keep the working directory (stores, logs, pipeline files).
+    #[arg(long)]
+    keep: bool,
+}
+
+/// Arguments of `static-server`.
+#[derive(Debug, clap::Args)]
+pub struct StaticServerArgs {
+    /// Directory served at `/`.
+    #[arg(long)]
+    root: PathBuf,
+    /// Port on 127.0.0.1 (0: any).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+}
+
+/// Arguments of `harvest-get` (the upstream's ceiling).
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    /// Upstream base URL, `http://127.0.0.1:PORT`.
+    #[arg(long)]
+    base: String,
+    /// Resources `res/0 … res/N-1`.
+    #[arg(long)]
+    resources: u64,
+    /// Expected size of each.
+    #[arg(long)]
+    size: usize,
+    /// Concurrent requests.
+    #[arg(long)]
+    concurrency: usize,
+}
+
+/// Arguments of `harvest-put` (the S3 ceiling; endpoint and credentials from `AWS_*`).
+#[derive(Debug, clap::Args)]
+pub struct PutArgs {
+    /// The upstream tree; `res/N` are the bodies.
+    #[arg(long)]
+    tree: PathBuf,
+    /// Resources.
+    #[arg(long)]
+    resources: u64,
+    /// Bucket.
+    #[arg(long)]
+    bucket: String,
+    /// Key prefix.
+    #[arg(long)]
+    prefix: String,
+    /// Concurrent PUTs.
+    #[arg(long)]
+    concurrency: usize,
+}
+
+const T0: i64 = 1_357_171_200; // 2013-01-03T00:00:00Z
+
+/// Body of resource `i`: distinct, printable, exactly `size` bytes.
+fn body(i: u64, size: usize) -> Vec<u8> {
+    let mut v = format!("resource {i}\n").into_bytes();
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    while v.len() < size {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.push(b'a' + (x % 26) as u8);
+    }
+    v.truncate(size);
+    v
+}
+
+fn md_cap(capability: Capability) -> Option<Md> {
+    Some(Md {
+        capability: Some(capability),
+        ..Md::default()
+    })
+}
+
+fn document(header: &Header, entries: &[UrlEntry]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_header(header, &mut out);
+    for e in entries {
+        encode_entry(header.root, e, &mut out);
+    }
+    out.extend_from_slice(b"</urlset>\n");
+    out
+}
+
+/// Writes the upstream: Source Description, Capability List, Resource List and `res/N`.
+fn generate_tree(root: &Path, base: &str, n: u64, size: usize) -> anyhow::Result<()> {
+    std::fs::create_dir_all(root.join(".well-known"))?;
+    std::fs::create_dir_all(root.join("res"))?;
+    let description = format!("{base}/.well-known/resourcesync");
+    let caplist = format!("{base}/capabilitylist.xml");
+    let reslist = format!("{base}/resourcelist.xml");
+    let sd = document(
+        &Header {
+            root: Root::Urlset,
+            md: md_cap(Capability::Description),
+            links: vec![],
+        },
+        &[UrlEntry {
+            loc: caplist.clone(),
+            md: md_cap(Capability::CapabilityList),
+            ..UrlEntry::default()
+        }],
+    );
+    std::fs::write(root.join(".well-known/resourcesync"), sd)?;
+    let cl = document(
+        &Header {
+            root: Root::Urlset,
+            md: md_cap(Capability::CapabilityList),
+            links: vec![Link::new("up", description)],
+        },
+        &[UrlEntry {
+            loc: reslist,
+            md: md_cap(Capability::ResourceList),
+            ..UrlEntry::default()
+        }],
+    );
+    std::fs::write(root.join("capabilitylist.xml"), cl)?;
+    let mut entries = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let b = body(i, size);
+        std::fs::write(root.join(format!("res/{i}")), &b)?;
+        entries.push(UrlEntry {
+            loc: format!("{base}/res/{i}"),
+            lastmod: Some(W3cDateTime::from_unix(T0 + i as i64, 0)),
+            md: Some(Md {
+                hash: Some(Hashes(vec![HashValue::from_bytes(
+                    HashAlgorithm::Md5,
+                    &Md5::digest(&b),
+                )])),
+                length: Some(size as u64),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        });
+    }
+    let rl = document(
+        &Header {
+            root: Root::Urlset,
+            md: Some(Md {
+                capability: Some(Capability::ResourceList),
+                at: Some(W3cDateTime::from_unix(T0 + n as i64, 0)),
+                ..Md::default()
+            }),
+            links: vec![Link::new("up", caplist)],
+        },
+        &entries,
+    );
+    std::fs::write(root.join("resourcelist.xml"), rl)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// measuring child processes
+// ---------------------------------------------------------------------------------------------
+
+/// One child process, timed from spawn to exit.
+struct Measured {
+    seconds: f64,
+    peak_kib: u64,
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut r) = r {
+            let _ = r.read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
+/// Runs `cmd` to its end, polling its peak RSS every 5 ms.
+fn measure(cmd: &mut Command) -> anyhow::Result<Measured> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().with_context(|| format!("spawning {cmd:?}"))?;
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let pid = child.id();
+    let mut peak = 0;
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        peak = peak.max(vm_hwm_kib(pid));
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(Measured {
+        seconds,
+        peak_kib: peak,
+        success: status.success(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
+/// Median of the runs (by time); the peak RSS is the maximum over all runs.
+fn median(mut v: Vec<(f64, u64)>) -> (f64, u64) {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let peak = v.iter().map(|s| s.1).max().unwrap_or(0);
+    (v[v.len() / 2].0, peak)
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// the upstream server
+// ---------------------------------------------------------------------------------------------
+
+struct Upstream {
+    name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    nginx: bool,
+}
+
+impl Upstream {
+    fn stop(&mut self) {
+        if self.nginx {
+            // SIGTERM to the master (it stops its workers); SIGKILL would orphan them.
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+        }
+        drop(self.stdin.take()); // the built-in server exits at end of file on stdin
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn wait_port(port: u16) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!("nothing listens on 127.0.0.1:{port} after 10 s")
+}
+
+fn start_nginx(root: &Path, work: &Path, port: u16) -> anyhow::Result<Upstream> {
+    let prefix = work.join("nginx");
+    std::fs::create_dir_all(prefix.join("logs"))?;
+    let conf = prefix.join("nginx.conf");
+    let p = prefix.display();
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes auto;\n\
+             pid {p}/nginx.pid;\n\
+             error_log {p}/logs/error.log warn;\n\
+             events {{ worker_connections 4096; }}\n\
+             http {{\n\
+               access_log off;\n\
+               sendfile on;\n\
+               tcp_nopush on;\n\
+               tcp_nodelay on;\n\
+               keepalive_requests 1000000;\n\
+               open_file_cache max=100000 inactive=60s;\n\
+               client_body_temp_path {p}/body;\n\
+               proxy_temp_path {p}/proxy;\n\
+               fastcgi_temp_path {p}/fastcgi;\n\
+               uwsgi_temp_path {p}/uwsgi;\n\
+               scgi_temp_path {p}/scgi;\n\
+               types {{ application/xml xml; }}\n\
+               default_type application/octet-stream;\n\
+               server {{\n\
+                 listen 127.0.0.1:{port};\n\
+                 root {root};\n\
+                 location = /.well-known/resourcesync {{ types {{ }} default_type application/xml; }}\n\
+               }}\n\
+             }}\n",
+            root = root.display()
+        ),
+    )?;
+    let child = Command::new("nginx")
+        .arg("-p")
+        .arg(&prefix)
+        .arg("-c")
+        .arg(&conf)
+        .args(["-g", "daemon off;"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("spawning nginx")?;
+    let mut up = Upstream {
+        name: String::new(),
+        child,
+        stdin: None,
+        nginx: true,
+    };
+    wait_port(port)?;
+    let version = Command::new("nginx")
+        .arg("-v")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_owned())
+        .unwrap_or_default();
+    up.name = format!("nginx ({version}, worker_processes auto, sendfile)");
+    Ok(up)
+}
+
+fn start_builtin(root: &Path, port: u16) -> anyhow::Result<Upstream> {
+    let me = std::env::current_exe()?;
+    let mut child = Command::new(me)
+        .args(["static-server", "--port", &port.to_string(), "--root"])
+        .arg(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("spawning rsagg-bench static-server")?;
+    let stdin = child.stdin.take();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
+    let mut up = Upstream {
+        name: "rsagg-bench static-server (axum, files in memory, multi-threaded tokio)".into(),
+        child,
+        stdin,
+        nginx: false,
+    };
+    if !line.starts_with("listening ") {
+        up.stop();
+        bail!("static-server did not start: {line:?}");
+    }
+    Ok(up)
+}
+
+/// `rsagg-bench static-server`: serves a directory from memory until stdin closes.
+pub fn static_server(a: StaticServerArgs) -> anyhow::Result<()> {
+    let mut files: HashMap<String, (Bytes, &'static str)> = HashMap::new();
+    let mut stack = vec![a.root.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).with_context(|| dir.display().to_string())? {
+            let e = e?;
+            let path = e.path();
+            if e.file_type()?.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path.strip_prefix(&a.root)?.to_string_lossy().into_owned();
+            let ct = if rel.ends_with(".xml") || rel == ".well-known/resourcesync" {
+                "application/xml"
+            } else {
+                "application/octet-stream"
+            };
+            files.insert(format!("/{rel}"), (Bytes::from(std::fs::read(&path)?), ct));
+        }
+    }
+    let files = Arc::new(files);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        use axum::serve::ListenerExt;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", a.port)).await?;
+        println!("listening http://{}", listener.local_addr()?);
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        std::io::stdout().flush()?;
+        // the parent holds our stdin: its end (or the parent's) stops the server
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(0);
+        });
+        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+            let files = files.clone();
+            async move {
+                use axum::response::IntoResponse;
+                match files.get(uri.path()) {
+                    Some((b, ct)) => {
+                        ([(axum::http::header::CONTENT_TYPE, *ct)], b.clone()).into_response()
+                    }
+                    None => axum::http::StatusCode::NOT_FOUND.into_response(),
+                }
+            }
+        });
+        axum::serve(listener, app).await?;
+        anyhow::Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// the ceilings (child processes)
+// ---------------------------------------------------------------------------------------------
+
+fn multi_thread() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// `rsagg-bench harvest-get`: GETs every resource concurrently, checks its size.
+pub fn get_all(a: GetArgs) -> anyhow::Result<()> {
+    multi_thread()?.block_on(async {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(a.concurrency)
+            .build()?;
+        let start = Instant::now();
+        let mut s = futures::stream::iter(0..a.resources)
+            .map(|i| {
+                let client = client.clone();
+                let url = format!("{}/res/{i}", a.base);
+                async move {
+                    let r = client.get(&url).send().await?.error_for_status()?;
+                    let b = r.bytes().await?;
+                    anyhow::ensure!(b.len() == a.size, "{url}: {} bytes", b.len());
+                    anyhow::Ok(())
+                }
+            })
+            .buffer_unordered(a.concurrency.max(1));
+        while let Some(r) = s.next().await {
+            r?;
+        }
+        println!(
+            "{}",
+            serde_json::json!({"seconds": start.elapsed().as_secs_f64()})
+        );
+        anyhow::Ok(())
+    })
+}
+
+/// `rsagg-bench harvest-put`: PUTs every body concurrently (plain, unconditional PUTs).
+pub fn put_all(a: PutArgs) -> anyhow::Result<()> {
+    use object_store::aws::AmazonS3Builder;
+    use object_store::{ClientOptions, ObjectStoreExt, PutPayload, path::Path as ObjectPath};
+    let bodies: Vec<Bytes> = (0..a.resources)
+        .map(|i| std::fs::read(a.tree.join(format!("res/{i}"))).map(Bytes::from))
+        .collect::<Result<_, _>>()?;
+    multi_thread()?.block_on(async {
+        let s3 = Arc::new(
+            AmazonS3Builder::from_env()
+                .with_bucket_name(&a.bucket)
+                .with_client_options(
+                    ClientOptions::new()
+                        .with_allow_http(true)
+                        .with_pool_max_idle_per_host(a.concurrency),
+                )
+                .build()?,
+        );
+        let start = Instant::now();
+        let mut s = futures::stream::iter(bodies.into_iter().enumerate())
+            .map(|(i, b)| {
+                let s3 = s3.clone();
+                let key = ObjectPath::from(format!("{}/res/{i}", a.prefix));
+                async move { s3.put(&key, PutPayload::from_bytes(b)).await }
+            })
+            .buffer_unordered(a.concurrency.max(1));
+        while let Some(r) = s.next().await {
+            r?;
+        }
+        println!(
+            "{}",
+            serde_json::json!({"seconds": start.elapsed().as_secs_f64()})
+        );
+        anyhow::Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// the driver
+// ---------------------------------------------------------------------------------------------
+
+fn rsagg_binary(a: &HarvestArgs) -> anyhow::Result<PathBuf> {
+    let p = match &a.rsagg {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("executable has no directory")?
+            .join("rsagg"),
+    };
+    if !p.is_file() {
+        bail!(
+            "{} not found: run `cargo build --release -p rsagg-cli` (same CARGO_TARGET_DIR) or pass --rsagg",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// `(created, failed)` summed over the upstreams of rsagg's `--json` report.
+fn rsagg_counts(stdout: &str) -> anyhow::Result<(u64, u64, Vec<String>)> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("no JSON report on stdout")?;
+    let v: serde_json::Value = serde_json::from_str(line)?;
+    let ups = v["upstreams"].as_array().context("no upstreams")?;
+    let sum = |k: &str| ups.iter().map(|u| u[k].as_u64().unwrap_or(0)).sum::<u64>();
+    let errors = ups
+        .iter()
+        .filter_map(|u| u["error"].as_str().map(str::to_owned))
+        .collect();
+    Ok((sum("created"), sum("failed"), errors))
+}
+
+struct RsaggRun<'a> {
+    bin: &'a Path,
+    work: &'a Path,
+    base: &'a str,
+    extra: Option<&'a str>,
+    log: Option<&'a str>,
+    n: u64,
+}
+
+impl RsaggRun<'_> {
+    /// One `rsagg run --once --json` into `store`; checks created = N, failed = 0.
+    fn run(
+        &self,
+        label: &str,
+        store: &str,
+        env: &[(String, String)],
+    ) -> anyhow::Result<(f64, u64)> {
+        let pipeline = self.work.join(format!("pipeline-{label}.toml"));
+        std::fs::write(
+            &pipeline,
+            format!(
+                "[collection]\nname = \"bench\"\nbase_url = \"http://127.0.0.1:9/bench/\"\n\n\
+                 [store]\nurl = \"{store}\"\n\n\
+                 [[upstream]]\nname = \"up\"\nurl = \"{}/.well-known/resourcesync\"\nallow_private = true\n\n{}\n",
+                self.base,
+                self.extra.unwrap_or("")
+            ),
+        )?;
+        let mut cmd = Command::new(self.bin);
+        cmd.arg("run")
+            .arg(&pipeline)
+            .args(["--once", "--json"])
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE");
+        if let Some(l) = self.log {
+            cmd.env("RSAGG_LOG", l);
+        }
+        let m = measure(&mut cmd)?;
+        std::fs::write(self.work.join(format!("rsagg-{label}.stderr")), &m.stderr)?;
+        let counts = rsagg_counts(&m.stdout);
+        match counts {
+            Ok((created, 0, _)) if m.success && created == self.n => Ok((m.seconds, m.peak_kib)),
+            other => bail!(
+                "rsagg run ({label}, store {store}) did not harvest {} resources: exit {}, \
+                 report {other:?}\nstdout: {}\nstderr (tail):\n{}",
+                self.n,
+                if m.success { "0" } else { "non-zero" },
+                tail(&m.stdout, 5),
+                tail(&m.stderr, 30)
+            ),
+        }
+    }
+}
+
+fn count_files(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| d.filter_map(Result::ok).count() as u64)
+        .unwrap_or(0)
+}
+
+fn resync_run(
+    resync: &Path,
+    work: &Path,
+    base: &str,
+    label: &str,
+    n: u64,
+) -> anyhow::Result<(f64, u64)> {
+    let cwd = work.join(format!("resync-cwd-{label}"));
+    let dest = work.join(format!("resync-dest-{label}"));
+    std::fs::create_dir_all(&cwd)?;
+    let m = measure(
+        Command::new(resync)
+            .args(["--baseline", "--noauth", base])
+            .arg(&dest)
+            .current_dir(&cwd),
+    )?;
+    let out = format!("{}\n{}", m.stdout, m.stderr);
+    let files = count_files(&dest.join("res"));
+    let created = format!("created={n}");
+    if !out.contains("Status:") || !out.contains(&created) || files != n {
+        bail!(
+            "resync-sync ({label}) did not sync {n} resources ({files} files in {}):\n{}",
+            dest.display(),
+            tail(&out, 20)
+        );
+    }
+    // removed with the working directory at the end, not here: see `fs_type`
+    Ok((m.seconds, m.peak_kib))
+}
+
+/// The file system type of `dir` (`stat -f`), for the header: on ext4 without a journal,
+/// creating a file costs more the more inodes were deleted nearby in the last minutes (the
+/// allocator skips recently deleted inodes), so this benchmark deletes nothing until its end.
+fn fs_type(dir: &Path) -> String {
+    Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(dir)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown file system".into())
+}
+
+fn ceiling_run(cmd: &mut Command, what: &str) -> anyhow::Result<(f64, u64)> {
+    let m = measure(cmd)?;
+    if !m.success {
+        bail!(
+            "{what} failed:\n{}\n{}",
+            tail(&m.stdout, 5),
+            tail(&m.stderr, 20)
+        );
+    }
+    Ok((m.seconds, m.peak_kib))
+}
+
+fn row(case: &str, tool: &str, n: u64, (secs, peak): (f64, u64)) {
+    println!(
+        "{case:<20} {tool:<28} {secs:>9.3} {:>12.0} {:>10.1}",
+        n as f64 / secs,
+        peak as f64 / 1024.0
+    );
+}
+
+/// `rsagg-bench harvest`.
+pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        a.runs > 0 && a.resources > 0,
+        "--runs and --resources must be > 0"
+    );
+    let bin = rsagg_binary(&a)?;
+    let me = std::env::current_exe()?;
+    let venv_bin = default_python()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let resync = venv_bin.join("resync-sync");
+    if !a.skip_resync && !resync.is_file() {
+        bail!(
+            "{} not found: run `bash scripts/peers.sh install` first, or pass --skip-resync",
+            resync.display()
+        );
+    }
+    let work = match &a.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("rsagg-bench-harvest-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&work)?;
+    let n = a.resources;
+
+    // the upstream
+    let port = rsagg_e2e::free_ports(1)?[0];
+    let base = format!("http://127.0.0.1:{port}");
+    let tree = work.join("www");
+    generate_tree(&tree, &base, n, a.size)?;
+    let use_nginx = match a.server {
+        ServerChoice::Nginx => true,
+        ServerChoice::Builtin => false,
+        ServerChoice::Auto => Command::new("nginx")
+            .arg("-v")
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+    };
+    let mut upstream = if use_nginx {
+        start_nginx(&tree, &work, port)?
+    } else {
+        start_builtin(&tree, port)?
+    };
+
+    println!(
+        "machine: {}; runs per figure: {} (median; peak RSS is the maximum)",
+        machine(),
+        a.runs
+    );
+    println!(
+        "{n} resources of {} bytes; upstream {base}: {}{}",
+        a.size,
+        upstream.name,
+        if use_nginx {
+            ""
+        } else {
+            " (nginx not installed)"
+        }
+    );
+    println!(
+        "working directory {} ({}); every figure is one process timed from spawn to exit",
+        work.display(),
+        fs_type(&work)
+    );
+    println!(
+        "{:<20} {:<28} {:>9} {:>12} {:>10}",
+        "case", "tool", "seconds", "resources/s", "peak MiB"
+    );
+
+    let result = (|| -> anyhow::Result<Vec<String>> {
+        let mut summary = Vec::new();
+        let get = median(
+            (0..a.runs)
+                .map(|_| {
+                    ceiling_run(
+                        Command::new(&me)
+                            .args(["harvest-get", "--base", &base, "--resources"])
+                            .arg(n.to_string())
+                            .arg("--size")
+                            .arg(a.size.to_string())
+                            .arg("--concurrency")
+                            .arg(a.get_concurrency.to_string()),
+                        "upstream GET ceiling",
+                    )
+                })
+                .collect::<anyhow::Result<_>>()?,
+        );
+        row(
+            "upstream ceiling",
+            &format!("GET x{} (reqwest)", a.get_concurrency),
+            n,
+            get,
+        );
+
+        let rs = RsaggRun {
+            bin: &bin,
+            work: &work,
+            base: &base,
+            extra: a.pipeline_extra.as_deref(),
+            log: a.rsagg_log.as_deref(),
+            n,
+        };
+
+        // (a) file:// store vs resync-sync into a directory
+        let mut mine = Vec::new();
+        let mut theirs = Vec::new();
+        for r in 0..a.runs {
+            let store = work.join(format!("store-a-{r}"));
+            std::fs::create_dir_all(&store)?;
+            mine.push(rs.run(
+                &format!("a-{r}"),
+                &format!("file://{}", store.display()),
+                &[],
+            )?);
+            if !a.skip_resync {
+                theirs.push(resync_run(&resync, &work, &base, &format!("a-{r}"), n)?);
+            }
+        }
+        let mine = median(mine);
+        row("(a) file:// store", "rsagg run --once", n, mine);
+        if !a.skip_resync {
+            let theirs = median(theirs);
+            row("(a) directory", "resync-sync --baseline", n, theirs);
+            let ratio = theirs.0 / mine.0;
+            let line = format!(
+                "(a) rsagg/resync-sync = {ratio:.1}x (target >=10x): {}",
+                if ratio >= 10.0 {
+                    "meets target"
+                } else {
+                    "BELOW target"
+                }
+            );
+            println!("{line}");
+            summary.push(line);
+        }
+
+        // (b) SeaweedFS: rsagg vs plain concurrent PUTs
+        if !a.skip_s3 {
+            let sw = rsagg_e2e::Seaweed::start().context("starting SeaweedFS")?;
+            let weed_pid = sw.pid();
+            let env = sw.env();
+            let bucket = sw.bucket().to_owned();
+            let mut mine = Vec::new();
+            let mut puts: Vec<Vec<(f64, u64)>> = vec![Vec::new(); a.put_concurrency.len()];
+            for r in 0..a.runs {
+                let prefix = format!("harvest-{}-{r}", std::process::id());
+                mine.push(rs.run(&format!("b-{r}"), &sw.store_url(&prefix), &env)?);
+                for (j, &c) in a.put_concurrency.iter().enumerate() {
+                    puts[j].push(ceiling_run(
+                        Command::new(&me)
+                            .arg("harvest-put")
+                            .arg("--tree")
+                            .arg(&tree)
+                            .arg("--resources")
+                            .arg(n.to_string())
+                            .args(["--bucket", &bucket, "--prefix"])
+                            .arg(format!("ceiling-{}-{r}-{c}", std::process::id()))
+                            .arg("--concurrency")
+                            .arg(c.to_string())
+                            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                            .env_remove("AWS_SESSION_TOKEN"),
+                        "S3 PUT ceiling",
+                    )?);
+                }
+            }
+            drop(sw);
+            let mine = median(mine);
+            row("(b) SeaweedFS", "rsagg run --once", n, mine);
+            let mut best = (f64::INFINITY, 0);
+            for (j, &c) in a.put_concurrency.iter().enumerate() {
+                let m = median(std::mem::take(&mut puts[j]));
+                row(
+                    "(b) SeaweedFS",
+                    &format!("S3 PUT x{c} (object_store)"),
+                    n,
+                    m,
+                );
+                if m.0 < best.0 {
+                    best = m;
+                }
+            }
+            let pct = 100.0 * best.0 / mine.0;
+            let line = format!(
+                "(b) rsagg/S3 PUT = {pct:.0}% (target >=50%): {}",
+                if pct >= 50.0 {
+                    "meets target"
+                } else {
+                    "BELOW target"
+                }
+            );
+            println!("{line}");
+            summary.push(line);
+            let alive = std::path::Path::new(&format!("/proc/{weed_pid}")).exists();
+            if alive {
+                eprintln!("warning: weed (pid {weed_pid}) still running after stop");
+            }
+        }
+        Ok(summary)
+    })();
+    upstream.stop();
+    let summary = result?;
+    if !summary.is_empty() {
+        println!("\nsummary");
+        for l in summary {
+            println!("  {l}");
+        }
+    }
+    if a.dir.is_none() && !a.keep {
+        std::fs::remove_dir_all(&work)?;
+    } else {
+        println!("working directory kept: {}", work.display());
+    }
+    Ok(())
+}

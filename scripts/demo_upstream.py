@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The demo's bundled sample upstream: a small ResourceSync Source served on loopback.
+
+Python standard library only. It writes a Source (Source Description at
+/.well-known/resourcesync, one Capability List, a Resource List, a Change List with created,
+updated and deleted resources, and the resources themselves) into DIR with absolute URLs for
+the port it bound, prints `listening http://127.0.0.1:PORT` and serves DIR until killed.
+
+    python3 scripts/demo_upstream.py DIR [--port N]
+"""
+import hashlib
+import http.server
+import os
+import socketserver
+import sys
+from datetime import datetime, timedelta, timezone
+
+NS = ('xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+      'xmlns:rs="http://www.openarchives.org/rs/terms/"')
+
+
+def w3c(t):
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write(root, path, data):
+    full = os.path.join(root, path.lstrip("/"))
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def build(root, base):
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    resources = {}
+    for i in range(1, 41):
+        kind = "json" if i % 4 == 0 else "txt"
+        body = (f'{{"id": {i}, "title": "Record {i}"}}\n' if kind == "json"
+                else f"Sample resource {i} of the rsagg demo upstream.\n" * (1 + i % 5))
+        resources[f"/res/{i}.{kind}"] = (body.encode(), t0 + timedelta(hours=i),
+                                          "application/json" if kind == "json" else "text/plain")
+    for path, (body, _, _) in resources.items():
+        write(root, path, body)
+
+    def md(body, mime):
+        return (f'hash="md5:{hashlib.md5(body).hexdigest()} '
+                f'sha-256:{hashlib.sha256(body).hexdigest()}" length="{len(body)}" type="{mime}"')
+
+    at = t0 + timedelta(days=3)
+    urls = "\n".join(
+        f'  <url><loc>{base}{p}</loc><lastmod>{w3c(t)}</lastmod><rs:md {md(b, m)}/></url>'
+        for p, (b, t, m) in sorted(resources.items()))
+    write(root, "/resourcelist.xml", f'''<?xml version="1.0" encoding="UTF-8"?>
+<urlset {NS}>
+  <rs:ln rel="up" href="{base}/capabilitylist.xml"/>
+  <rs:md capability="resourcelist" at="{w3c(at)}" completed="{w3c(at)}"/>
+{urls}
+</urlset>
+''')
+    # Changes after the Resource List's `at`: two new resources, one update, one deletion.
+    changes = []
+    for n, i in enumerate((41, 42)):
+        body = f"Resource {i}, created after the baseline.\n".encode()
+        write(root, f"/res/{i}.txt", body)
+        changes.append((f"/res/{i}.txt", "created", at + timedelta(minutes=10 + n), body, "text/plain"))
+    upd = f"Sample resource 3 of the rsagg demo upstream, revised.\n".encode()
+    write(root, "/res/3.txt", upd)
+    changes.append(("/res/3.txt", "updated", at + timedelta(minutes=20), upd, "text/plain"))
+    os.remove(os.path.join(root, "res/5.txt"))
+    changes.append(("/res/5.txt", "deleted", at + timedelta(minutes=30), None, None))
+    entries = []
+    for p, change, t, body, mime in changes:
+        extra = f" {md(body, mime)}" if body is not None else ""
+        entries.append(f'  <url><loc>{base}{p}</loc><lastmod>{w3c(t)}</lastmod>'
+                       f'<rs:md change="{change}" datetime="{w3c(t)}"{extra}/></url>')
+    write(root, "/changelist.xml", f'''<?xml version="1.0" encoding="UTF-8"?>
+<urlset {NS}>
+  <rs:ln rel="up" href="{base}/capabilitylist.xml"/>
+  <rs:md capability="changelist" from="{w3c(at - timedelta(days=1))}"/>
+{chr(10).join(entries)}
+</urlset>
+''')
+    write(root, "/capabilitylist.xml", f'''<?xml version="1.0" encoding="UTF-8"?>
+<urlset {NS}>
+  <rs:ln rel="up" href="{base}/.well-known/resourcesync"/>
+  <rs:md capability="capabilitylist"/>
+  <url><loc>{base}/resourcelist.xml</loc><rs:md capability="resourcelist"/></url>
+  <url><loc>{base}/changelist.xml</loc><rs:md capability="changelist"/></url>
+</urlset>
+''')
+    write(root, "/.well-known/resourcesync", f'''<?xml version="1.0" encoding="UTF-8"?>
+<urlset {NS}>
+  <rs:md capability="description"/>
+  <url><loc>{base}/capabilitylist.xml</loc><rs:md capability="capabilitylist"/></url>
+</urlset>
+''')
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {".xml": "application/xml", ".txt": "text/plain",
+                      ".json": "application/json", "": "application/xml"}
+
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    root = sys.argv[1]
+    port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
+    os.makedirs(root, exist_ok=True)
+    handler = lambda *a, **k: Handler(*a, directory=root, **k)
+    with socketserver.ThreadingTCPServer(("127.0.0.1", port), handler) as srv:
+        base = f"http://127.0.0.1:{srv.server_address[1]}"
+        build(root, base)
+        print(f"listening {base}", flush=True)
+        srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,635 @@
+//! Helpers of the harvest end-to-end tests: fixture Sources built from entries, pipeline
+//! files, running `rsagg run`, and reading back what it stored (state records, change log,
+//! quarantine, blobs).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use futures::StreamExt;
+use md5::{Digest, Md5};
+use object_store::ObjectStore;
+use rsagg_e2e::{FixtureServer, Seaweed, rsagg_bin, unique_prefix};
+use rsagg_store::{
+    Blobs, Checkpoint, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, State,
+    open_object_store,
+};
+use serde_json::Value;
+
+pub const NS: &str = r#"xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/""#;
+
+/// The upstream name every single-upstream pipeline of these tests uses.
+pub const UP: &str = "up";
+
+pub fn md5_hex(data: &[u8]) -> String {
+    Md5::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub fn sha256_hex(data: &[u8]) -> String {
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// XML documents
+
+/// `hash="md5:…" length="…"` of a body.
+pub fn md_of(body: &[u8]) -> String {
+    format!(r#"hash="md5:{}" length="{}""#, md5_hex(body), body.len())
+}
+
+/// A whole document: `root` is `urlset` or `sitemapindex`, `md` the root `<rs:md>`'s
+/// attributes, `links` (rel, href) the root's `<rs:ln>`s, `items` the `<url>`/`<sitemap>`s.
+pub fn doc(root: &str, md: &str, links: &[(&str, &str)], items: &[String]) -> String {
+    let mut s = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<{root} {NS}>\n");
+    for (rel, href) in links {
+        s.push_str(&format!("  <rs:ln rel=\"{rel}\" href=\"{href}\"/>\n"));
+    }
+    s.push_str(&format!("  <rs:md {md}/>\n"));
+    for i in items {
+        s.push_str(i);
+    }
+    s.push_str(&format!("</{root}>\n"));
+    s
+}
+
+/// One `<url>`: `md` the `<rs:md>` attributes (none when empty), `links` raw `<rs:ln>`s.
+pub fn url_item(loc: &str, lastmod: Option<&str>, md: &str, links: &str) -> String {
+    let mut s = format!("  <url>\n    <loc>{loc}</loc>\n");
+    if let Some(l) = lastmod {
+        s.push_str(&format!("    <lastmod>{l}</lastmod>\n"));
+    }
+    if !md.is_empty() {
+        s.push_str(&format!("    <rs:md {md}/>\n"));
+    }
+    s.push_str(links);
+    s.push_str("  </url>\n");
+    s
+}
+
+/// One `<sitemap>` of an index.
+pub fn sitemap_item(loc: &str, md: &str) -> String {
+    if md.is_empty() {
+        format!("  <sitemap><loc>{loc}</loc></sitemap>\n")
+    } else {
+        format!("  <sitemap><loc>{loc}</loc><rs:md {md}/></sitemap>\n")
+    }
+}
+
+/// A Change List entry; `body` gives hash and length (none for deletions).
+pub fn change_item(loc: &str, change: &str, datetime: &str, body: Option<&[u8]>) -> String {
+    let mut md = format!(r#"change="{change}" datetime="{datetime}""#);
+    if let Some(b) = body {
+        md.push(' ');
+        md.push_str(&md_of(b));
+    }
+    url_item(loc, None, &md, "")
+}
+
+// ---------------------------------------------------------------------------------------
+// Fixture Sources
+
+/// Lastmod of Resource List entries (well before every `at`).
+pub const LASTMOD: &str = "2025-12-01T00:00:00Z";
+/// `at` of the baseline Resource Lists.
+pub const T0: &str = "2026-01-01T00:00:00Z";
+
+/// A static Source on a [`FixtureServer`].
+pub struct Site {
+    pub fx: FixtureServer,
+}
+
+impl Site {
+    pub fn new() -> Result<Site> {
+        Ok(Site {
+            fx: FixtureServer::start()?,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        self.fx.url(path)
+    }
+
+    pub fn write(&self, path: &str, body: impl AsRef<[u8]>) -> Result<()> {
+        self.fx.write(path, body)
+    }
+
+    /// Writes each resource's body at its path.
+    pub fn resources(&self, res: &[(&str, &[u8])]) -> Result<()> {
+        for (p, b) in res {
+            self.write(p, b)?;
+        }
+        Ok(())
+    }
+
+    /// `/.well-known/resourcesync` (or `path`) listing Capability Lists (paths).
+    pub fn source_description(&self, path: &str, caplists: &[&str]) -> Result<()> {
+        let items: Vec<String> = caplists
+            .iter()
+            .map(|c| url_item(&self.url(c), None, r#"capability="capabilitylist""#, ""))
+            .collect();
+        self.write(
+            path,
+            doc("urlset", r#"capability="description""#, &[], &items),
+        )
+    }
+
+    /// A Capability List at `path` (`up` to `up`, a path) advertising (capability, path)s.
+    pub fn capability_list(
+        &self,
+        path: &str,
+        up: Option<&str>,
+        caps: &[(&str, &str)],
+    ) -> Result<()> {
+        let items: Vec<String> = caps
+            .iter()
+            .map(|(c, p)| url_item(&self.url(p), None, &format!(r#"capability="{c}""#), ""))
+            .collect();
+        let up_url = up.map(|u| self.url(u));
+        let links: Vec<(&str, &str)> = up_url.iter().map(|u| ("up", u.as_str())).collect();
+        self.write(
+            path,
+            doc("urlset", r#"capability="capabilitylist""#, &links, &items),
+        )
+    }
+
+    /// A Resource List at `path` (`up` → `caplist`) listing resources (path, body) with
+    /// lastmod, md5 and length.
+    pub fn resource_list(
+        &self,
+        path: &str,
+        caplist: &str,
+        at: &str,
+        res: &[(&str, &[u8])],
+    ) -> Result<()> {
+        self.write(path, self.resource_list_doc(caplist, at, res))
+    }
+
+    pub fn resource_list_doc(&self, caplist: &str, at: &str, res: &[(&str, &[u8])]) -> String {
+        let items: Vec<String> = res
+            .iter()
+            .map(|(p, b)| url_item(&self.url(p), Some(LASTMOD), &md_of(b), ""))
+            .collect();
+        doc(
+            "urlset",
+            &format!(r#"capability="resourcelist" at="{at}""#),
+            &[("up", &self.url(caplist))],
+            &items,
+        )
+    }
+
+    /// The usual small Source: Source Description → `/capabilitylist.xml` → the
+    /// documents `caps` names, plus the resources and a Resource List at
+    /// `/resourcelist.xml` (when `caps` advertises it).
+    pub fn standard(&self, caps: &[(&str, &str)], res: &[(&str, &[u8])]) -> Result<()> {
+        self.resources(res)?;
+        self.source_description("/.well-known/resourcesync", &["/capabilitylist.xml"])?;
+        self.capability_list(
+            "/capabilitylist.xml",
+            Some("/.well-known/resourcesync"),
+            caps,
+        )?;
+        if caps.iter().any(|(_, p)| *p == "/resourcelist.xml") {
+            self.resource_list("/resourcelist.xml", "/capabilitylist.xml", T0, res)?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Stores
+
+/// Where a test's copies and state go: a prefix of the shared SeaweedFS, or a temporary
+/// directory (`file://`).
+pub struct Store {
+    pub url: String,
+    prefix: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Store {
+    pub fn s3(name: &str) -> Result<Store> {
+        let sw = Seaweed::shared()?;
+        let prefix = unique_prefix(name);
+        Ok(Store {
+            url: sw.store_url(&prefix),
+            prefix: Some(prefix),
+            _dir: None,
+        })
+    }
+
+    pub fn file(name: &str) -> Result<Store> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("rsagg-e2e-{name}-"))
+            .tempdir()?;
+        let url = url::Url::from_directory_path(dir.path().join("store"))
+            .map_err(|()| anyhow::anyhow!("not an absolute path"))?;
+        Ok(Store {
+            url: url.to_string().trim_end_matches('/').to_string(),
+            prefix: None,
+            _dir: Some(dir),
+        })
+    }
+
+    /// A fresh client (one per runtime).
+    pub fn objects(&self) -> Result<Arc<dyn ObjectStore>> {
+        match &self.prefix {
+            Some(p) => Ok(Seaweed::shared()?.object_store(p)),
+            None => Ok(open_object_store(&self.url)?.objects),
+        }
+    }
+
+    pub fn env(&self) -> Result<Vec<(String, String)>> {
+        match &self.prefix {
+            Some(_) => Ok(Seaweed::shared()?.env()),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pipelines and runs
+
+/// One `[[upstream]]`.
+pub struct Upstream {
+    pub name: String,
+    pub url: String,
+    /// Extra TOML lines (e.g. `baseline = "dump"`).
+    pub extra: String,
+}
+
+pub fn upstream(name: &str, url: &str, extra: &str) -> Upstream {
+    Upstream {
+        name: name.into(),
+        url: url.into(),
+        extra: extra.into(),
+    }
+}
+
+/// A pipeline file in a temporary directory, over a store.
+pub struct Case {
+    pub store: Store,
+    pub toml: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// What one `rsagg run --once --json` did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub report: Option<Value>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The report of upstream `name`.
+    pub fn up_named(&self, name: &str) -> &Value {
+        let r = self
+            .report
+            .as_ref()
+            .unwrap_or_else(|| panic!("no JSON report; {self:?}"));
+        r["upstreams"]
+            .as_array()
+            .and_then(|a| a.iter().find(|u| u["name"] == name))
+            .unwrap_or_else(|| panic!("no upstream {name} in the report; {self:?}"))
+    }
+
+    /// The report of upstream [`UP`].
+    pub fn up(&self) -> &Value {
+        self.up_named(UP)
+    }
+
+    /// A counter of upstream [`UP`].
+    pub fn n(&self, key: &str) -> u64 {
+        self.up()[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no counter {key}; {self:?}"))
+    }
+
+    pub fn verdict(&self) -> &str {
+        self.up()["verdict"].as_str().unwrap_or("")
+    }
+
+    pub fn warnings(&self) -> Vec<String> {
+        strings(&self.up()["warnings"])
+    }
+
+    pub fn resyncs(&self) -> Vec<String> {
+        strings(&self.up()["resyncs"])
+    }
+
+    /// Panics with everything known unless the run exited 0 with verdict ok.
+    pub fn assert_ok(&self) -> &Self {
+        assert_eq!(self.code, 0, "exit code; {self:#?}");
+        assert_eq!(self.verdict(), "ok", "{self:#?}");
+        self
+    }
+
+    /// (created, updated, deleted) of upstream [`UP`].
+    pub fn cud(&self) -> (u64, u64, u64) {
+        (self.n("created"), self.n("updated"), self.n("deleted"))
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Case {
+    /// A pipeline with one upstream named [`UP`] at `url` (`allow_private = true`).
+    pub fn new(store: Store, url: &str, extra: &str) -> Result<Case> {
+        Case::with_upstreams(store, &[upstream(UP, url, extra)])
+    }
+
+    pub fn with_upstreams(store: Store, ups: &[Upstream]) -> Result<Case> {
+        let dir = tempfile::Builder::new()
+            .prefix("rsagg-e2e-pipeline-")
+            .tempdir()?;
+        let toml = dir.path().join("pipeline.toml");
+        let case = Case {
+            store,
+            toml,
+            _dir: dir,
+        };
+        case.write_pipeline(ups)?;
+        Ok(case)
+    }
+
+    /// (Re)writes the pipeline file with these upstreams.
+    pub fn write_pipeline(&self, ups: &[Upstream]) -> Result<()> {
+        let mut t = format!(
+            "[collection]\nname = \"e2e\"\nbase_url = \"http://agg.example.org/e2e/\"\n\n\
+             [store]\nurl = \"{}\"\n\n[fetch]\nretries = 2\nconnect_timeout = \"5s\"\nread_timeout = \"30s\"\n",
+            self.store.url
+        );
+        for u in ups {
+            t.push_str(&format!(
+                "\n[[upstream]]\nname = \"{}\"\nurl = \"{}\"\nallow_private = true\n{}\n",
+                u.name, u.url, u.extra
+            ));
+        }
+        std::fs::write(&self.toml, t)?;
+        Ok(())
+    }
+
+    /// `rsagg run PIPELINE --once --json` plus `args`.
+    pub fn run_with(&self, args: &[&str]) -> Result<Run> {
+        let mut cmd = Command::new(rsagg_bin()?);
+        cmd.arg("run")
+            .arg(&self.toml)
+            .args(["--once", "--json"])
+            .args(args)
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env("RUST_LOG", "info")
+            .envs(self.store.env()?);
+        let out = cmd.output().context("running rsagg")?;
+        Ok(parse_run(out))
+    }
+
+    pub fn run(&self) -> Result<Run> {
+        self.run_with(&[])
+    }
+
+    /// Everything the state holds about upstream `up` (opens the state as writer: only
+    /// while no rsagg process runs on it).
+    pub fn snapshot(&self, up: &str) -> Result<Snapshot> {
+        let objects = self.store.objects()?;
+        let up = up.to_owned();
+        block_on(async move { Snapshot::read(objects, &up).await })
+    }
+
+    /// The bytes of the blob with this SHA-256.
+    pub fn blob(&self, sha256: &str) -> Result<Vec<u8>> {
+        let objects = self.store.objects()?;
+        let sha = sha256.to_owned();
+        block_on(async move {
+            let blobs = Blobs::new(objects);
+            let mut s = blobs.get(&sha).await?;
+            let mut v = Vec::new();
+            while let Some(c) = s.next().await {
+                v.extend_from_slice(&c?);
+            }
+            Ok(v)
+        })
+    }
+
+    /// Whether the blob with this SHA-256 exists.
+    pub fn blob_exists(&self, sha256: &str) -> Result<bool> {
+        let objects = self.store.objects()?;
+        let sha = sha256.to_owned();
+        block_on(async move { Ok(Blobs::new(objects).exists(&sha).await?) })
+    }
+
+    /// Asserts that the state holds exactly these present resources (URI → bytes) among the
+    /// present records of `up` and that each blob holds those bytes; `deleted` URIs must be
+    /// records with status deleted whose last copy is still stored.
+    pub fn assert_state(
+        &self,
+        up: &str,
+        present: &[(String, Vec<u8>)],
+        deleted: &[String],
+    ) -> Result<Snapshot> {
+        let snap = self.snapshot(up)?;
+        let mut want: Vec<&str> = present.iter().map(|(u, _)| u.as_str()).collect();
+        want.sort();
+        let have: Vec<&str> = snap
+            .records
+            .values()
+            .filter(|r| r.status == ResourceStatus::Present)
+            .map(|r| r.uri.as_str())
+            .collect();
+        assert_eq!(have, want, "present records of {up}");
+        for (uri, body) in present {
+            let r = &snap.records[uri];
+            let copy = r.copy.as_ref().expect("a present record has a copy");
+            assert_eq!(copy.md5, md5_hex(body), "md5 of {uri}");
+            assert_eq!(copy.length, body.len() as u64, "length of {uri}");
+            assert_eq!(copy.sha256, sha256_hex(body), "sha256 of {uri}");
+            assert_eq!(&self.blob(&copy.sha256)?, body, "blob bytes of {uri}");
+        }
+        for uri in deleted {
+            let r = snap
+                .records
+                .get(uri)
+                .unwrap_or_else(|| panic!("no record of deleted {uri}"));
+            assert_eq!(r.status, ResourceStatus::Deleted, "status of {uri}");
+            let copy = r
+                .copy
+                .as_ref()
+                .expect("a deleted record keeps its last copy");
+            assert!(
+                self.blob_exists(&copy.sha256)?,
+                "blob of deleted {uri} kept"
+            );
+        }
+        Ok(snap)
+    }
+}
+
+fn parse_run(out: std::process::Output) -> Run {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let report = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok());
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        report,
+        stdout,
+        stderr: tail(&stderr, 40),
+    }
+}
+
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Runs `rsagg` with arbitrary arguments (exit code, stdout, stderr).
+pub fn rsagg(args: &[&str]) -> Result<(i32, String, String)> {
+    let out = Command::new(rsagg_bin()?).args(args).output()?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// Runs a future on a runtime of its own (the tests are synchronous; object_store clients
+/// are made per runtime).
+pub fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?
+        .block_on(f)
+}
+
+/// What the state holds for one upstream.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// URI → record.
+    pub records: BTreeMap<String, ResourceRecord>,
+    /// The whole change log (every upstream), in order.
+    pub log: Vec<LogEntry>,
+    /// Quarantine records of every upstream.
+    pub quarantine: Vec<QuarantineRecord>,
+}
+
+impl Snapshot {
+    pub async fn read(objects: Arc<dyn ObjectStore>, up: &str) -> Result<Snapshot> {
+        let state = State::open(objects, "e2e").await?;
+        let mut records = BTreeMap::new();
+        let mut rs = state.resources(up).await?;
+        while let Some(r) = rs.next().await? {
+            records.insert(r.uri.clone(), r);
+        }
+        let mut log = Vec::new();
+        let mut ls = state.log(1).await?;
+        while let Some(e) = ls.next().await? {
+            log.push(e);
+        }
+        let mut quarantine = Vec::new();
+        let mut qs = state.quarantine().await?;
+        while let Some(q) = qs.next().await? {
+            quarantine.push(q);
+        }
+        drop((rs, ls, qs));
+        state.close().await?;
+        Ok(Snapshot {
+            records,
+            log,
+            quarantine,
+        })
+    }
+
+    /// Log entries of `uri`, as change names.
+    pub fn log_of(&self, uri: &str) -> Vec<String> {
+        self.log
+            .iter()
+            .filter(|e| e.uri == uri)
+            .map(|e| e.change.as_str().to_owned())
+            .collect()
+    }
+
+    /// Asserts the log is gap-free (1, 2, …) and has no entry twice (same URI, change and
+    /// copy in a row for one URI).
+    pub fn assert_log_sane(&self) {
+        for (i, e) in self.log.iter().enumerate() {
+            assert_eq!(
+                e.seq,
+                i as u64 + 1,
+                "log sequence gap at {i}: {:?}",
+                self.log
+            );
+        }
+        let mut last: BTreeMap<&str, (&str, Option<&str>)> = BTreeMap::new();
+        for e in &self.log {
+            let now = (
+                e.change.as_str(),
+                e.copy.as_ref().map(|c| c.sha256.as_str()),
+            );
+            if let Some(prev) = last.insert(e.uri.as_str(), now) {
+                assert!(
+                    prev != now,
+                    "{} logged twice in a row as {now:?}: {:#?}",
+                    e.uri,
+                    self.log
+                );
+            }
+        }
+    }
+}
+
+/// Reads the checkpoint of a set (opens the state as writer).
+pub fn checkpoint(case: &Case, up: &str, set: &str) -> Result<Option<Checkpoint>> {
+    let objects = case.store.objects()?;
+    let (up, set) = (up.to_owned(), set.to_owned());
+    block_on(async move {
+        let state = State::open(objects, "e2e").await?;
+        let cp = state.checkpoint(&up, &set).await?;
+        state.close().await?;
+        Ok(cp)
+    })
+}
+
+/// Blocking GET (status, body).
+pub fn http_get(url: &str) -> Result<(u16, Vec<u8>)> {
+    let url = url.to_owned();
+    block_on(async move {
+        let r = reqwest::get(&url).await?;
+        let status = r.status().as_u16();
+        Ok((status, r.bytes().await?.to_vec()))
+    })
+}
+
+pub fn must(cond: bool, what: &str) -> Result<()> {
+    if !cond {
+        bail!("{what}");
+    }
+    Ok(())
+}
+
+/// Path of a file under a temporary directory, for ad-hoc files.
+pub fn tmp_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

@@ -1,0 +1,1756 @@
+//! End-to-end tests of harvesting (issue "Harvest" §8): `rsagg run --once --json` against
+//! static fixture Sources (FixtureServer) and resync-simulator, into SeaweedFS (one shared
+//! server, a prefix per test) or a `file://` store; every assertion reads back real effects:
+//! state records, blob bytes, change-log entries, quarantine records, hit counts.
+//!
+//! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
+//! cargo test -p rsagg-e2e --test harvest -- --test-threads=2`.
+
+mod common;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use common::*;
+use rsagg_e2e::{Failure, Gzip, SimOptions, Simulator, rsagg_bin};
+use rsagg_model::{
+    Capability, Change, Hashes, Header, Link, Md, Mode, Root, UrlEntry, W3cDateTime,
+};
+use rsagg_sitemap::{ReadOptions, SyncReader};
+use rsagg_store::{ResourceStatus, State};
+
+/// (path, body) pairs from string literals.
+fn res<'a>(v: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a [u8])> {
+    v.iter().map(|(p, b)| (*p, b.as_bytes())).collect()
+}
+
+/// (full URL, bytes) of resources on a site, for [`Case::assert_state`].
+fn expect(site: &Site, v: &[(&str, &[u8])]) -> Vec<(String, Vec<u8>)> {
+    v.iter().map(|(p, b)| (site.url(p), b.to_vec())).collect()
+}
+
+fn urls(site: &Site, paths: &[&str]) -> Vec<String> {
+    paths.iter().map(|p| site.url(p)).collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Resource List Index baseline
+
+fn resource_list_index_baseline(store: Store) -> Result<()> {
+    let site = Site::new()?;
+    let all = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo"),
+        ("/res/c.txt", "charlie"),
+        ("/res/d.txt", "delta"),
+        ("/res/e.txt", "echo"),
+    ]);
+    site.resources(&all)?;
+    site.source_description("/.well-known/resourcesync", &["/capabilitylist.xml"])?;
+    site.capability_list(
+        "/capabilitylist.xml",
+        Some("/.well-known/resourcesync"),
+        &[("resourcelist", "/resourcelist-index.xml")],
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    let index = site.url("/resourcelist-index.xml");
+    for (part, slice) in [
+        ("/resourcelist-1.xml", &all[..3]),
+        ("/resourcelist-2.xml", &all[3..]),
+    ] {
+        let items: Vec<String> = slice
+            .iter()
+            .map(|(p, b)| url_item(&site.url(p), Some(LASTMOD), &md_of(b), ""))
+            .collect();
+        site.write(
+            part,
+            doc(
+                "urlset",
+                &format!(r#"capability="resourcelist" at="{T0}""#),
+                &[("up", &cap), ("index", &index)],
+                &items,
+            ),
+        )?;
+    }
+    site.write(
+        "/resourcelist-index.xml",
+        doc(
+            "sitemapindex",
+            &format!(r#"capability="resourcelist" at="{T0}""#),
+            &[("up", &cap)],
+            &[
+                sitemap_item(&site.url("/resourcelist-1.xml"), &format!(r#"at="{T0}""#)),
+                sitemap_item(&site.url("/resourcelist-2.xml"), &format!(r#"at="{T0}""#)),
+            ],
+        ),
+    )?;
+
+    let case = Case::new(store, &site.url("/.well-known/resourcesync"), "")?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (5, 0, 0), "{run:#?}");
+    assert_eq!(run.up()["route"], "SourceDescription");
+    assert_eq!(run.n("sets"), 1);
+    assert!(site.fx.hits("/resourcelist-1.xml") >= 1 && site.fx.hits("/resourcelist-2.xml") >= 1);
+    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
+    assert_eq!(snap.log.len(), 5);
+    assert!(snap.log.iter().all(|e| e.change == Change::Created));
+    snap.assert_log_sane();
+    assert!(
+        snap.records.values().all(|r| r.set == cap),
+        "set of each record"
+    );
+
+    // Nothing changed upstream: the re-sync (no Change List) fetches nothing and logs nothing.
+    site.fx.reset_counters();
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    assert_eq!(run.n("unchanged"), 5);
+    assert!(!run.resyncs().is_empty(), "{run:#?}");
+    for (p, _) in &all {
+        assert_eq!(
+            site.fx.hits(p),
+            0,
+            "{p} refetched although listed unchanged"
+        );
+    }
+    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
+    assert_eq!(snap.log.len(), 5);
+    Ok(())
+}
+
+#[test]
+fn resource_list_index_baseline_s3() -> Result<()> {
+    resource_list_index_baseline(Store::s3("rl-index")?)
+}
+
+#[test]
+fn resource_list_index_baseline_file_store() -> Result<()> {
+    resource_list_index_baseline(Store::file("rl-index")?)
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Change List Index: closed + open lists, incremental, replays, deletions
+
+#[test]
+fn change_list_index_incremental() -> Result<()> {
+    let site = Site::new()?;
+    let v1 = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo"),
+        ("/res/c.txt", "charlie"),
+    ]);
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist-index.xml"),
+        ],
+        &v1,
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    let index = site.url("/changelist-index.xml");
+    let write_index = || -> Result<()> {
+        site.write(
+            "/changelist-index.xml",
+            doc(
+                "sitemapindex",
+                r#"capability="changelist" from="2025-12-30T00:00:00Z""#,
+                &[("up", &cap)],
+                &[
+                    sitemap_item(
+                        &site.url("/changelist-1.xml"),
+                        r#"from="2025-12-30T00:00:00Z" until="2025-12-31T00:00:00Z""#,
+                    ),
+                    sitemap_item(
+                        &site.url("/changelist-2.xml"),
+                        r#"from="2025-12-31T00:00:00Z""#,
+                    ),
+                ],
+            ),
+        )
+    };
+    write_index()?;
+    // The closed list: changes long before the baseline.
+    site.write(
+        "/changelist-1.xml",
+        doc(
+            "urlset",
+            r#"capability="changelist" from="2025-12-30T00:00:00Z" until="2025-12-31T00:00:00Z""#,
+            &[("up", &cap), ("index", &index)],
+            &[change_item(
+                &site.url("/res/a.txt"),
+                "created",
+                "2025-12-30T12:00:00Z",
+                Some(b"alpha"),
+            )],
+        ),
+    )?;
+    let open = |items: &[String]| -> Result<()> {
+        site.write(
+            "/changelist-2.xml",
+            doc(
+                "urlset",
+                r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+                &[("up", &cap), ("index", &index)],
+                items,
+            ),
+        )
+    };
+    let mut changes = vec![change_item(
+        &site.url("/res/b.txt"),
+        "updated",
+        "2025-12-31T12:00:00Z",
+        Some(b"bravo"),
+    )];
+    open(&changes)?;
+
+    let case = Case::new(
+        Store::s3("cl-index")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+    assert_eq!(
+        run.n("replayed"),
+        1,
+        "the open list's change before the baseline: {run:#?}"
+    );
+    assert_eq!(
+        site.fx.hits("/changelist-1.xml"),
+        0,
+        "a closed list that ends before the checkpoint is not read"
+    );
+    let snap = case.assert_state(UP, &expect(&site, &v1), &[])?;
+    assert_eq!(snap.log.len(), 3);
+
+    // Upstream changes: b updated, d created, c deleted; announced in the open list.
+    site.write("/res/b.txt", "bravo-2")?;
+    site.write("/res/d.txt", "delta")?;
+    site.fx.remove("/res/c.txt")?;
+    changes.push(change_item(
+        &site.url("/res/b.txt"),
+        "updated",
+        "2026-01-02T00:00:00Z",
+        Some(b"bravo-2"),
+    ));
+    changes.push(change_item(
+        &site.url("/res/d.txt"),
+        "created",
+        "2026-01-02T01:00:00Z",
+        Some(b"delta"),
+    ));
+    changes.push(change_item(
+        &site.url("/res/c.txt"),
+        "deleted",
+        "2026-01-02T02:00:00Z",
+        None,
+    ));
+    open(&changes)?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
+    assert_eq!(run.n("replayed"), 1, "{run:#?}");
+    let v2 = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo-2"),
+        ("/res/d.txt", "delta"),
+    ]);
+    let snap = case.assert_state(UP, &expect(&site, &v2), &urls(&site, &["/res/c.txt"]))?;
+    assert_eq!(snap.log.len(), 6, "{:#?}", snap.log);
+    snap.assert_log_sane();
+    assert_eq!(snap.log_of(&site.url("/res/b.txt")), ["created", "updated"]);
+    assert_eq!(snap.log_of(&site.url("/res/c.txt")), ["created", "deleted"]);
+    assert_eq!(snap.log_of(&site.url("/res/d.txt")), ["created"]);
+
+    // Nothing new: every change is a replay, the log does not grow.
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    assert_eq!(run.n("replayed"), 4, "{run:#?}");
+    assert_eq!(case.snapshot(UP)?.log.len(), 6);
+
+    // One more change in the open list: only it is processed.
+    site.write("/res/a.txt", "alpha-2")?;
+    changes.push(change_item(
+        &site.url("/res/a.txt"),
+        "updated",
+        "2026-01-03T00:00:00Z",
+        Some(b"alpha-2"),
+    ));
+    open(&changes)?;
+    site.fx.reset_counters();
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 1, 0), "{run:#?}");
+    assert_eq!(run.n("replayed"), 4, "{run:#?}");
+    for p in ["/res/b.txt", "/res/c.txt", "/res/d.txt"] {
+        assert_eq!(
+            site.fx.hits(p),
+            0,
+            "{p} fetched again for a replayed change"
+        );
+    }
+    let v3 = res(&[
+        ("/res/a.txt", "alpha-2"),
+        ("/res/b.txt", "bravo-2"),
+        ("/res/d.txt", "delta"),
+    ]);
+    let snap = case.assert_state(UP, &expect(&site, &v3), &urls(&site, &["/res/c.txt"]))?;
+    assert_eq!(snap.log.len(), 7, "{:#?}", snap.log);
+    snap.assert_log_sane();
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Resource Dump baseline, and the fallback to the list
+
+/// Builds a ZIP package of `items` (path on the site, body) with a manifest of capability
+/// `manifest_cap` (resourcedump-manifest or changedump-manifest); returns (zip bytes,
+/// manifest XML). `changes` gives (change, datetime) per item for Change Dump packages;
+/// a deletion has no body.
+fn package(
+    site: &Site,
+    manifest_md: Md,
+    items: &[(&str, Option<&[u8]>, Option<(&str, &str)>)],
+) -> Result<(Vec<u8>, String)> {
+    let mut header = Header::new(
+        Root::Urlset,
+        manifest_md.capability.clone().context("capability")?,
+    );
+    header.md = Some(manifest_md);
+    header
+        .links
+        .push(Link::new("up", site.url("/capabilitylist.xml")));
+    let mut writer = rsagg_dump::PackageWriter::new(tempfile::tempfile()?);
+    let mut entries = Vec::new();
+    let mut xml_items = Vec::new();
+    for (path, body, change) in items {
+        let zip_path = format!("/resources{path}");
+        let mut md = Md::default();
+        if let Some(b) = body {
+            writer.add(&zip_path, &mut &b[..])?;
+            md.hash = Some(Hashes::parse(&format!("md5:{}", md5_hex(b)), |_| {}));
+            md.length = Some(b.len() as u64);
+            md.path = Some(zip_path.clone());
+            md.mime_type = Some("text/plain".into());
+        }
+        if let Some((c, dt)) = change {
+            md.change = Some(Change::parse(c));
+            md.datetime = Some(W3cDateTime::parse(dt)?.value);
+        }
+        let mut xml_md = String::new();
+        if let Some(b) = body {
+            xml_md = format!(r#"{} path="{zip_path}" type="text/plain""#, md_of(b));
+        }
+        if let Some((c, dt)) = change {
+            xml_md = format!(r#"change="{c}" datetime="{dt}" {xml_md}"#);
+        }
+        let lastmod = change.is_none().then_some(LASTMOD);
+        if lastmod.is_some() {
+            xml_items.push(url_item(&site.url(path), lastmod, xml_md.trim(), ""));
+        } else {
+            xml_items.push(url_item(&site.url(path), None, xml_md.trim(), ""));
+        }
+        entries.push(UrlEntry {
+            loc: site.url(path),
+            lastmod: lastmod
+                .map(|l| W3cDateTime::parse(l).map(|p| p.value))
+                .transpose()?,
+            md: Some(md),
+            ..UrlEntry::default()
+        });
+    }
+    let mut file = writer.finish(&header, &mut entries.clone().into_iter())?;
+    use std::io::{Read, Seek};
+    file.rewind()?;
+    let mut zip = Vec::new();
+    file.read_to_end(&mut zip)?;
+    // The manifest copy linked with rel="contents" (same content as manifest.xml).
+    let md = header.md.as_ref().context("md")?;
+    let mut attrs = format!(r#"capability="{}""#, md.capability.as_ref().context("cap")?);
+    for (name, t) in [("at", md.at), ("from", md.from), ("until", md.until)] {
+        if let Some(t) = t {
+            attrs.push_str(&format!(r#" {name}="{t}""#));
+        }
+    }
+    let manifest = doc(
+        "urlset",
+        &attrs,
+        &[("up", &site.url("/capabilitylist.xml"))],
+        &xml_items,
+    );
+    Ok((zip, manifest))
+}
+
+/// A dump document entry for a package at `pkg` (with its manifest at `manifest`).
+fn package_item(site: &Site, pkg: &str, zip: &[u8], manifest: &str, extra_md: &str) -> String {
+    url_item(
+        &site.url(pkg),
+        None,
+        &format!(r#"type="application/zip" {} {extra_md}"#, md_of(zip))
+            .trim()
+            .to_string(),
+        &format!(
+            "    <rs:ln rel=\"contents\" href=\"{}\" type=\"application/xml\"/>\n",
+            site.url(manifest)
+        ),
+    )
+}
+
+fn dump_site(corrupt: bool) -> Result<(Site, Vec<(&'static str, &'static [u8])>)> {
+    let site = Site::new()?;
+    let all: Vec<(&'static str, &'static [u8])> = vec![
+        ("/res/a.txt", b"alpha"),
+        ("/res/b.txt", b"bravo"),
+        ("/res/c.txt", b"charlie"),
+    ];
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("resourcedump", "/resourcedump.xml"),
+        ],
+        &all,
+    )?;
+    let (zip, manifest) = package(
+        &site,
+        Md {
+            capability: Some(Capability::ResourceDumpManifest),
+            at: Some(W3cDateTime::parse(T0)?.value),
+            ..Md::default()
+        },
+        &all.iter()
+            .map(|(p, b)| (*p, Some(*b), None))
+            .collect::<Vec<_>>(),
+    )?;
+    site.write("/dump/part1.zip", &zip)?;
+    site.write("/dump/manifest1.xml", &manifest)?;
+    let mut item = package_item(&site, "/dump/part1.zip", &zip, "/dump/manifest1.xml", "");
+    if corrupt {
+        // The package's announced hash does not match its bytes.
+        item = item.replace(&md5_hex(&zip), &md5_hex(b"something else"));
+    }
+    site.write(
+        "/resourcedump.xml",
+        doc(
+            "urlset",
+            &format!(r#"capability="resourcedump" at="{T0}""#),
+            &[("up", &site.url("/capabilitylist.xml"))],
+            &[item],
+        ),
+    )?;
+    Ok((site, all))
+}
+
+#[test]
+fn resource_dump_baseline() -> Result<()> {
+    let (site, all) = dump_site(false)?;
+    let case = Case::new(
+        Store::s3("rdump")?,
+        &site.url("/.well-known/resourcesync"),
+        r#"baseline = "dump""#,
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+    assert_eq!(site.fx.hits("/dump/part1.zip"), 1);
+    for (p, _) in &all {
+        assert_eq!(
+            site.fx.hits(p),
+            0,
+            "{p} fetched one by one despite the dump"
+        );
+    }
+    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
+    assert_eq!(snap.log.len(), 3);
+    snap.assert_log_sane();
+    Ok(())
+}
+
+#[test]
+fn broken_resource_dump_falls_back_to_the_list() -> Result<()> {
+    let (site, all) = dump_site(true)?;
+    let case = Case::new(
+        Store::s3("rdump-broken")?,
+        &site.url("/.well-known/resourcesync"),
+        r#"baseline = "dump""#,
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+    assert!(
+        run.warnings()
+            .iter()
+            .any(|w| w.contains("Resource Dump unusable")),
+        "{run:#?}"
+    );
+    assert_eq!(site.fx.hits("/resourcelist.xml"), 1);
+    for (p, _) in &all {
+        assert_eq!(site.fx.hits(p), 1, "{p} fetched from the list");
+    }
+    case.assert_state(UP, &expect(&site, &all), &[])?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Change Dump incremental (no Change List)
+
+#[test]
+fn change_dump_incremental() -> Result<()> {
+    let site = Site::new()?;
+    let v1 = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo"),
+        ("/res/c.txt", "charlie"),
+    ]);
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changedump", "/changedump.xml"),
+        ],
+        &v1,
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    let changedump = |items: &[String]| -> Result<()> {
+        site.write(
+            "/changedump.xml",
+            doc(
+                "urlset",
+                r#"capability="changedump" from="2025-12-31T00:00:00Z""#,
+                &[("up", &cap)],
+                items,
+            ),
+        )
+    };
+    changedump(&[])?;
+    let case = Case::new(
+        Store::s3("cdump")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+
+    // Package 1: b updated, d created, c deleted.
+    site.write("/res/b.txt", "bravo-2")?;
+    site.write("/res/d.txt", "delta")?;
+    site.fx.remove("/res/c.txt")?;
+    let md = |from: &str, until: &str| -> Result<Md> {
+        Ok(Md {
+            capability: Some(Capability::ChangeDumpManifest),
+            from: Some(W3cDateTime::parse(from)?.value),
+            until: Some(W3cDateTime::parse(until)?.value),
+            ..Md::default()
+        })
+    };
+    let (zip1, man1) = package(
+        &site,
+        md("2026-01-02T00:00:00Z", "2026-01-02T03:00:00Z")?,
+        &[
+            (
+                "/res/b.txt",
+                Some(b"bravo-2"),
+                Some(("updated", "2026-01-02T00:30:00Z")),
+            ),
+            (
+                "/res/d.txt",
+                Some(b"delta"),
+                Some(("created", "2026-01-02T01:00:00Z")),
+            ),
+            (
+                "/res/c.txt",
+                None,
+                Some(("deleted", "2026-01-02T02:00:00Z")),
+            ),
+        ],
+    )?;
+    site.write("/cd/1.zip", &zip1)?;
+    site.write("/cd/1.xml", &man1)?;
+    let item1 = package_item(
+        &site,
+        "/cd/1.zip",
+        &zip1,
+        "/cd/1.xml",
+        r#"from="2026-01-02T00:00:00Z" until="2026-01-02T03:00:00Z""#,
+    );
+    changedump(std::slice::from_ref(&item1))?;
+    site.fx.reset_counters();
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
+    assert_eq!(site.fx.hits("/cd/1.zip"), 1);
+    assert_eq!(
+        site.fx.hits("/res/b.txt") + site.fx.hits("/res/d.txt"),
+        0,
+        "taken from the package"
+    );
+    let v2 = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo-2"),
+        ("/res/d.txt", "delta"),
+    ]);
+    let snap = case.assert_state(UP, &expect(&site, &v2), &urls(&site, &["/res/c.txt"]))?;
+    assert_eq!(snap.log.len(), 6, "{:#?}", snap.log);
+    snap.assert_log_sane();
+
+    // Package 2: a updated; package 1's changes are not applied again.
+    site.write("/res/a.txt", "alpha-2")?;
+    let (zip2, man2) = package(
+        &site,
+        md("2026-01-03T00:00:00Z", "2026-01-03T01:00:00Z")?,
+        &[(
+            "/res/a.txt",
+            Some(b"alpha-2"),
+            Some(("updated", "2026-01-03T00:30:00Z")),
+        )],
+    )?;
+    site.write("/cd/2.zip", &zip2)?;
+    site.write("/cd/2.xml", &man2)?;
+    let item2 = package_item(
+        &site,
+        "/cd/2.zip",
+        &zip2,
+        "/cd/2.xml",
+        r#"from="2026-01-03T00:00:00Z" until="2026-01-03T01:00:00Z""#,
+    );
+    changedump(&[item1, item2])?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 1, 0), "{run:#?}");
+    let v3 = res(&[
+        ("/res/a.txt", "alpha-2"),
+        ("/res/b.txt", "bravo-2"),
+        ("/res/d.txt", "delta"),
+    ]);
+    let snap = case.assert_state(UP, &expect(&site, &v3), &urls(&site, &["/res/c.txt"]))?;
+    assert_eq!(snap.log.len(), 7, "{:#?}", snap.log);
+    snap.assert_log_sane();
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Two sets of resources
+
+#[test]
+fn two_sets_all_by_default_or_the_selected_one() -> Result<()> {
+    let site = Site::new()?;
+    let a = res(&[("/a/1.txt", "a-one"), ("/a/2.txt", "a-two")]);
+    let b = res(&[("/b/1.txt", "b-one")]);
+    site.resources(&a)?;
+    site.resources(&b)?;
+    site.source_description(
+        "/.well-known/resourcesync",
+        &["/a/capabilitylist.xml", "/b/capabilitylist.xml"],
+    )?;
+    for (set, list) in [("a", &a), ("b", &b)] {
+        let cap = format!("/{set}/capabilitylist.xml");
+        let rl = format!("/{set}/resourcelist.xml");
+        site.capability_list(
+            &cap,
+            Some("/.well-known/resourcesync"),
+            &[("resourcelist", &rl)],
+        )?;
+        site.resource_list(&rl, &cap, T0, list)?;
+    }
+    let sd = site.url("/.well-known/resourcesync");
+    let case = Case::new(Store::s3("two-sets")?, &sd, "")?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.n("sets"), 2);
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+    let both: Vec<_> = a.iter().chain(b.iter()).copied().collect();
+    let snap = case.assert_state(UP, &expect(&site, &both), &[])?;
+    for (p, _) in &a {
+        assert_eq!(
+            snap.records[&site.url(p)].set,
+            site.url("/a/capabilitylist.xml")
+        );
+    }
+    assert_eq!(
+        snap.records[&site.url("/b/1.txt")].set,
+        site.url("/b/capabilitylist.xml")
+    );
+
+    site.fx.reset_counters();
+    let only_a = format!(
+        "capability_lists = [\"{}\"]",
+        site.url("/a/capabilitylist.xml")
+    );
+    let case = Case::new(Store::s3("one-set")?, &sd, &only_a)?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.n("sets"), 1);
+    assert_eq!(run.cud(), (2, 0, 0), "{run:#?}");
+    assert_eq!(
+        site.fx.hits("/b/resourcelist.xml") + site.fx.hits("/b/1.txt"),
+        0
+    );
+    case.assert_state(UP, &expect(&site, &a), &[])?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Discovery routes
+
+fn discovery_case(site: &Site, entry: &str, route: &str, all: &[(&str, &[u8])]) -> Result<()> {
+    let case = Case::new(Store::s3("discovery")?, &site.url(entry), "")?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.up()["route"], route, "{run:#?}");
+    assert_eq!(run.cud(), (all.len() as u64, 0, 0), "{run:#?}");
+    case.assert_state(UP, &expect(site, all), &[])?;
+    Ok(())
+}
+
+fn two_resources() -> Vec<(&'static str, &'static [u8])> {
+    vec![("/res/x.txt", b"x-ray"), ("/res/y.txt", b"yankee")]
+}
+
+#[test]
+fn discovery_well_known() -> Result<()> {
+    let site = Site::new()?;
+    let all = two_resources();
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    // The site root is a 404; the well-known URI of its host leads on.
+    discovery_case(&site, "/", "WellKnown", &all)
+}
+
+#[test]
+fn discovery_robots_txt() -> Result<()> {
+    let site = Site::new()?;
+    let all = two_resources();
+    site.resources(&all)?;
+    site.capability_list(
+        "/rs/capabilitylist.xml",
+        None,
+        &[("resourcelist", "/rs/resourcelist.xml")],
+    )?;
+    site.resource_list("/rs/resourcelist.xml", "/rs/capabilitylist.xml", T0, &all)?;
+    site.write(
+        "/robots.txt",
+        format!(
+            "User-agent: *\nDisallow: /private/\nSitemap: {}\n",
+            site.url("/rs/resourcelist.xml")
+        ),
+    )?;
+    discovery_case(&site, "/", "RobotsTxt", &all)
+}
+
+#[test]
+fn discovery_html_link() -> Result<()> {
+    let site = Site::new()?;
+    let all = two_resources();
+    site.resources(&all)?;
+    site.capability_list(
+        "/rs/capabilitylist.xml",
+        None,
+        &[("resourcelist", "/rs/resourcelist.xml")],
+    )?;
+    site.resource_list("/rs/resourcelist.xml", "/rs/capabilitylist.xml", T0, &all)?;
+    site.write(
+        "/page/index.html",
+        format!(
+            "<!DOCTYPE html>\n<html><head><title>t</title>\n<link rel=\"resourcesync\" href=\"{}\">\n</head><body>hi</body></html>\n",
+            site.url("/rs/capabilitylist.xml")
+        ),
+    )?;
+    discovery_case(&site, "/page/", "HtmlLink", &all)
+}
+
+#[test]
+fn discovery_link_header() -> Result<()> {
+    let site = Site::new()?;
+    let all = two_resources();
+    site.resources(&all)?;
+    site.source_description("/rs/description.xml", &["/rs/capabilitylist.xml"])?;
+    site.capability_list(
+        "/rs/capabilitylist.xml",
+        Some("/rs/description.xml"),
+        &[("resourcelist", "/rs/resourcelist.xml")],
+    )?;
+    site.resource_list("/rs/resourcelist.xml", "/rs/capabilitylist.xml", T0, &all)?;
+    site.write("/landing.txt", "a landing page\n")?;
+    site.fx.set_header(
+        "/landing.txt",
+        "Link",
+        &format!(
+            "<{}>; rel=\"resourcesync\"",
+            site.url("/rs/description.xml")
+        ),
+    );
+    discovery_case(&site, "/landing.txt", "LinkHeader", &all)
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. Only a Resource List: every run after the baseline re-syncs
+
+#[test]
+fn resource_list_only_resyncs_file_store() -> Result<()> {
+    let site = Site::new()?;
+    let v1 = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo"),
+        ("/res/c.txt", "charlie"),
+    ]);
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &v1)?;
+    let case = Case::new(
+        Store::file("rl-only")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+    assert!(
+        run.resyncs().is_empty(),
+        "a baseline is not a re-sync: {run:#?}"
+    );
+    case.assert_state(UP, &expect(&site, &v1), &[])?;
+
+    // a modified, d added, c removed.
+    let v2 = res(&[
+        ("/res/a.txt", "alpha-2"),
+        ("/res/b.txt", "bravo"),
+        ("/res/d.txt", "delta"),
+    ]);
+    site.resources(&v2)?;
+    site.fx.remove("/res/c.txt")?;
+    site.resource_list(
+        "/resourcelist.xml",
+        "/capabilitylist.xml",
+        "2026-01-02T00:00:00Z",
+        &v2,
+    )?;
+    site.fx.reset_counters();
+    let run = case.run()?;
+    run.assert_ok();
+    assert!(!run.resyncs().is_empty(), "{run:#?}");
+    assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
+    assert_eq!(run.n("unchanged"), 1);
+    assert_eq!(site.fx.hits("/res/b.txt"), 0, "unchanged b is not fetched");
+    let snap = case.assert_state(UP, &expect(&site, &v2), &urls(&site, &["/res/c.txt"]))?;
+    assert_eq!(snap.log.len(), 6, "{:#?}", snap.log);
+    snap.assert_log_sane();
+    assert_eq!(snap.log_of(&site.url("/res/a.txt")), ["created", "updated"]);
+    assert_eq!(snap.log_of(&site.url("/res/c.txt")), ["created", "deleted"]);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. Changes fell out of the upstream's window: re-sync
+
+/// Baseline at T0, then the upstream's Change List is replaced by one starting after T0
+/// (c's deletion fell out of the window) and its Resource List moves to 2026-01-05.
+/// Returns after the second (re-syncing) run.
+fn gap_scenario(name: &str) -> Result<(Site, Case, Run)> {
+    let site = Site::new()?;
+    let v1 = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo"),
+        ("/res/c.txt", "charlie"),
+    ]);
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist.xml"),
+        ],
+        &v1,
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    site.write(
+        "/changelist.xml",
+        doc(
+            "urlset",
+            r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+            &[("up", &cap)],
+            &[change_item(
+                &site.url("/res/b.txt"),
+                "updated",
+                "2025-12-31T12:00:00Z",
+                Some(b"bravo"),
+            )],
+        ),
+    )?;
+    let case = Case::new(Store::s3(name)?, &site.url("/.well-known/resourcesync"), "")?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+    assert!(run.resyncs().is_empty(), "{run:#?}");
+
+    // The upstream moved on: a updated, c deleted, d created; its Change List now starts
+    // after rsagg's checkpoint (T0), so c's deletion is no longer announced anywhere.
+    let v2 = res(&[
+        ("/res/a.txt", "alpha-2"),
+        ("/res/b.txt", "bravo"),
+        ("/res/d.txt", "delta"),
+    ]);
+    site.resources(&v2)?;
+    site.fx.remove("/res/c.txt")?;
+    site.resource_list(
+        "/resourcelist.xml",
+        "/capabilitylist.xml",
+        "2026-01-05T00:00:00Z",
+        &v2,
+    )?;
+    site.write(
+        "/changelist.xml",
+        doc(
+            "urlset",
+            r#"capability="changelist" from="2026-01-03T00:00:00Z""#,
+            &[("up", &cap)],
+            &[
+                change_item(
+                    &site.url("/res/a.txt"),
+                    "updated",
+                    "2026-01-04T00:00:00Z",
+                    Some(b"alpha-2"),
+                ),
+                change_item(
+                    &site.url("/res/d.txt"),
+                    "created",
+                    "2026-01-04T01:00:00Z",
+                    Some(b"delta"),
+                ),
+            ],
+        ),
+    )?;
+    let run = case.run()?;
+    Ok((site, case, run))
+}
+
+#[test]
+fn change_list_gap_resyncs_from_the_resource_list() -> Result<()> {
+    let (site, case, run) = gap_scenario("gap")?;
+    let cap = site.url("/capabilitylist.xml");
+    let v2 = res(&[
+        ("/res/a.txt", "alpha-2"),
+        ("/res/b.txt", "bravo"),
+        ("/res/d.txt", "delta"),
+    ]);
+    run.assert_ok();
+    assert_eq!(run.resyncs().len(), 1, "{run:#?}");
+    assert!(run.resyncs()[0].contains("re-synced"), "{run:#?}");
+    assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
+    let snap = case.assert_state(UP, &expect(&site, &v2), &urls(&site, &["/res/c.txt"]))?;
+    assert_eq!(snap.log.len(), 6, "{:#?}", snap.log);
+    snap.assert_log_sane();
+    let cp = checkpoint(&case, UP, &cap)?.context("checkpoint")?;
+    assert_eq!(
+        cp.baseline_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-01-05T00:00:00Z"),
+        "{cp:?}"
+    );
+
+    // The next run is incremental again.
+    let run = case.run()?;
+    run.assert_ok();
+    assert!(run.resyncs().is_empty(), "{run:#?}");
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    assert_eq!(run.n("replayed"), 2, "{run:#?}");
+    Ok(())
+}
+
+/// `Checkpoint::resyncs` counts the re-syncs forced by a gap (records.rs); after one it must
+/// say 1, whether or not a later change was applied in the same run.
+#[test]
+fn gap_resync_is_counted_in_the_checkpoint() -> Result<()> {
+    let (site, case, run) = gap_scenario("gap-count")?;
+    run.assert_ok();
+    assert_eq!(run.resyncs().len(), 1, "{run:#?}");
+    let cp = checkpoint(&case, UP, &site.url("/capabilitylist.xml"))?.context("checkpoint")?;
+    assert_eq!(cp.resyncs, 1, "persisted re-sync count: {cp:?}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. Verification: quarantine, retries, redirects, gzip
+
+#[test]
+fn mismatching_bytes_are_refetched_once_then_quarantined() -> Result<()> {
+    let site = Site::new()?;
+    let good = ("/res/good.txt", &b"good bytes"[..]);
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &[good])?;
+    site.write("/res/bad.txt", "tampered bytes")?;
+    let cap = site.url("/capabilitylist.xml");
+    // No lastmod on the bad entry: a served Last-Modified later than the listed time would
+    // explain the mismatch (a newer version) and be accepted.
+    let rl = |bad_listed: &[u8]| -> Result<()> {
+        site.write(
+            "/resourcelist.xml",
+            doc(
+                "urlset",
+                &format!(r#"capability="resourcelist" at="{T0}""#),
+                &[("up", &cap)],
+                &[
+                    url_item(&site.url(good.0), Some(LASTMOD), &md_of(good.1), ""),
+                    url_item(&site.url("/res/bad.txt"), None, &md_of(bad_listed), ""),
+                ],
+            ),
+        )
+    };
+    rl(b"expected bytes")?;
+    let case = Case::new(
+        Store::s3("quarantine")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.verdict(), "ok", "{run:#?}");
+    assert_eq!(run.n("quarantined"), 1, "{run:#?}");
+    assert_eq!(run.n("created"), 1, "{run:#?}");
+    assert_eq!(
+        site.fx.hits("/res/bad.txt"),
+        2,
+        "fetched, then refetched once"
+    );
+    let bad = site.url("/res/bad.txt");
+    let snap = case.assert_state(UP, &expect(&site, &[good]), &[])?;
+    assert!(
+        !snap.records.contains_key(&bad),
+        "no record for a quarantined resource"
+    );
+    assert_eq!(snap.quarantine.len(), 1, "{:#?}", snap.quarantine);
+    assert_eq!(snap.quarantine[0].uri, bad);
+    assert!(
+        snap.quarantine[0]
+            .expected
+            .contains(&md5_hex(b"expected bytes"))
+    );
+    assert!(snap.quarantine[0].got.contains(&md5_hex(b"tampered bytes")));
+
+    let run = case.run_with(&["--fail-on-quarantine"])?;
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.n("quarantined"), 1, "{run:#?}");
+
+    // Fixed upstream: stored, quarantine lifted.
+    rl(b"tampered bytes")?;
+    let run = case.run_with(&["--fail-on-quarantine"])?;
+    run.assert_ok();
+    assert_eq!(run.n("quarantined"), 0);
+    assert_eq!(run.n("created"), 1, "{run:#?}");
+    let both = vec![
+        (site.url(good.0), good.1.to_vec()),
+        (bad.clone(), b"tampered bytes".to_vec()),
+    ];
+    let snap = case.assert_state(UP, &both, &[])?;
+    assert!(snap.quarantine.is_empty(), "{:#?}", snap.quarantine);
+    Ok(())
+}
+
+#[test]
+fn retries_redirects_and_gzip() -> Result<()> {
+    let site = Site::new()?;
+    let all = res(&[
+        ("/res/flaky.txt", "flaky but there"),
+        ("/res/moved.txt", "the moved resource's bytes"),
+        ("/res/zipped.txt", "inflated bytes are what counts"),
+        ("/res/plain.txt", "plain"),
+    ]);
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    // flaky: 503 once, then 200.
+    site.fx
+        .fail_next("/res/flaky.txt", 1, Failure::unavailable(0));
+    // moved: a permanent redirect to where the bytes are.
+    site.write("/elsewhere/moved.txt", "the moved resource's bytes")?;
+    site.fx.fail_always(
+        "/res/moved.txt",
+        Failure::redirect(301, &site.url("/elsewhere/moved.txt")),
+    );
+    site.fx.remove("/res/moved.txt")?;
+    // zipped: Content-Encoding gzip whatever the request says; the Resource List too.
+    site.fx.set_gzip("/res/zipped.txt", Gzip::Always);
+    site.fx.set_gzip("/resourcelist.xml", Gzip::Always);
+    site.fx.set_gzip("/capabilitylist.xml", Gzip::IfAccepted);
+
+    let case = Case::new(
+        Store::s3("verify")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (4, 0, 0), "{run:#?}");
+    assert_eq!(run.n("quarantined"), 0, "{run:#?}");
+    assert_eq!(site.fx.hits("/res/flaky.txt"), 2, "503 then retried");
+    assert_eq!(site.fx.hits("/elsewhere/moved.txt"), 1);
+    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
+    assert_eq!(snap.log.len(), 4);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. A failed resource, then a rerun
+
+#[test]
+fn failed_resource_then_rerun_completes_without_duplicates() -> Result<()> {
+    let site = Site::new()?;
+    let all = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo"),
+        ("/res/c.txt", "charlie"),
+    ]);
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist.xml"),
+        ],
+        &all,
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    let cl = |items: &[String]| -> Result<()> {
+        site.write(
+            "/changelist.xml",
+            doc(
+                "urlset",
+                r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+                &[("up", &cap)],
+                items,
+            ),
+        )
+    };
+    cl(&[])?;
+    site.fx.remove("/res/c.txt")?; // listed, but 404
+    let case = Case::new(
+        Store::s3("rerun")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.verdict(), "failed");
+    assert_eq!(run.n("failed"), 1, "{run:#?}");
+    assert_eq!(run.n("created"), 2, "{run:#?}");
+    assert!(
+        run.up()["error"].as_str().unwrap_or("").contains("c.txt"),
+        "{run:#?}"
+    );
+    case.assert_state(UP, &expect(&site, &all[..2]), &[])?;
+    assert!(
+        checkpoint(&case, UP, &cap)?.is_none(),
+        "no checkpoint for an unfinished baseline"
+    );
+
+    site.write("/res/c.txt", "charlie")?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 0, 0), "{run:#?}");
+    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
+    assert_eq!(snap.log.len(), 3, "{:#?}", snap.log);
+    snap.assert_log_sane();
+
+    // Incremental: d's change fails (404), e's comes after it and waits.
+    site.write("/res/e.txt", "echo")?;
+    cl(&[
+        change_item(
+            &site.url("/res/d.txt"),
+            "created",
+            "2026-01-02T00:00:00Z",
+            Some(b"delta"),
+        ),
+        change_item(
+            &site.url("/res/e.txt"),
+            "created",
+            "2026-01-02T01:00:00Z",
+            Some(b"echo"),
+        ),
+    ])?;
+    let run = case.run()?;
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.n("failed"), 1, "{run:#?}");
+    assert_eq!(
+        run.n("created"),
+        0,
+        "nothing after the failed change is committed: {run:#?}"
+    );
+    let snap = case.snapshot(UP)?;
+    assert_eq!(snap.log.len(), 3);
+
+    site.write("/res/d.txt", "delta")?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (2, 0, 0), "{run:#?}");
+    assert_eq!(run.n("replayed"), 0, "{run:#?}");
+    let v = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo"),
+        ("/res/c.txt", "charlie"),
+        ("/res/d.txt", "delta"),
+        ("/res/e.txt", "echo"),
+    ]);
+    let snap = case.assert_state(UP, &expect(&site, &v), &[])?;
+    assert_eq!(snap.log.len(), 5, "{:#?}", snap.log);
+    snap.assert_log_sane();
+    for (p, _) in &v {
+        assert_eq!(snap.log_of(&site.url(p)), ["created"], "{p}");
+    }
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    assert_eq!(run.n("replayed"), 2, "{run:#?}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 11. Exit codes: invalid pipeline (2), fenced (3)
+
+#[test]
+fn invalid_pipeline_exits_2() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = url::Url::from_directory_path(dir.path().join("store"))
+        .map_err(|()| anyhow::anyhow!("path"))?;
+    let cases = [
+        // name not [a-z0-9-]+
+        format!(
+            "[collection]\nname = \"Bad Name\"\nbase_url = \"http://a.example/x/\"\n[store]\nurl = \"{store}\"\n\
+             [[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:9/\"\n"
+        ),
+        // misspelt key
+        format!(
+            "[collection]\nname = \"ok\"\nbase_url = \"http://a.example/x/\"\n[store]\nurl = \"{store}\"\n\
+             [[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:9/\"\nallow_privat = true\n"
+        ),
+        // no upstream
+        format!(
+            "[collection]\nname = \"ok\"\nbase_url = \"http://a.example/x/\"\n[store]\nurl = \"{store}\"\n"
+        ),
+    ];
+    for (i, text) in cases.iter().enumerate() {
+        let p = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&p, text)?;
+        let p = p.to_str().context("utf-8 path")?;
+        let (code, _, err) = rsagg(&["check", p])?;
+        assert_eq!(code, 2, "rsagg check on case {i}: {err}");
+        assert!(
+            err.contains(&format!("bad{i}.toml")),
+            "the error names the file: {err}"
+        );
+        let (code, _, err) = rsagg(&["run", p, "--once", "--json"])?;
+        assert_eq!(code, 2, "rsagg run on case {i}: {err}");
+    }
+    assert!(
+        !dir.path().join("store").exists(),
+        "an invalid pipeline touches no store"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_second_writer_fences_the_run_exit_3() -> Result<()> {
+    let site = Site::new()?;
+    let all = res(&[("/res/a.txt", "alpha"), ("/res/slow.txt", "slow bytes")]);
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    site.fx.set_delay("/res/slow.txt", Duration::from_secs(4));
+    let case = Case::new(
+        Store::s3("fence")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+
+    let mut child = std::process::Command::new(rsagg_bin()?)
+        .arg("run")
+        .arg(&case.toml)
+        .args(["--once", "--json"])
+        .envs(case.store.env()?)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    // Once rsagg waits for the slow resource it has opened the state: open it too.
+    let t0 = Instant::now();
+    while site.fx.hits("/res/slow.txt") == 0 {
+        if t0.elapsed() > Duration::from_secs(60) || child.try_wait()?.is_some() {
+            let out = child.wait_with_output()?;
+            panic!(
+                "rsagg never asked for the slow resource: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let objects = case.store.objects()?;
+    block_on(async move {
+        let st = State::open(objects, "e2e").await?;
+        st.close().await?;
+        Ok(())
+    })?;
+    let out = child.wait_with_output()?;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a fenced run exits 3; stderr:\n{}",
+        tail(&String::from_utf8_lossy(&out.stderr), 30)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fenced"));
+
+    // The next run (no other writer) completes.
+    site.fx.clear("/res/slow.txt");
+    let run = case.run()?;
+    run.assert_ok();
+    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
+    snap.assert_log_sane();
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// resync-simulator: a live, changing Source
+
+/// Reads a ResourceSync document from bytes (lenient).
+fn parse_entries(bytes: &[u8], name: &str) -> Result<(Header, Vec<UrlEntry>)> {
+    let mut r = SyncReader::open(bytes, ReadOptions::new(Mode::Lenient, name))?;
+    let header = r.header().clone();
+    let mut v = Vec::new();
+    while let Some(e) = r.next_entry()? {
+        v.push(e);
+    }
+    Ok((header, v))
+}
+
+fn change_time(e: &UrlEntry) -> Option<W3cDateTime> {
+    e.md.as_ref().and_then(|m| m.datetime).or(e.lastmod)
+}
+
+/// Compares rsagg's copies with the simulator now: every resource of its Resource List is
+/// present with the bytes a fresh GET returns, nothing else is present, and every other
+/// resource rsagg knows is deleted. With `since`, a resource that differs is excused when the
+/// simulator's Change List (read after the difference was seen) has a change of it at or
+/// after `since` (the start of the run): it changed while or after rsagg ran, and is the next
+/// run's business. Without `since` (the simulator has stopped) the comparison is exact.
+/// Returns the number of resources that matched.
+fn compare_with_simulator(
+    case: &Case,
+    sim: &Simulator,
+    since: Option<SystemTime>,
+) -> Result<usize> {
+    let (status, body) = http_get(&sim.url("/resourcelist.xml"))?;
+    assert_eq!(status, 200);
+    let (_, listed) = parse_entries(&body, "resourcelist.xml")?;
+    let listed: Vec<String> = listed
+        .into_iter()
+        .map(|e| e.loc.trim().to_owned())
+        .collect();
+    let snap = case.snapshot(UP)?;
+    let excused = |uri: &str, why: String| -> Result<()> {
+        match since {
+            Some(t) if changed_since(sim, t)?.iter().any(|u| u == uri) => Ok(()),
+            _ => panic!("{why}"),
+        }
+    };
+    let mut compared = 0;
+    for uri in &listed {
+        let Some(r) = snap.records.get(uri) else {
+            excused(
+                uri,
+                format!("{uri} listed upstream but not in rsagg's state"),
+            )?;
+            continue;
+        };
+        let (st, fresh) = http_get(uri)?;
+        let copy = r.copy.as_ref().expect("copy");
+        if r.status != ResourceStatus::Present
+            || st != 200
+            || copy.md5 != md5_hex(&fresh)
+            || copy.length != fresh.len() as u64
+        {
+            excused(
+                uri,
+                format!(
+                    "{uri}: rsagg holds {r:?}; the Source answers {st} with {} bytes, md5 {}",
+                    fresh.len(),
+                    md5_hex(&fresh)
+                ),
+            )?;
+            continue;
+        }
+        assert_eq!(case.blob(&copy.sha256)?, fresh, "bytes of {uri}");
+        compared += 1;
+    }
+    for (uri, r) in &snap.records {
+        if !listed.contains(uri) && r.status != ResourceStatus::Deleted {
+            excused(
+                uri,
+                format!("{uri} is gone upstream but present in rsagg's state"),
+            )?;
+        }
+    }
+    snap.assert_log_sane();
+    Ok(compared)
+}
+
+/// URIs of the simulator's Change List with a change at or after `since`.
+fn changed_since(sim: &Simulator, since: SystemTime) -> Result<Vec<String>> {
+    let (status, body) = http_get(&sim.url("/changelist.xml"))?;
+    assert_eq!(status, 200);
+    let (_, entries) = parse_entries(&body, "changelist.xml")?;
+    let since = since.duration_since(UNIX_EPOCH)?.as_nanos() as i128;
+    Ok(entries
+        .iter()
+        .filter(|e| change_time(e).is_none_or(|t| t.unix_nanos() >= since))
+        .map(|e| e.loc.trim().to_owned())
+        .collect())
+}
+
+fn changelist_len(sim: &Simulator) -> Result<usize> {
+    let (_, body) = http_get(&sim.url("/changelist.xml"))?;
+    Ok(parse_entries(&body, "changelist.xml")?.1.len())
+}
+
+/// Baseline while the simulator changes, incremental runs while it still changes and once
+/// it has stopped. A run's copies are compared with the Source right after the run; the
+/// resources the Source changed since the run started are skipped then (their newer state is
+/// rsagg's next run's business). Once the simulator has made its last event (`max_events`,
+/// seen as that many entries in its Change List) the comparison is exact.
+#[test]
+fn simulator_baseline_and_incremental() -> Result<()> {
+    const EVENTS: usize = 30;
+    let sim = Simulator::start(SimOptions {
+        resources: 15,
+        change_delay: 0.25,
+        max_events: EVENTS as i64,
+        average_payload: 300,
+        seed: Some(11),
+        wait_for_changelist: true,
+        ..SimOptions::default()
+    })?;
+    let case = Case::new(Store::s3("simulator")?, &sim.source_description_url(), "")?;
+
+    let started = SystemTime::now() - Duration::from_secs(1);
+    let run = case.run()?;
+    run.assert_ok();
+    assert!(run.n("created") >= 10, "{run:#?}");
+    compare_with_simulator(&case, &sim, Some(started))?;
+
+    let started = SystemTime::now() - Duration::from_secs(1);
+    let run = case.run()?;
+    run.assert_ok();
+    compare_with_simulator(&case, &sim, Some(started))?;
+
+    // Wait for the simulator's last event.
+    let t0 = Instant::now();
+    while changelist_len(&sim)? < EVENTS {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "simulator did not reach {EVENTS} changes; log:\n{}",
+            sim.log_tail(20)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let run = case.run()?;
+    run.assert_ok();
+    assert!(
+        run.resyncs().is_empty(),
+        "the Change List reaches back: {run:#?}"
+    );
+    let n = compare_with_simulator(&case, &sim, None)?;
+    assert!(n >= 5, "compared {n} resources");
+
+    // Quiet Source: nothing to do, nothing logged.
+    let before = case.snapshot(UP)?.log.len();
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    assert_eq!(case.snapshot(UP)?.log.len(), before);
+    compare_with_simulator(&case, &sim, None)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// More incremental cases: pending deletions, equal instants, conditional GET, two upstreams,
+// a killed run
+
+/// A resource that answers 404 is not a failure when the same Change List deletes it later
+/// (spec 12.1: the Destination processes the changes in order; only the last state counts).
+#[test]
+fn a_404_with_a_later_deletion_pending_is_not_a_failure() -> Result<()> {
+    let site = Site::new()?;
+    let v1 = res(&[("/res/a.txt", "alpha"), ("/res/b.txt", "bravo")]);
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist.xml"),
+        ],
+        &v1,
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    let cl = |items: &[String]| -> Result<()> {
+        site.write(
+            "/changelist.xml",
+            doc(
+                "urlset",
+                r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+                &[("up", &cap)],
+                items,
+            ),
+        )
+    };
+    cl(&[])?;
+    let case = Case::new(
+        Store::s3("pending-del")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    case.run()?.assert_ok();
+
+    // b updated then deleted; x created then deleted: both are gone by now.
+    site.fx.remove("/res/b.txt")?;
+    cl(&[
+        change_item(
+            &site.url("/res/b.txt"),
+            "updated",
+            "2026-01-02T00:00:00Z",
+            Some(b"bravo-2"),
+        ),
+        change_item(
+            &site.url("/res/x.txt"),
+            "created",
+            "2026-01-02T00:30:00Z",
+            Some(b"x"),
+        ),
+        change_item(
+            &site.url("/res/b.txt"),
+            "deleted",
+            "2026-01-02T01:00:00Z",
+            None,
+        ),
+        change_item(
+            &site.url("/res/x.txt"),
+            "deleted",
+            "2026-01-02T01:30:00Z",
+            None,
+        ),
+    ])?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.n("failed"), 0, "{run:#?}");
+    assert_eq!(run.cud(), (0, 0, 1), "{run:#?}");
+    let snap = case.assert_state(UP, &expect(&site, &v1[..1]), &urls(&site, &["/res/b.txt"]))?;
+    assert!(
+        !snap.records.contains_key(&site.url("/res/x.txt")),
+        "{:#?}",
+        snap.records
+    );
+    assert_eq!(snap.log.len(), 3, "{:#?}", snap.log);
+    snap.assert_log_sane();
+    Ok(())
+}
+
+/// Two changes at the same instant, the second failing: the rerun applies only the second
+/// (the checkpoint remembers which changes at that instant were done).
+#[test]
+fn changes_at_the_same_instant_resume_exactly() -> Result<()> {
+    let site = Site::new()?;
+    let v1 = res(&[("/res/a.txt", "alpha"), ("/res/b.txt", "bravo")]);
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist.xml"),
+        ],
+        &v1,
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    let t = "2026-01-02T00:00:00Z";
+    let write_cl = || -> Result<()> {
+        site.write(
+            "/changelist.xml",
+            doc(
+                "urlset",
+                r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+                &[("up", &cap)],
+                &[
+                    change_item(&site.url("/res/a.txt"), "updated", t, Some(b"alpha-2")),
+                    change_item(&site.url("/res/c.txt"), "created", t, Some(b"charlie")),
+                    change_item(&site.url("/res/b.txt"), "updated", t, Some(b"bravo-2")),
+                ],
+            ),
+        )
+    };
+    site.write(
+        "/changelist.xml",
+        doc(
+            "urlset",
+            r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+            &[("up", &cap)],
+            &[],
+        ),
+    )?;
+    let case = Case::new(
+        Store::s3("same-instant")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    case.run()?.assert_ok();
+
+    site.write("/res/a.txt", "alpha-2")?;
+    site.write("/res/b.txt", "bravo-2")?;
+    write_cl()?; // c is not there yet: 404
+    let run = case.run()?;
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.cud(), (0, 1, 0), "a applied, stopped at c: {run:#?}");
+
+    site.write("/res/c.txt", "charlie")?;
+    site.fx.reset_counters();
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 1, 0), "c and b, not a again: {run:#?}");
+    assert_eq!(run.n("replayed"), 1, "{run:#?}");
+    assert_eq!(site.fx.hits("/res/a.txt"), 0, "a is not fetched again");
+    let v = res(&[
+        ("/res/a.txt", "alpha-2"),
+        ("/res/b.txt", "bravo-2"),
+        ("/res/c.txt", "charlie"),
+    ]);
+    let snap = case.assert_state(UP, &expect(&site, &v), &[])?;
+    assert_eq!(snap.log.len(), 5, "{:#?}", snap.log);
+    snap.assert_log_sane();
+
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    assert_eq!(run.n("replayed"), 3, "{run:#?}");
+    Ok(())
+}
+
+/// A plain Sitemap (no `rs:md`: no hash, no length) as Resource List: the re-sync asks with
+/// the stored ETag and a 304 leaves the copy alone.
+#[test]
+fn plain_sitemap_is_resynced_with_conditional_get() -> Result<()> {
+    let site = Site::new()?;
+    let all = res(&[("/res/a.txt", "alpha"), ("/res/b.txt", "bravo")]);
+    site.resources(&all)?;
+    site.source_description("/.well-known/resourcesync", &["/capabilitylist.xml"])?;
+    site.capability_list(
+        "/capabilitylist.xml",
+        Some("/.well-known/resourcesync"),
+        &[("resourcelist", "/resourcelist.xml")],
+    )?;
+    let write_rl = |at: &str| -> Result<()> {
+        let items: Vec<String> = all
+            .iter()
+            .map(|(p, _)| url_item(&site.url(p), None, "", ""))
+            .collect();
+        site.write(
+            "/resourcelist.xml",
+            doc(
+                "urlset",
+                &format!(r#"capability="resourcelist" at="{at}""#),
+                &[("up", &site.url("/capabilitylist.xml"))],
+                &items,
+            ),
+        )
+    };
+    write_rl(T0)?;
+    let case = Case::new(
+        Store::s3("plain")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (2, 0, 0), "{run:#?}");
+
+    site.fx.reset_counters();
+    write_rl("2026-01-02T00:00:00Z")?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    assert_eq!(run.n("unchanged"), 2);
+    for r in site
+        .fx
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/res/"))
+    {
+        assert!(
+            r.header("if-none-match").is_some(),
+            "conditional GET: {r:?}"
+        );
+        assert_eq!(r.status, 304, "{r:?}");
+    }
+    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
+    assert_eq!(snap.log.len(), 2);
+    Ok(())
+}
+
+/// Two upstreams in one pipeline: one cannot be discovered (exit 1), the other is harvested
+/// and committed all the same.
+#[test]
+fn one_failing_upstream_does_not_stop_the_other() -> Result<()> {
+    let good = Site::new()?;
+    let all = two_resources();
+    good.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    let bad = Site::new()?; // empty: nothing to discover
+    let case = Case::with_upstreams(
+        Store::s3("two-upstreams")?,
+        &[
+            upstream("good", &good.url("/.well-known/resourcesync"), ""),
+            upstream("bad", &bad.url("/"), ""),
+        ],
+    )?;
+    let run = case.run()?;
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.up_named("good")["verdict"], "ok", "{run:#?}");
+    assert_eq!(run.up_named("good")["created"], 2, "{run:#?}");
+    assert_eq!(run.up_named("bad")["verdict"], "failed", "{run:#?}");
+    assert!(
+        run.up_named("bad")["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty())
+    );
+    case.assert_state("good", &expect(&good, &all), &[])?;
+    Ok(())
+}
+
+/// The run is killed (SIGKILL) while it harvests 300 resources, one of them slow; the
+/// rerun finishes the baseline and the change log has each resource exactly once.
+#[test]
+fn killed_run_then_rerun_has_each_change_once() -> Result<()> {
+    let site = Site::new()?;
+    let bodies: Vec<(String, String)> = (0..300)
+        .map(|i| (format!("/res/{i:03}.txt"), format!("resource number {i}\n")))
+        .collect();
+    let all: Vec<(&str, &[u8])> = bodies
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_bytes()))
+        .collect();
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    site.fx.set_delay("/res/299.txt", Duration::from_secs(20));
+    let case = Case::new(
+        Store::s3("killed")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let mut child = std::process::Command::new(rsagg_bin()?)
+        .arg("run")
+        .arg(&case.toml)
+        .args(["--once", "--json"])
+        .envs(case.store.env()?)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let t0 = Instant::now();
+    while site.fx.hits("/res/299.txt") == 0 || site.fx.total_hits() < 300 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "rsagg did not get there"
+        );
+        assert!(child.try_wait()?.is_none(), "rsagg ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Give it a moment to commit what is done (a batch), then kill it.
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill()?;
+    child.wait()?;
+
+    site.fx.clear("/res/299.txt");
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.n("created") + run.n("unchanged"), 300, "{run:#?}");
+    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
+    assert_eq!(snap.log.len(), 300, "one entry per resource");
+    snap.assert_log_sane();
+    assert!(snap.log.iter().all(|e| e.change == Change::Created));
+    Ok(())
+}
