@@ -713,13 +713,20 @@ fn resync_run(
 /// creating a file costs more the more inodes were deleted nearby in the last minutes (the
 /// allocator skips recently deleted inodes), so this benchmark deletes nothing until its end.
 fn fs_type(dir: &Path) -> String {
-    Command::new("stat")
-        .args(["-f", "-c", "%T"])
-        .arg(dir)
-        .output()
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    std::fs::read_to_string("/proc/mounts")
         .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .filter(|s| !s.is_empty())
+        .and_then(|m| {
+            m.lines()
+                .filter_map(|l| {
+                    let mut f = l.split_whitespace();
+                    let (_, point, ty) = (f.next()?, f.next()?, f.next()?);
+                    dir.starts_with(point)
+                        .then(|| (point.len(), format!("{ty} on {point}")))
+                })
+                .max_by_key(|(len, _)| *len)
+                .map(|(_, s)| s)
+        })
         .unwrap_or_else(|| "unknown file system".into())
 }
 

@@ -217,6 +217,20 @@ impl fmt::Display for Hashes {
     }
 }
 
+/// Serde as the attribute value (`md5:… sha-256:…`).
+impl serde::Serialize for Hashes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Hashes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(Hashes::parse(&text, |_| {}))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,19 +300,5 @@ mod tests {
             digest: "abcd".into(),
         };
         assert_eq!(a.matches(&c), None);
-    }
-}
-
-/// Serde as the attribute value (`md5:… sha-256:…`).
-impl serde::Serialize for Hashes {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Hashes {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Ok(Hashes::parse(&text, |_| {}))
     }
 }

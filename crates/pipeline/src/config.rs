@@ -226,31 +226,55 @@ fn is_name(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-/// Replaces `${NAME}` with the environment variable's value.
+/// Replaces `${NAME}` with the environment variable's value, outside comments.
 fn substitute_env(text: &str, path: &Path) -> Result<String, Error> {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("${") {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 2..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[i..]);
-            rest = "";
-            break;
-        };
-        let name = &after[..end];
-        let line = text[..text.len() - rest.len() + i].matches('\n').count() + 1;
-        let value = std::env::var(name).map_err(|_| Error::Config {
-            path: path.to_owned(),
-            line,
-            key: String::new(),
-            message: format!("environment variable `{name}` (used as `${{{name}}}`) is not set"),
-        })?;
-        out.push_str(&value);
-        rest = &after[end + 1..];
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        let code_end = comment_start(line).unwrap_or(line.len());
+        let (code, comment) = line.split_at(code_end);
+        let mut rest = code;
+        while let Some(i) = rest.find("${") {
+            out.push_str(&rest[..i]);
+            let after = &rest[i + 2..];
+            let Some(end) = after.find('}') else {
+                out.push_str(&rest[i..]);
+                rest = "";
+                break;
+            };
+            let name = &after[..end];
+            let value = std::env::var(name).map_err(|_| Error::Config {
+                path: path.to_owned(),
+                line: n + 1,
+                key: String::new(),
+                message: format!(
+                    "environment variable `{name}` (used as `${{{name}}}`) is not set"
+                ),
+            })?;
+            out.push_str(&value);
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        out.push_str(comment);
     }
-    out.push_str(rest);
     Ok(out)
+}
+
+/// Byte offset of a `#` that starts a comment (outside '…' and "…" strings).
+fn comment_start(line: &str) -> Option<usize> {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        match quote {
+            Some('"') if escaped => escaped = false,
+            Some('"') if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' => quote = Some(c),
+            None if c == '#' => return Some(i),
+            None => {}
+        }
+    }
+    None
 }
 
 impl Pipeline {
@@ -471,5 +495,10 @@ poll_interval = "5m"
         let text = GOOD.replace("/tmp/rsagg-test-maps", "${HOME}/x");
         let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
         assert!(p.config.store.url.ends_with("/x"));
+        // Not in comments, and a '#' inside a string does not start one.
+        let text = format!("# uses ${{RSAGG_TEST_NO_SUCH_VAR}}\n{GOOD}")
+            .replace("/tmp/rsagg-test-maps", "/tmp/a#b-${HOME}");
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        assert!(!p.config.store.url.contains('$'), "{}", p.config.store.url);
     }
 }

@@ -94,10 +94,10 @@ pub(crate) async fn open_package(
         section: "11.1",
         message: format!("package differs from the dump's entry: expected {expected}, got {got}"),
     };
-    if let Some(l) = md.and_then(|m| m.length) {
-        if l != length {
-            return Err(mismatch(format!("length {l}"), format!("length {length}")));
-        }
+    if let Some(l) = md.and_then(|m| m.length)
+        && l != length
+    {
+        return Err(mismatch(format!("length {l}"), format!("length {length}")));
     }
     let (md5, sha256) = (hex(&md5.finalize()), hex(&sha256.finalize()));
     for h in md

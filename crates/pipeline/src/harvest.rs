@@ -389,10 +389,10 @@ fn unchanged(e: &UrlEntry, prior: &ResourceRecord) -> bool {
         return false;
     };
     let md = e.md.as_ref();
-    if let Some(len) = md.and_then(|m| m.length) {
-        if len != copy.length {
-            return false;
-        }
+    if let Some(len) = md.and_then(|m| m.length)
+        && len != copy.length
+    {
+        return false;
     }
     if let Some(hashes) = md.and_then(|m| m.hash.as_ref()) {
         let mut compared = false;
@@ -423,10 +423,10 @@ fn unchanged(e: &UrlEntry, prior: &ResourceRecord) -> bool {
 /// Compares the stored bytes with what the entry announced; `Err((expected, got))`.
 fn verify(e: &UrlEntry, info: &BlobInfo) -> Result<(), (String, String)> {
     let md = e.md.as_ref();
-    if let Some(len) = md.and_then(|m| m.length) {
-        if len != info.length {
-            return Err((format!("length {len}"), format!("length {}", info.length)));
-        }
+    if let Some(len) = md.and_then(|m| m.length)
+        && len != info.length
+    {
+        return Err((format!("length {len}"), format!("length {}", info.length)));
     }
     for h in md
         .and_then(|m| m.hash.as_ref())
@@ -443,10 +443,10 @@ fn verify(e: &UrlEntry, info: &BlobInfo) -> Result<(), (String, String)> {
             // Lenient: a malformed digest (a known upstream quirk) cannot be checked.
             continue;
         }
-        if let Some(ours) = ours {
-            if !ours.eq_ignore_ascii_case(&h.digest) {
-                return Err((format!("{name}:{}", h.digest), format!("{name}:{ours}")));
-            }
+        if let Some(ours) = ours
+            && !ours.eq_ignore_ascii_case(&h.digest)
+        {
+            return Err((format!("{name}:{}", h.digest), format!("{name}:{ours}")));
         }
     }
     Ok(())
@@ -768,20 +768,20 @@ impl Harvest<'_> {
                 .as_ref()
                 .and_then(|m| m.from)
                 .or_else(|| packages.first().and_then(|p| key(&p.1)));
-            if let (Some(oldest), Some(done)) = (oldest, cp.instant) {
-                if oldest.cmp_instant(&done).is_gt() {
-                    return Ok(Incremental::Gap(format!(
-                        "the Change Dump starts at {oldest}, after the checkpoint {done}: changes in between are no longer offered"
-                    )));
-                }
+            if let (Some(oldest), Some(done)) = (oldest, cp.instant)
+                && oldest.cmp_instant(&done).is_gt()
+            {
+                return Ok(Incremental::Gap(format!(
+                    "the Change Dump starts at {oldest}, after the checkpoint {done}: changes in between are no longer offered"
+                )));
             }
         }
         for (base, entry) in &packages {
             let until = entry.md.as_ref().and_then(|m| m.until);
-            if let (Some(u), Some(c)) = (until, cp.instant) {
-                if u.cmp_instant(&c).is_lt() {
-                    continue;
-                }
+            if let (Some(u), Some(c)) = (until, cp.instant)
+                && u.cmp_instant(&c).is_lt()
+            {
+                continue;
             }
             let mut pkg = dumps::open_package(
                 &self.ctx.fetcher,
@@ -909,15 +909,15 @@ impl Harvest<'_> {
     ) -> Outcome {
         let meta = upstream_meta(e, etag, last_modified);
         let mime_type = content_type.or_else(|| e.md.as_ref().and_then(|m| m.mime_type.clone()));
-        if let Some(p) = prior.filter(|p| p.status == ResourceStatus::Present) {
-            if p.copy.as_ref().is_some_and(|c| c.sha256 == info.sha256) {
-                return Outcome::Unchanged(Some(ResourceRecord {
-                    upstream_meta: meta,
-                    set: set.url.to_string(),
-                    mime_type,
-                    ..p.clone()
-                }));
-            }
+        if let Some(p) = prior.filter(|p| p.status == ResourceStatus::Present)
+            && p.copy.as_ref().is_some_and(|c| c.sha256 == info.sha256)
+        {
+            return Outcome::Unchanged(Some(ResourceRecord {
+                upstream_meta: meta,
+                set: set.url.to_string(),
+                mime_type,
+                ..p.clone()
+            }));
         }
         let change = match prior {
             Some(p) if p.status == ResourceStatus::Present => Change::Updated,
@@ -967,23 +967,21 @@ impl Harvest<'_> {
             Ok(p) => p,
             Err(err) => return Outcome::Failed(format!("{uri}: reading state: {err}")),
         };
-        if let Some(p) = &prior {
-            if unchanged(&e, p) {
-                let meta = upstream_meta(
-                    &e,
-                    p.upstream_meta.etag.clone(),
-                    p.upstream_meta.http_last_modified.clone(),
-                );
-                return Outcome::Unchanged(
-                    (meta != p.upstream_meta || p.set != set.url.as_str()).then(|| {
-                        ResourceRecord {
-                            upstream_meta: meta,
-                            set: set.url.to_string(),
-                            ..p.clone()
-                        }
-                    }),
-                );
-            }
+        if let Some(p) = &prior
+            && unchanged(&e, p)
+        {
+            let meta = upstream_meta(
+                &e,
+                p.upstream_meta.etag.clone(),
+                p.upstream_meta.http_last_modified.clone(),
+            );
+            return Outcome::Unchanged(
+                (meta != p.upstream_meta || p.set != set.url.as_str()).then(|| ResourceRecord {
+                    upstream_meta: meta,
+                    set: set.url.to_string(),
+                    ..p.clone()
+                }),
+            );
         }
         let url = match Url::parse(&uri) {
             Ok(u) => u,
@@ -1010,18 +1008,18 @@ impl Harvest<'_> {
                 }
                 Err(err) => return Outcome::Failed(err.to_string()),
             };
-            if fetched.not_modified {
-                if let Some(p) = present {
-                    return Outcome::Unchanged(Some(ResourceRecord {
-                        upstream_meta: upstream_meta(
-                            &e,
-                            p.upstream_meta.etag.clone(),
-                            p.upstream_meta.http_last_modified.clone(),
-                        ),
-                        set: set.url.to_string(),
-                        ..p.clone()
-                    }));
-                }
+            if fetched.not_modified
+                && let Some(p) = present
+            {
+                return Outcome::Unchanged(Some(ResourceRecord {
+                    upstream_meta: upstream_meta(
+                        &e,
+                        p.upstream_meta.etag.clone(),
+                        p.upstream_meta.http_last_modified.clone(),
+                    ),
+                    set: set.url.to_string(),
+                    ..p.clone()
+                }));
             }
             let (etag, last_modified, content_type) = (
                 fetched.etag.clone(),
@@ -1192,12 +1190,12 @@ impl Harvest<'_> {
             if !gap_checked {
                 gap_checked = true;
                 let oldest = from.or_else(|| keyed.first().and_then(|k| k.0));
-                if let (Some(oldest), Some(done)) = (oldest, cp.instant) {
-                    if oldest.cmp_instant(&done).is_gt() {
-                        return Ok(Incremental::Gap(format!(
-                            "the Change List starts at {oldest}, after the checkpoint {done}: changes in between are no longer offered"
-                        )));
-                    }
+                if let (Some(oldest), Some(done)) = (oldest, cp.instant)
+                    && oldest.cmp_instant(&done).is_gt()
+                {
+                    return Ok(Incremental::Gap(format!(
+                        "the Change List starts at {oldest}, after the checkpoint {done}: changes in between are no longer offered"
+                    )));
                 }
             }
             // Later changes of the same URI in this list: an earlier change whose bytes no

@@ -234,10 +234,10 @@ impl Blobs {
 }
 
 async fn abort(upload: Option<(Path, WriteMultipart)>) {
-    if let Some((path, w)) = upload {
-        if let Err(e) = w.abort().await {
-            tracing::warn!(%path, error = %e, "could not abort multipart upload");
-        }
+    if let Some((path, w)) = upload
+        && let Err(e) = w.abort().await
+    {
+        tracing::warn!(%path, error = %e, "could not abort multipart upload");
     }
 }
 

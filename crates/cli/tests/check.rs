@@ -1,0 +1,85 @@
+//! `rsagg check` and config errors of `rsagg run` (contract: exit 0 valid, 2 invalid; errors
+//! name file, line and key). The repository's pipelines, the full reference included, must
+//! pass unchanged.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn rsagg(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rsagg"))
+        .args(args)
+        .env("RSAGG_DEMO_STORE", "file:///tmp/rsagg-check-demo")
+        .env("RSAGG_DEMO_UPSTREAM", "http://127.0.0.1:9")
+        .env("RSAGG_SIM_URL", "http://127.0.0.1:18888")
+        .env("RSAGG_BUCKET", "rsagg-data")
+        .output()
+        .expect("run rsagg")
+}
+
+fn pipelines_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../pipelines")
+}
+
+#[test]
+fn every_pipeline_in_the_repository_passes_unchanged() {
+    let mut files: Vec<String> = std::fs::read_dir(pipelines_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert!(
+        files.iter().any(|f| f.ends_with("reference.toml")),
+        "{files:?}"
+    );
+    for f in &files {
+        let out = rsagg(&["check", f]);
+        assert!(
+            out.status.success(),
+            "{f}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn errors_name_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[collection]\nname = \"Bad Name\"\nbase_url = \"https://x.example/\"\n\n[store]\nurl = \"file:///tmp/x\"\n\n[[upstream]]\nname = \"u\"\nurl = \"https://u.example/\"\n",
+    )
+    .unwrap();
+    let out = rsagg(&["check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:2"), "{err}");
+    assert!(err.contains("collection.name"), "{err}");
+
+    let unknown = dir.path().join("unknown.toml");
+    std::fs::write(
+        &unknown,
+        "[collection]\nname = \"ok\"\nbase_url = \"https://x.example/\"\n\n[store]\nurl = \"file:///tmp/x\"\n\n[[upstream]]\nname = \"u\"\nurl = \"https://u.example/\"\npoll_intervall = \"5m\"\n",
+    )
+    .unwrap();
+    let out = rsagg(&["check", unknown.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown.toml:11"), "{err}");
+    assert!(err.contains("poll_intervall"), "{err}");
+
+    // `run` refuses the same file with exit 2 before touching any store or network.
+    let out = rsagg(&["run", bad.to_str().unwrap(), "--once"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn duplicate_collection_names_are_refused_together() {
+    let demo = pipelines_dir().join("demo.toml");
+    let d = demo.to_str().unwrap();
+    let out = rsagg(&["check", d, d]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("also used by"));
+}
