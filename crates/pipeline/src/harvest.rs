@@ -72,6 +72,8 @@ pub struct UpstreamReport {
     pub quarantined: u64,
     /// Listed resources the upstream no longer has (404/410), skipped.
     pub gone: u64,
+    /// Changes superseded by a later change of the same resource in the same list.
+    pub superseded: u64,
     /// Resources that could not be fetched.
     pub failed: u64,
     /// Why the upstream was re-synced from its Resource List, if it was.
@@ -96,6 +98,7 @@ impl UpstreamReport {
             replayed: 0,
             quarantined: 0,
             gone: 0,
+            superseded: 0,
             failed: 0,
             resyncs: Vec::new(),
             warnings: Vec::new(),
@@ -216,7 +219,32 @@ pub(crate) async fn harvest(ctx: &Ctx, up: &UpstreamConfig) -> UpstreamReport {
         return report;
     }
     report.sets = sets.len();
-    let h = Harvest { ctx, up, access };
+    let mut quarantined = HashSet::new();
+    match ctx.state.quarantine().await {
+        Ok(mut q) => loop {
+            match q.next().await {
+                Ok(Some(r)) if r.upstream == up.name => {
+                    quarantined.insert(r.uri);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    report.fail(e.to_string());
+                    return report;
+                }
+            }
+        },
+        Err(e) => {
+            report.fail(e.to_string());
+            return report;
+        }
+    }
+    let h = Harvest {
+        ctx,
+        up,
+        access,
+        quarantined,
+    };
     for set in &sets {
         if let Err(e) = h.harvest_set(set, &mut report).await {
             if e.is_fenced() {
@@ -233,6 +261,9 @@ struct Harvest<'a> {
     ctx: &'a Ctx,
     up: &'a UpstreamConfig,
     access: Access,
+    /// URIs of this upstream in quarantine when the run started (few): a verified copy
+    /// releases them.
+    quarantined: HashSet<String>,
 }
 
 /// What became of one resource.
@@ -240,6 +271,8 @@ enum Outcome {
     Stored {
         change: Change,
         record: ResourceRecord,
+        /// Lift the resource's quarantine.
+        release: bool,
     },
     /// Same bytes as the copy held; the record may carry new upstream metadata.
     Unchanged(Option<ResourceRecord>),
@@ -248,6 +281,8 @@ enum Outcome {
     Skipped,
     /// Listed, but the upstream answers 404/410 (deleted since the list was made).
     Gone(String),
+    /// A later change of the same resource in the same list supersedes this one.
+    Superseded,
     Quarantined(QuarantineRecord),
     Failed(String),
 }
@@ -276,12 +311,18 @@ impl<'a> Committer<'a> {
 
     async fn add(&mut self, outcome: Outcome, report: &mut UpstreamReport) -> Result<bool, Error> {
         let ok = match outcome {
-            Outcome::Stored { change, record } => {
+            Outcome::Stored {
+                change,
+                record,
+                release,
+            } => {
                 match change {
                     Change::Created => report.created += 1,
                     _ => report.updated += 1,
                 }
-                self.commit.release.push(record.uri.clone());
+                if release {
+                    self.commit.release.push(record.uri.clone());
+                }
                 self.commit.changes.push(Applied { change, record });
                 true
             }
@@ -301,6 +342,10 @@ impl<'a> Committer<'a> {
                 true
             }
             Outcome::Skipped => true,
+            Outcome::Superseded => {
+                report.superseded += 1;
+                true
+            }
             Outcome::Gone(message) => {
                 report.gone += 1;
                 report.warn(message);
@@ -599,8 +644,17 @@ impl Harvest<'_> {
                 let mut results = std::pin::pin!(
                     entries
                         .map(|(_, e)| {
-                            listed.insert(uri_digest(e.loc.trim()));
-                            self.store_entry_or_gone(set, e, Change::Created, false, true)
+                            // A URI listed twice is stored once (two concurrent stores of
+                            // the same resource would both see it as new).
+                            let first = listed.insert(uri_digest(e.loc.trim()));
+                            async move {
+                                if first {
+                                    self.store_entry_or_gone(set, e, Change::Created, false, true)
+                                        .await
+                                } else {
+                                    Outcome::Skipped
+                                }
+                            }
                         })
                         .buffer_unordered(self.ctx.fetch.concurrency.max(1))
                 );
@@ -926,6 +980,7 @@ impl Harvest<'_> {
         };
         Outcome::Stored {
             change,
+            release: self.quarantined.contains(e.loc.trim()),
             record: ResourceRecord {
                 upstream: self.up.name.clone(),
                 uri: e.loc.trim().to_owned(),
@@ -1223,6 +1278,10 @@ impl Harvest<'_> {
                     let newer_pending = last_index.get(e.loc.trim()).is_some_and(|&l| l > pos);
                     async move {
                         let outcome = match change_of(&e) {
+                            // A later change of the same URI in this list brings the final
+                            // state; processing both concurrently could record one change
+                            // twice. The checkpoint still moves past this one in order.
+                            _ if newer_pending => Outcome::Superseded,
                             Change::Deleted => self.delete_entry(&e).await,
                             c => {
                                 let c = if c == Change::Created {
