@@ -574,7 +574,7 @@ impl Harvest<'_> {
                     .await?
             };
             match step {
-                Incremental::Done => return Ok(()),
+                Incremental::Done | Incremental::Next(_) => return Ok(()),
                 Incremental::Gap(reason) => {
                     let why = format!("{set_url}: {reason}; re-synced from the Resource List");
                     tracing::warn!(upstream = %self.up.name, "{why}");
@@ -1154,6 +1154,66 @@ impl Harvest<'_> {
         check_gap: bool,
         report: &mut UpstreamReport,
     ) -> Result<Incremental, Error> {
+        // After a closed list, its successor (spec 12.1): followed until a list is open, or
+        // one comes round again.
+        let mut url = cl.clone();
+        let mut visited = HashSet::new();
+        let mut check = check_gap;
+        loop {
+            visited.insert(url.clone());
+            match self.incremental_one(set, &url, cp, check, report).await? {
+                Incremental::Next(next) if !visited.contains(&next) => {
+                    tracing::info!(upstream = %self.up.name, from = %url, to = %next, "closed Change List: on to its successor");
+                    url = next;
+                    check = false;
+                }
+                Incremental::Next(_) => return Ok(Incremental::Done),
+                step => return Ok(step),
+            }
+        }
+    }
+
+    /// The successor of the closed Change List `list` (spec 12.1): the next part of the index
+    /// its `index` link names, else what the Capability List its `up` link names now points
+    /// at. `None` when that is the list itself.
+    async fn successor(
+        &self,
+        list: &Url,
+        header: &rsagg_model::Header,
+    ) -> Result<Option<Url>, Error> {
+        let docs = self.docs();
+        if let Some(index) = header.link("index").and_then(|l| list.join(&l.href).ok())
+            && &index != list
+        {
+            return Ok(Some(index));
+        }
+        let Some(up) = header.link("up").and_then(|l| list.join(&l.href).ok()) else {
+            return Ok(None);
+        };
+        let mut cap = docs.open(&up).await?;
+        let base = cap.url.clone();
+        while let Some(e) = cap.next().await? {
+            let is_cl =
+                e.md.as_ref()
+                    .and_then(|m| m.capability.as_ref())
+                    .is_some_and(|c| *c == Capability::ChangeList);
+            if is_cl {
+                let next = base.join(e.loc.trim()).ok();
+                return Ok(next.filter(|n| n != list));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Processes the Change List (or index) at `cl` from the checkpoint on.
+    async fn incremental_one(
+        &self,
+        set: &CapabilitySet,
+        cl: &Url,
+        cp: &mut Checkpoint,
+        check_gap: bool,
+        report: &mut UpstreamReport,
+    ) -> Result<Incremental, Error> {
         let docs = self.docs();
         let mut doc = match docs.open(cl).await {
             Ok(d) => d,
@@ -1316,23 +1376,24 @@ impl Harvest<'_> {
                 return Ok(Incremental::Done);
             }
             let closed = header.md.as_ref().and_then(|m| m.until).is_some();
-            if closed && header.root == Root::Urlset && lists_is_single(cl, &list) {
-                // A closed list that the Capability List still points at: its successor is
-                // itself (resync-simulator's rolling list carries `until` yet keeps changing).
-                report.warn(format!(
-                    "{list}: closed Change List (has `until`) with no successor; re-polled next run"
-                ));
+            if closed && header.root == Root::Urlset && cl == &list {
+                match self.successor(&list, &header).await? {
+                    Some(next) => return Ok(Incremental::Next(next)),
+                    // resync-simulator's rolling list carries `until` yet keeps changing:
+                    // its successor is itself.
+                    None => report.warn(format!(
+                        "{list}: closed Change List (has `until`) whose successor is itself; re-polled next run"
+                    )),
+                }
             }
         }
         Ok(Incremental::Done)
     }
 }
 
-fn lists_is_single(cl: &Url, list: &Url) -> bool {
-    cl == list
-}
-
 enum Incremental {
+    /// Go on with this Change List (the successor of a closed one).
+    Next(Url),
     Done,
     Gap(String),
 }
