@@ -307,14 +307,27 @@ fn change_list_index_incremental() -> Result<()> {
 // ---------------------------------------------------------------------------------------
 // 3. Resource Dump baseline, and the fallback to the list
 
-/// Builds a ZIP package of `items` (path on the site, body) with a manifest of capability
-/// `manifest_cap` (resourcedump-manifest or changedump-manifest); returns (zip bytes,
-/// manifest XML). `changes` gives (change, datetime) per item for Change Dump packages;
-/// a deletion has no body.
-fn package(
+/// One item of a package: path on the site, body (none for a deletion), and (change,
+/// datetime) for Change Dump packages.
+type PackageItem<'a> = (&'a str, Option<&'a [u8]>, Option<(&'a str, &'a str)>);
+
+/// Resources of a fixture: (path, body).
+type Resources = Vec<(&'static str, &'static [u8])>;
+
+/// Builds a ZIP package of `items` with a manifest whose root `<rs:md>` is `manifest_md`
+/// (a resourcedump-manifest or changedump-manifest); returns the zip bytes and the
+/// manifest's XML (for the copy a dump links with rel="contents").
+fn package(site: &Site, manifest_md: Md, items: &[PackageItem]) -> Result<(Vec<u8>, String)> {
+    package_with(site, manifest_md, items, None)
+}
+
+/// [`package`], with the bytes of item `damaged` (a path) replaced in the ZIP (the manifest
+/// still lists the right hash and length).
+fn package_with(
     site: &Site,
     manifest_md: Md,
-    items: &[(&str, Option<&[u8]>, Option<(&str, &str)>)],
+    items: &[PackageItem],
+    damaged: Option<&str>,
 ) -> Result<(Vec<u8>, String)> {
     let mut header = Header::new(
         Root::Urlset,
@@ -331,7 +344,12 @@ fn package(
         let zip_path = format!("/resources{path}");
         let mut md = Md::default();
         if let Some(b) = body {
-            writer.add(&zip_path, &mut &b[..])?;
+            let in_zip: &[u8] = if damaged == Some(*path) {
+                b"damaged in the package"
+            } else {
+                b
+            };
+            writer.add(&zip_path, &mut &in_zip[..])?;
             md.hash = Some(Hashes::parse(&format!("md5:{}", md5_hex(b)), |_| {}));
             md.length = Some(b.len() as u64);
             md.path = Some(zip_path.clone());
@@ -390,9 +408,7 @@ fn package_item(site: &Site, pkg: &str, zip: &[u8], manifest: &str, extra_md: &s
     url_item(
         &site.url(pkg),
         None,
-        &format!(r#"type="application/zip" {} {extra_md}"#, md_of(zip))
-            .trim()
-            .to_string(),
+        format!(r#"type="application/zip" {} {extra_md}"#, md_of(zip)).trim(),
         &format!(
             "    <rs:ln rel=\"contents\" href=\"{}\" type=\"application/xml\"/>\n",
             site.url(manifest)
@@ -400,9 +416,19 @@ fn package_item(site: &Site, pkg: &str, zip: &[u8], manifest: &str, extra_md: &s
     )
 }
 
-fn dump_site(corrupt: bool) -> Result<(Site, Vec<(&'static str, &'static [u8])>)> {
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DumpFault {
+    None,
+    /// The dump announces a wrong hash for package 1.
+    PackageHash,
+    /// Item c's bytes in package 2 differ from its manifest entry.
+    ItemBytes,
+}
+
+/// A Source with a Resource List and a Resource Dump of two packages (a, b | c).
+fn dump_site(fault: DumpFault) -> Result<(Site, Resources)> {
     let site = Site::new()?;
-    let all: Vec<(&'static str, &'static [u8])> = vec![
+    let all: Resources = vec![
         ("/res/a.txt", b"alpha"),
         ("/res/b.txt", b"bravo"),
         ("/res/c.txt", b"charlie"),
@@ -414,23 +440,34 @@ fn dump_site(corrupt: bool) -> Result<(Site, Vec<(&'static str, &'static [u8])>)
         ],
         &all,
     )?;
-    let (zip, manifest) = package(
-        &site,
-        Md {
-            capability: Some(Capability::ResourceDumpManifest),
-            at: Some(W3cDateTime::parse(T0)?.value),
-            ..Md::default()
-        },
-        &all.iter()
-            .map(|(p, b)| (*p, Some(*b), None))
-            .collect::<Vec<_>>(),
-    )?;
-    site.write("/dump/part1.zip", &zip)?;
-    site.write("/dump/manifest1.xml", &manifest)?;
-    let mut item = package_item(&site, "/dump/part1.zip", &zip, "/dump/manifest1.xml", "");
-    if corrupt {
-        // The package's announced hash does not match its bytes.
-        item = item.replace(&md5_hex(&zip), &md5_hex(b"something else"));
+    let md = Md {
+        capability: Some(Capability::ResourceDumpManifest),
+        at: Some(W3cDateTime::parse(T0)?.value),
+        ..Md::default()
+    };
+    let mut items = Vec::new();
+    for (n, part) in [(1, &all[..2]), (2, &all[2..])] {
+        let damaged = (fault == DumpFault::ItemBytes && n == 2).then_some("/res/c.txt");
+        let (zip, manifest) = package_with(
+            &site,
+            md.clone(),
+            &part
+                .iter()
+                .map(|(p, b)| (*p, Some(*b), None))
+                .collect::<Vec<_>>(),
+            damaged,
+        )?;
+        let (zp, mp) = (
+            format!("/dump/part{n}.zip"),
+            format!("/dump/manifest{n}.xml"),
+        );
+        site.write(&zp, &zip)?;
+        site.write(&mp, &manifest)?;
+        let mut item = package_item(&site, &zp, &zip, &mp, "");
+        if fault == DumpFault::PackageHash && n == 1 {
+            item = item.replace(&md5_hex(&zip), &md5_hex(b"something else"));
+        }
+        items.push(item);
     }
     site.write(
         "/resourcedump.xml",
@@ -438,7 +475,7 @@ fn dump_site(corrupt: bool) -> Result<(Site, Vec<(&'static str, &'static [u8])>)
             "urlset",
             &format!(r#"capability="resourcedump" at="{T0}""#),
             &[("up", &site.url("/capabilitylist.xml"))],
-            &[item],
+            &items,
         ),
     )?;
     Ok((site, all))
@@ -446,7 +483,7 @@ fn dump_site(corrupt: bool) -> Result<(Site, Vec<(&'static str, &'static [u8])>)
 
 #[test]
 fn resource_dump_baseline() -> Result<()> {
-    let (site, all) = dump_site(false)?;
+    let (site, all) = dump_site(DumpFault::None)?;
     let case = Case::new(
         Store::s3("rdump")?,
         &site.url("/.well-known/resourcesync"),
@@ -456,6 +493,7 @@ fn resource_dump_baseline() -> Result<()> {
     run.assert_ok();
     assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
     assert_eq!(site.fx.hits("/dump/part1.zip"), 1);
+    assert_eq!(site.fx.hits("/dump/part2.zip"), 1);
     for (p, _) in &all {
         assert_eq!(
             site.fx.hits(p),
@@ -471,7 +509,7 @@ fn resource_dump_baseline() -> Result<()> {
 
 #[test]
 fn broken_resource_dump_falls_back_to_the_list() -> Result<()> {
-    let (site, all) = dump_site(true)?;
+    let (site, all) = dump_site(DumpFault::PackageHash)?;
     let case = Case::new(
         Store::s3("rdump-broken")?,
         &site.url("/.well-known/resourcesync"),
@@ -490,6 +528,26 @@ fn broken_resource_dump_falls_back_to_the_list() -> Result<()> {
     for (p, _) in &all {
         assert_eq!(site.fx.hits(p), 1, "{p} fetched from the list");
     }
+    case.assert_state(UP, &expect(&site, &all), &[])?;
+    Ok(())
+}
+
+/// An item whose bytes in the package differ from its manifest entry is fetched by HTTP
+/// instead (and verified there); the rest comes from the packages.
+#[test]
+fn resource_dump_item_that_does_not_match_is_fetched() -> Result<()> {
+    let (site, all) = dump_site(DumpFault::ItemBytes)?;
+    let case = Case::new(
+        Store::s3("rdump-item")?,
+        &site.url("/.well-known/resourcesync"),
+        r#"baseline = "dump""#,
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+    assert_eq!(run.n("quarantined"), 0, "{run:#?}");
+    assert_eq!(site.fx.hits("/res/c.txt"), 1, "c fetched by HTTP");
+    assert_eq!(site.fx.hits("/res/a.txt") + site.fx.hits("/res/b.txt"), 0);
     case.assert_state(UP, &expect(&site, &all), &[])?;
     Ok(())
 }
@@ -689,6 +747,16 @@ fn two_sets_all_by_default_or_the_selected_one() -> Result<()> {
         0
     );
     case.assert_state(UP, &expect(&site, &a), &[])?;
+
+    // A selection that matches no Capability List of the Source is an upstream failure.
+    let none = format!(
+        "capability_lists = [\"{}\"]",
+        site.url("/c/capabilitylist.xml")
+    );
+    let case = Case::new(Store::s3("no-set")?, &sd, &none)?;
+    let run = case.run()?;
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.verdict(), "failed", "{run:#?}");
     Ok(())
 }
 
@@ -1050,7 +1118,32 @@ fn retries_redirects_and_gzip() -> Result<()> {
         ("/res/zipped.txt", "inflated bytes are what counts"),
         ("/res/plain.txt", "plain"),
     ]);
-    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist.xml.gz"),
+        ],
+        &all,
+    )?;
+    // A Change List stored gzip-compressed (application/gzip, no Content-Encoding): one
+    // change after the baseline, a resource that answers 429 once.
+    site.write("/res/late.txt", "late arrival")?;
+    let cl = doc(
+        "urlset",
+        r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+        &[("up", &site.url("/capabilitylist.xml"))],
+        &[change_item(
+            &site.url("/res/late.txt"),
+            "created",
+            "2026-01-02T00:00:00Z",
+            Some(b"late arrival"),
+        )],
+    );
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, cl.as_bytes())?;
+    site.write("/changelist.xml.gz", gz.finish()?)?;
+    site.fx
+        .fail_next("/res/late.txt", 1, Failure::too_many_requests(1));
     // flaky: 503 once, then 200.
     site.fx
         .fail_next("/res/flaky.txt", 1, Failure::unavailable(0));
@@ -1073,12 +1166,15 @@ fn retries_redirects_and_gzip() -> Result<()> {
     )?;
     let run = case.run()?;
     run.assert_ok();
-    assert_eq!(run.cud(), (4, 0, 0), "{run:#?}");
+    assert_eq!(run.cud(), (5, 0, 0), "{run:#?}");
+    assert_eq!(site.fx.hits("/res/late.txt"), 2, "429 then retried");
     assert_eq!(run.n("quarantined"), 0, "{run:#?}");
     assert_eq!(site.fx.hits("/res/flaky.txt"), 2, "503 then retried");
     assert_eq!(site.fx.hits("/elsewhere/moved.txt"), 1);
-    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
-    assert_eq!(snap.log.len(), 4);
+    let mut with_late = all.clone();
+    with_late.push(("/res/late.txt", b"late arrival"));
+    let snap = case.assert_state(UP, &expect(&site, &with_late), &[])?;
+    assert_eq!(snap.log.len(), 5);
     Ok(())
 }
 
@@ -1113,7 +1209,9 @@ fn failed_resource_then_rerun_completes_without_duplicates() -> Result<()> {
         )
     };
     cl(&[])?;
-    site.fx.remove("/res/c.txt")?; // listed, but 404
+    // c: listed, but the server fails every time (a listed resource that answers 404 is
+    // "gone", not a failure, in a baseline).
+    site.fx.fail_always("/res/c.txt", Failure::status(500));
     let case = Case::new(
         Store::s3("rerun")?,
         &site.url("/.well-known/resourcesync"),
@@ -1134,7 +1232,7 @@ fn failed_resource_then_rerun_completes_without_duplicates() -> Result<()> {
         "no checkpoint for an unfinished baseline"
     );
 
-    site.write("/res/c.txt", "charlie")?;
+    site.fx.clear("/res/c.txt");
     let run = case.run()?;
     run.assert_ok();
     assert_eq!(run.cud(), (1, 0, 0), "{run:#?}");
@@ -1235,6 +1333,16 @@ fn invalid_pipeline_exits_2() -> Result<()> {
         !dir.path().join("store").exists(),
         "an invalid pipeline touches no store"
     );
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        format!(
+            "[collection]\nname = \"ok\"\nbase_url = \"http://a.example/x/\"\n[store]\nurl = \"{store}\"\n\
+             [[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:9/\"\n"
+        ),
+    )?;
+    let (code, out, err) = rsagg(&["check", good.to_str().context("utf-8")?])?;
+    assert_eq!(code, 0, "{out}{err}");
     Ok(())
 }
 
@@ -1752,5 +1860,315 @@ fn killed_run_then_rerun_has_each_change_once() -> Result<()> {
     assert_eq!(snap.log.len(), 300, "one entry per resource");
     snap.assert_log_sane();
     assert!(snap.log.iter().all(|e| e.change == Change::Created));
+    Ok(())
+}
+
+/// Several changes of one resource in one Change List (resync-simulator does this all the
+/// time): rsagg can only fetch the resource's current bytes, so they make one change of its
+/// copy, logged once.
+#[test]
+fn several_changes_of_one_resource_in_one_list_are_logged_once() -> Result<()> {
+    let site = Site::new()?;
+    let v1 = res(&[("/res/a.txt", "alpha")]);
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist.xml"),
+        ],
+        &v1,
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    site.write(
+        "/changelist.xml",
+        doc(
+            "urlset",
+            r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+            &[("up", &cap)],
+            &[],
+        ),
+    )?;
+    let case = Case::new(
+        Store::s3("repeated")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    case.run()?.assert_ok();
+
+    site.write("/res/a.txt", "alpha-3")?;
+    site.write("/res/x.txt", "x-ray-2")?;
+    site.write(
+        "/changelist.xml",
+        doc(
+            "urlset",
+            r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+            &[("up", &cap)],
+            &[
+                change_item(
+                    &site.url("/res/a.txt"),
+                    "updated",
+                    "2026-01-02T00:00:00Z",
+                    Some(b"alpha-2"),
+                ),
+                change_item(
+                    &site.url("/res/x.txt"),
+                    "created",
+                    "2026-01-02T00:10:00Z",
+                    Some(b"x-ray"),
+                ),
+                change_item(
+                    &site.url("/res/a.txt"),
+                    "updated",
+                    "2026-01-02T00:20:00Z",
+                    Some(b"alpha-3"),
+                ),
+                change_item(
+                    &site.url("/res/x.txt"),
+                    "updated",
+                    "2026-01-02T00:30:00Z",
+                    Some(b"x-ray-2"),
+                ),
+            ],
+        ),
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    let v = res(&[("/res/a.txt", "alpha-3"), ("/res/x.txt", "x-ray-2")]);
+    let snap = case.assert_state(UP, &expect(&site, &v), &[])?;
+    snap.assert_log_sane();
+    assert_eq!(
+        snap.log_of(&site.url("/res/a.txt")),
+        ["created", "updated"],
+        "{:#?}",
+        snap.log
+    );
+    assert_eq!(
+        snap.log_of(&site.url("/res/x.txt")).len(),
+        1,
+        "{:#?}",
+        snap.log
+    );
+    Ok(())
+}
+
+/// rsagg's change log describes rsagg's copies (it is what its own Change Lists republish):
+/// the first copy of a resource is a creation, whatever the upstream's change said (here an
+/// `updated` of a resource created before the baseline but missing from its Resource List,
+/// and a `created` superseded by an `updated` in the same list).
+#[test]
+fn a_first_copy_is_logged_as_created() -> Result<()> {
+    let site = Site::new()?;
+    let v1 = res(&[("/res/a.txt", "alpha")]);
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist.xml"),
+        ],
+        &v1,
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    let cl = |items: &[String]| -> Result<()> {
+        site.write(
+            "/changelist.xml",
+            doc(
+                "urlset",
+                r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
+                &[("up", &cap)],
+                items,
+            ),
+        )
+    };
+    cl(&[])?;
+    let case = Case::new(
+        Store::s3("first-copy")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    case.run()?.assert_ok();
+
+    site.write("/res/m.txt", "mike-2")?;
+    site.write("/res/x.txt", "x-ray-2")?;
+    cl(&[
+        change_item(
+            &site.url("/res/m.txt"),
+            "updated",
+            "2026-01-02T00:00:00Z",
+            Some(b"mike-2"),
+        ),
+        change_item(
+            &site.url("/res/x.txt"),
+            "created",
+            "2026-01-02T00:10:00Z",
+            Some(b"x-ray"),
+        ),
+        change_item(
+            &site.url("/res/x.txt"),
+            "updated",
+            "2026-01-02T00:30:00Z",
+            Some(b"x-ray-2"),
+        ),
+    ])?;
+    let run = case.run()?;
+    run.assert_ok();
+    let snap = case.snapshot(UP)?;
+    snap.assert_log_sane();
+    assert_eq!(
+        snap.log_of(&site.url("/res/m.txt")),
+        ["created"],
+        "{:#?}",
+        snap.log
+    );
+    assert_eq!(
+        snap.log_of(&site.url("/res/x.txt")),
+        ["created"],
+        "{:#?}",
+        snap.log
+    );
+    assert_eq!(run.cud(), (2, 0, 0), "{run:#?}");
+    Ok(())
+}
+
+/// The upstream closes its Change List A (`until`) and starts B (the Capability List now
+/// points at B). Nothing is lost or logged twice, and (spec 12.1) rsagg goes from A, the list
+/// it was following, to its successor B instead of re-syncing from the Resource List.
+#[test]
+fn change_list_rollover_loses_nothing() -> Result<()> {
+    let site = Site::new()?;
+    let v1 = res(&[("/res/a.txt", "alpha"), ("/res/b.txt", "bravo")]);
+    site.resources(&v1)?;
+    site.source_description("/.well-known/resourcesync", &["/capabilitylist.xml"])?;
+    let caplist = |cl: &str| {
+        site.capability_list(
+            "/capabilitylist.xml",
+            Some("/.well-known/resourcesync"),
+            &[("resourcelist", "/resourcelist.xml"), ("changelist", cl)],
+        )
+    };
+    caplist("/cl/a.xml")?;
+    site.resource_list("/resourcelist.xml", "/capabilitylist.xml", T0, &v1)?;
+    let cap = site.url("/capabilitylist.xml");
+    let list_a = |until: Option<&str>, items: &[String]| -> Result<()> {
+        let md = match until {
+            Some(u) => {
+                format!(r#"capability="changelist" from="2025-12-31T00:00:00Z" until="{u}""#)
+            }
+            None => r#"capability="changelist" from="2025-12-31T00:00:00Z""#.to_string(),
+        };
+        site.write("/cl/a.xml", doc("urlset", &md, &[("up", &cap)], items))
+    };
+    list_a(None, &[])?;
+    let case = Case::new(
+        Store::s3("rollover")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    case.run()?.assert_ok();
+
+    // b updated in list A, which is then closed; list B (from A's until) creates d.
+    site.write("/res/b.txt", "bravo-2")?;
+    site.write("/res/d.txt", "delta")?;
+    list_a(
+        Some("2026-01-03T00:00:00Z"),
+        &[change_item(
+            &site.url("/res/b.txt"),
+            "updated",
+            "2026-01-02T00:00:00Z",
+            Some(b"bravo-2"),
+        )],
+    )?;
+    site.write(
+        "/cl/b.xml",
+        doc(
+            "urlset",
+            r#"capability="changelist" from="2026-01-03T00:00:00Z""#,
+            &[("up", &cap)],
+            &[change_item(
+                &site.url("/res/d.txt"),
+                "created",
+                "2026-01-04T00:00:00Z",
+                Some(b"delta"),
+            )],
+        ),
+    )?;
+    caplist("/cl/b.xml")?;
+    let v2 = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo-2"),
+        ("/res/d.txt", "delta"),
+    ]);
+    site.resource_list(
+        "/resourcelist.xml",
+        "/capabilitylist.xml",
+        "2026-01-05T00:00:00Z",
+        &v2,
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 1, 0), "{run:#?}");
+    let snap = case.assert_state(UP, &expect(&site, &v2), &[])?;
+    assert_eq!(snap.log.len(), 4, "{:#?}", snap.log);
+    snap.assert_log_sane();
+    // Spec 12.1: the Destination keeps polling the list it follows (the checkpoint's, A)
+    // and, once A is closed and processed, finds its successor through `up`: A still
+    // covers everything since the checkpoint, so no re-sync from the Resource List is due.
+    assert!(
+        run.resyncs().is_empty(),
+        "closed list A still reaches back to the checkpoint; expected A then B, not a re-sync: {:?}",
+        run.resyncs()
+    );
+
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    Ok(())
+}
+
+/// A Resource List older than a deletion: the listed resource answers 404 in the baseline;
+/// it is skipped as gone (a warning), not a failure, and the baseline completes.
+#[test]
+fn listed_but_gone_in_a_baseline_is_skipped() -> Result<()> {
+    let site = Site::new()?;
+    let all = res(&[("/res/a.txt", "alpha"), ("/res/b.txt", "bravo")]);
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    site.fx.remove("/res/b.txt")?;
+    let case = Case::new(
+        Store::s3("gone")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 0, 0), "{run:#?}");
+    assert_eq!(run.n("gone"), 1, "{run:#?}");
+    assert_eq!(run.n("failed"), 0, "{run:#?}");
+    assert!(
+        run.warnings().iter().any(|w| w.contains("b.txt")),
+        "{run:#?}"
+    );
+    let snap = case.assert_state(UP, &expect(&site, &all[..1]), &[])?;
+    assert!(!snap.records.contains_key(&site.url("/res/b.txt")));
+    assert!(
+        checkpoint(&case, UP, &site.url("/capabilitylist.xml"))?.is_some(),
+        "baseline done"
+    );
+    Ok(())
+}
+
+/// Without `allow_private`, an upstream on loopback is refused before any request is made
+/// (the address guard), and nothing is stored.
+#[test]
+fn loopback_upstream_is_refused_without_allow_private() -> Result<()> {
+    let site = Site::new()?;
+    let all = two_resources();
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    let case = Case::new(
+        Store::file("guard")?,
+        &site.url("/.well-known/resourcesync"),
+        "allow_private = false",
+    )?;
+    let run = case.run()?;
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.verdict(), "failed", "{run:#?}");
+    assert_eq!(site.fx.total_hits(), 0, "no request reached the upstream");
+    assert!(case.snapshot(UP)?.records.is_empty());
     Ok(())
 }

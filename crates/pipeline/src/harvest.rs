@@ -560,7 +560,7 @@ impl Harvest<'_> {
                     "{set_url}: no Change List or Change Dump; re-synced from the Resource List"
                 ));
                 tracing::info!(upstream = %self.up.name, set = %set.url, "no Change List: re-sync");
-                self.resync(set, report).await?;
+                self.resync(set, true, report).await?;
             }
             return Ok(());
         };
@@ -570,8 +570,32 @@ impl Harvest<'_> {
                 self.incremental_dump(set, &changes, &mut cp, !resynced, report)
                     .await?
             } else {
-                self.incremental(set, &changes, &mut cp, !resynced, report)
-                    .await?
+                // Where the last run left off (spec 12.1: a Destination follows the list it
+                // polls, and from a closed one its successor), else the Capability List's.
+                let followed = cp
+                    .changelist
+                    .as_deref()
+                    .and_then(|u| Url::parse(u).ok())
+                    .filter(|u| u != &changes);
+                match followed {
+                    Some(from) => match self
+                        .incremental(set, &from, &mut cp, !resynced, report)
+                        .await
+                    {
+                        Err(Error::Fetch(e)) if matches!(e.status(), Some(404 | 410)) => {
+                            report.warn(format!(
+                                "{from}: the Change List followed last time is gone ({e}); starting from {changes}"
+                            ));
+                            self.incremental(set, &changes, &mut cp, !resynced, report)
+                                .await?
+                        }
+                        other => other?,
+                    },
+                    None => {
+                        self.incremental(set, &changes, &mut cp, !resynced, report)
+                            .await?
+                    }
+                }
             };
             match step {
                 Incremental::Done | Incremental::Next(_) => return Ok(()),
@@ -580,13 +604,8 @@ impl Harvest<'_> {
                     tracing::warn!(upstream = %self.up.name, "{why}");
                     report.resyncs.push(why);
                     resynced = true;
-                    match self.resync(set, report).await? {
-                        Some(new) => {
-                            cp = Checkpoint {
-                                resyncs: cp.resyncs + 1,
-                                ..new
-                            };
-                        }
+                    match self.resync(set, true, report).await? {
+                        Some(new) => cp = new,
                         None => return Ok(()),
                     }
                 }
@@ -611,7 +630,7 @@ impl Harvest<'_> {
                 )),
             }
         }
-        self.resync(set, report).await
+        self.resync(set, false, report).await
     }
 
     /// Brings the copies in line with the Resource List (baseline when the state is empty).
@@ -620,6 +639,7 @@ impl Harvest<'_> {
     async fn resync(
         &self,
         set: &CapabilitySet,
+        counted: bool,
         report: &mut UpstreamReport,
     ) -> Result<Option<Checkpoint>, Error> {
         let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
@@ -649,8 +669,7 @@ impl Harvest<'_> {
                             let first = listed.insert(uri_digest(e.loc.trim()));
                             async move {
                                 if first {
-                                    self.store_entry_or_gone(set, e, Change::Created, false, true)
-                                        .await
+                                    self.store_entry_or_gone(set, e, false, true).await
                                 } else {
                                     Outcome::Skipped
                                 }
@@ -668,7 +687,7 @@ impl Harvest<'_> {
         let header = header?;
         let at = header.md.as_ref().and_then(|m| m.at);
         self.finish_sync(
-            set, &list_url, listed, committer, all_ok, at, started, report,
+            set, &list_url, listed, committer, all_ok, at, started, counted, report,
         )
         .await
     }
@@ -685,8 +704,15 @@ impl Harvest<'_> {
         all_ok: bool,
         at: Option<W3cDateTime>,
         started: W3cDateTime,
+        counted: bool,
         report: &mut UpstreamReport,
     ) -> Result<Option<Checkpoint>, Error> {
+        let previous = self
+            .ctx
+            .state
+            .checkpoint(&self.up.name, set.url.as_str())
+            .await?
+            .map_or(0, |c| c.resyncs);
         // Deletions: resources of this set the list no longer has.
         let mut deletions = Vec::new();
         let mut records = self.ctx.state.resources(&self.up.name).await?;
@@ -721,7 +747,7 @@ impl Harvest<'_> {
             seen: Vec::new(),
             changelist: set.get(Capability::ChangeList).map(|u| u.to_string()),
             baseline_at: Some(at),
-            resyncs: 0,
+            resyncs: previous + u64::from(counted),
         };
         committer.checkpoint(cp.clone());
         committer.flush().await?;
@@ -795,7 +821,7 @@ impl Harvest<'_> {
         }
         let at = header.md.as_ref().and_then(|m| m.at);
         self.finish_sync(
-            set, &dump_url, listed, committer, all_ok, at, started, report,
+            set, &dump_url, listed, committer, all_ok, at, started, false, report,
         )
         .await
     }
@@ -925,26 +951,9 @@ impl Harvest<'_> {
         };
         if let Err((expected, got)) = verify(&e, &info) {
             tracing::warn!(%uri, %expected, %got, "dump item differs from its manifest: fetching it instead");
-            let change = if prior
-                .as_ref()
-                .is_some_and(|p| p.status == ResourceStatus::Present)
-            {
-                Change::Updated
-            } else {
-                Change::Created
-            };
-            return self.store_entry(set, e, change, newer_pending).await;
+            return self.store_entry(set, e, newer_pending).await;
         }
-        self.stored(
-            set,
-            &e,
-            prior.as_ref(),
-            info,
-            None,
-            None,
-            None,
-            Change::Created,
-        )
+        self.stored(set, &e, prior.as_ref(), info, None, None, None)
     }
 
     /// The outcome of a verified copy: unchanged when the bytes are those already held,
@@ -959,7 +968,6 @@ impl Harvest<'_> {
         etag: Option<String>,
         last_modified: Option<String>,
         content_type: Option<String>,
-        default_change: Change,
     ) -> Outcome {
         let meta = upstream_meta(e, etag, last_modified);
         let mime_type = content_type.or_else(|| e.md.as_ref().and_then(|m| m.mime_type.clone()));
@@ -976,7 +984,7 @@ impl Harvest<'_> {
         let change = match prior {
             Some(p) if p.status == ResourceStatus::Present => Change::Updated,
             Some(_) => Change::Created,
-            None => default_change,
+            None => Change::Created,
         };
         Outcome::Stored {
             change,
@@ -996,14 +1004,8 @@ impl Harvest<'_> {
     }
 
     /// Fetches, verifies and stores one listed resource (or decides it is unchanged).
-    async fn store_entry(
-        &self,
-        set: &CapabilitySet,
-        e: UrlEntry,
-        default_change: Change,
-        newer_pending: bool,
-    ) -> Outcome {
-        self.store_entry_or_gone(set, e, default_change, newer_pending, newer_pending)
+    async fn store_entry(&self, set: &CapabilitySet, e: UrlEntry, newer_pending: bool) -> Outcome {
+        self.store_entry_or_gone(set, e, newer_pending, newer_pending)
             .await
     }
 
@@ -1013,7 +1015,6 @@ impl Harvest<'_> {
         &self,
         set: &CapabilitySet,
         e: UrlEntry,
-        default_change: Change,
         newer_pending: bool,
         gone_ok: bool,
     ) -> Outcome {
@@ -1125,7 +1126,6 @@ impl Harvest<'_> {
                 etag,
                 last_modified,
                 content_type,
-                default_change,
             );
         }
     }
@@ -1343,14 +1343,7 @@ impl Harvest<'_> {
                             // twice. The checkpoint still moves past this one in order.
                             _ if newer_pending => Outcome::Superseded,
                             Change::Deleted => self.delete_entry(&e).await,
-                            c => {
-                                let c = if c == Change::Created {
-                                    Change::Created
-                                } else {
-                                    Change::Updated
-                                };
-                                self.store_entry(set, e.clone(), c, newer_pending).await
-                            }
+                            _ => self.store_entry(set, e.clone(), newer_pending).await,
                         };
                         (t, seen_key(&e), outcome)
                     }
