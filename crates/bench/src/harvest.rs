@@ -324,6 +324,10 @@ struct Upstream {
 
 impl Upstream {
     fn stop(&mut self) {
+        // already stopped (and reaped): its PID may belong to another process by now
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         if self.nginx {
             // SIGTERM to the master (it stops its workers); SIGKILL would orphan them.
             let _ = Command::new("kill")

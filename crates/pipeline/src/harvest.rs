@@ -395,7 +395,10 @@ impl<'a> Committer<'a> {
         };
         let commit = std::mem::replace(c, next);
         self.pending = 0;
-        self.state.commit(commit).await?;
+        // Only a commit that moves the checkpoint waits for durability (which covers every
+        // earlier batch too); the others do not stall the harvest.
+        let durable = commit.checkpoint.is_some();
+        self.state.commit_with(commit, durable).await?;
         Ok(())
     }
 }

@@ -41,6 +41,9 @@ pub struct DocumentReader {
     header: Header,
     builder: Builder,
     rx: mpsc::Receiver<Msg>,
+    /// Consumed batches go back to the tokenizer, so their buffers are reused instead of
+    /// fresh pages being faulted in for every batch.
+    recycle: std::sync::mpsc::SyncSender<RawBatch>,
     batch: RawBatch,
     next: usize,
     bytes: u64,
@@ -66,6 +69,8 @@ impl DocumentReader {
         let mut builder = Builder::new(opts.mode, opts.max_problems, opts.source.clone());
         let (head_tx, head_rx) = tokio::sync::oneshot::channel();
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
+        // Bounded like the forward channel: at most that many spare batches wait.
+        let (recycle, recycled) = std::sync::mpsc::sync_channel::<RawBatch>(CHANNEL_BATCHES);
         tokio::task::spawn_blocking(move || {
             let input = std::io::BufReader::with_capacity(256 * 1024, input);
             let mut t = match Tokenizer::open(input, opts) {
@@ -85,7 +90,13 @@ impl DocumentReader {
                 return;
             }
             loop {
-                let mut batch = RawBatch::with_capacity(BATCH);
+                let mut batch = match recycled.try_recv() {
+                    Ok(mut b) => {
+                        b.clear();
+                        b
+                    }
+                    Err(_) => RawBatch::with_capacity(BATCH),
+                };
                 let more = loop {
                     match t.next_raw(&mut batch) {
                         Ok(true) if batch.entries.len() < BATCH => {}
@@ -115,6 +126,7 @@ impl DocumentReader {
             header,
             builder,
             rx,
+            recycle,
             batch: RawBatch::default(),
             next: 0,
             bytes,
@@ -146,7 +158,9 @@ impl DocumentReader {
                 Some(Msg::Batch(mut b)) => {
                     self.builder.absorb(&mut b);
                     self.bytes = b.bytes;
-                    self.batch = b;
+                    let old = std::mem::replace(&mut self.batch, b);
+                    // Full or closed: the batch is simply dropped.
+                    let _ = self.recycle.try_send(old);
                     self.next = 0;
                 }
                 Some(Msg::Failed(e)) => {

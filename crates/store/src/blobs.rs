@@ -1,8 +1,8 @@
 //! Content-addressed bodies: `blobs/sha256/ab/abcdef…`.
 //!
 //! The address is only known once the whole body was hashed, so small bodies are buffered
-//! (bounded by [`SMALL_BODY`]) and written with one conditional `PUT` (`If-None-Match: *`: an
-//! existing blob is the same bitstream and is left alone), while large bodies stream through
+//! (bounded by [`SMALL_BODY`]) and written with one `PUT` (an existing blob at that address is
+//! the same bitstream, so overwriting it is harmless), while large bodies stream through
 //! a multipart upload to a temporary key and are then copied to their address. Memory stays
 //! bounded either way.
 
@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use md5::Digest;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 
 use crate::Error;
 
@@ -163,21 +163,14 @@ impl Blobs {
         };
         match upload {
             None => {
-                let opts = PutOptions {
-                    mode: PutMode::Create,
-                    ..PutOptions::default()
-                };
-                match self
-                    .objects
-                    .put_opts(&dest, PutPayload::from_iter(chunks), opts)
+                // A plain overwrite: the key is the content, so replacing an existing blob
+                // (another upstream's identical bitstream, or a concurrent writer) changes
+                // nothing, and it costs one rename locally and one PUT on S3, where a
+                // conditional create costs a link and an unlink, or a 412 round trip.
+                self.objects
+                    .put(&dest, PutPayload::from_iter(chunks))
                     .await
-                {
-                    Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
-                    // Some S3 implementations answer a conditional create on an existing key
-                    // with 412 rather than 409.
-                    Err(object_store::Error::Precondition { .. }) => {}
-                    Err(e) => return Err(os_err(&dest)(e)),
-                }
+                    .map_err(os_err(&dest))?;
             }
             Some((tmp, w)) => {
                 w.finish().await.map_err(os_err(&tmp))?;

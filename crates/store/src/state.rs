@@ -93,7 +93,15 @@ impl State {
     /// fenced out from now on.
     pub async fn open(objects: Arc<dyn ObjectStore>, display: &str) -> Result<State, Error> {
         let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
-        let db = Db::open(STATE_PATH, objects)
+        // The WAL is written every 10 ms rather than slatedb's default 100 ms: commits that
+        // wait for durability (those moving a checkpoint) then wait little.
+        let settings = slatedb::Settings {
+            flush_interval: Some(std::time::Duration::from_millis(10)),
+            ..slatedb::Settings::default()
+        };
+        let db = Db::builder(STATE_PATH, objects)
+            .with_settings(settings)
+            .build()
             .await
             .map_err(|e| map_err(&path, e))?;
         let state = State {
@@ -187,6 +195,15 @@ impl State {
     /// datetime strictly later than the previous one (rsagg's own `lastmod`/`datetime`).
     /// Returns the log entries written.
     pub async fn commit(&self, c: Commit) -> Result<Vec<LogEntry>, Error> {
+        self.commit_with(c, true).await
+    }
+
+    /// Like [`State::commit`]; with `durable` false it returns once the batch is applied (and
+    /// visible to reads) without waiting for it to reach object storage. Batches become
+    /// durable in order, so a later durable commit (the one that moves a checkpoint) makes
+    /// every earlier one durable too; a crash before that loses only records whose blobs are
+    /// refetched or found again on the next run.
+    pub async fn commit_with(&self, c: Commit, durable: bool) -> Result<Vec<LogEntry>, Error> {
         let mut batch = WriteBatch::new();
         let mut written = Vec::with_capacity(c.changes.len());
         let handle = {
@@ -236,10 +253,12 @@ impl State {
             *head = next;
             handle
         };
-        handle
-            .await_durable()
-            .await
-            .map_err(|e| map_err(&self.path, e))?;
+        if durable {
+            handle
+                .await_durable()
+                .await
+                .map_err(|e| map_err(&self.path, e))?;
+        }
         Ok(written)
     }
 
