@@ -399,7 +399,7 @@ fn start_nginx(root: &Path, work: &Path, port: u16) -> anyhow::Result<Upstream> 
             root = root.display()
         ),
     )?;
-    let child = Command::new("nginx")
+    let child = Command::new(nginx_bin())
         .arg("-p")
         .arg(&prefix)
         .arg("-c")
@@ -417,7 +417,7 @@ fn start_nginx(root: &Path, work: &Path, port: u16) -> anyhow::Result<Upstream> 
         nginx: true,
     };
     wait_port(port)?;
-    let version = Command::new("nginx")
+    let version = Command::new(nginx_bin())
         .arg("-v")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_owned())
@@ -788,7 +788,7 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
     let use_nginx = match a.server {
         ServerChoice::Nginx => true,
         ServerChoice::Builtin => false,
-        ServerChoice::Auto => Command::new("nginx")
+        ServerChoice::Auto => Command::new(nginx_bin())
             .arg("-v")
             .stderr(Stdio::null())
             .status()
@@ -969,4 +969,16 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
         println!("working directory kept: {}", work.display());
     }
     Ok(())
+}
+
+/// nginx from `PATH`, else Debian's `/usr/sbin/nginx` (not on an ordinary user's `PATH`).
+fn nginx_bin() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("nginx").is_file()))
+        .unwrap_or(false);
+    if !on_path && Path::new("/usr/sbin/nginx").is_file() {
+        PathBuf::from("/usr/sbin/nginx")
+    } else {
+        PathBuf::from("nginx")
+    }
 }
