@@ -786,17 +786,23 @@ fn discovery_well_known() -> Result<()> {
     discovery_case(&site, "/", "WellKnown", &all)
 }
 
-#[test]
-fn discovery_robots_txt() -> Result<()> {
-    let site = Site::new()?;
-    let all = two_resources();
-    site.resources(&all)?;
+/// The resources, a Capability List without an `up` link and a Resource List under `/rs/`:
+/// a set that only the route under test can lead to.
+fn rs_set_without_description(site: &Site, all: &[(&str, &[u8])]) -> Result<()> {
+    site.resources(all)?;
     site.capability_list(
         "/rs/capabilitylist.xml",
         None,
         &[("resourcelist", "/rs/resourcelist.xml")],
     )?;
-    site.resource_list("/rs/resourcelist.xml", "/rs/capabilitylist.xml", T0, &all)?;
+    site.resource_list("/rs/resourcelist.xml", "/rs/capabilitylist.xml", T0, all)
+}
+
+#[test]
+fn discovery_robots_txt() -> Result<()> {
+    let site = Site::new()?;
+    let all = two_resources();
+    rs_set_without_description(&site, &all)?;
     site.write(
         "/robots.txt",
         format!(
@@ -811,13 +817,7 @@ fn discovery_robots_txt() -> Result<()> {
 fn discovery_html_link() -> Result<()> {
     let site = Site::new()?;
     let all = two_resources();
-    site.resources(&all)?;
-    site.capability_list(
-        "/rs/capabilitylist.xml",
-        None,
-        &[("resourcelist", "/rs/resourcelist.xml")],
-    )?;
-    site.resource_list("/rs/resourcelist.xml", "/rs/capabilitylist.xml", T0, &all)?;
+    rs_set_without_description(&site, &all)?;
     site.write(
         "/page/index.html",
         format!(

@@ -775,6 +775,22 @@ impl Harvest<'_> {
         Ok((header?, packages))
     }
 
+    /// Downloads, checks and opens one package of a dump.
+    async fn open_package(
+        &self,
+        base: &Url,
+        entry: &UrlEntry,
+    ) -> Result<dumps::PackageItems, Error> {
+        dumps::open_package(
+            &self.ctx.fetcher,
+            &self.access,
+            base,
+            entry,
+            self.ctx.fetch.max_body_bytes,
+        )
+        .await
+    }
+
     /// Baseline from the Resource Dump (spec 11): every package downloaded, checked and
     /// unpacked. `Err` when the dump is missing or broken (the caller falls back to the list).
     async fn baseline_dump(
@@ -795,14 +811,7 @@ impl Harvest<'_> {
         let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
         for (base, entry) in &packages {
-            let mut pkg = dumps::open_package(
-                &self.ctx.fetcher,
-                &self.access,
-                base,
-                entry,
-                self.ctx.fetch.max_body_bytes,
-            )
-            .await?;
+            let mut pkg = self.open_package(base, entry).await?;
             let mut seen = 0usize;
             while let Some(next) = pkg.next().await {
                 let (item, body) = next?;
@@ -866,14 +875,7 @@ impl Harvest<'_> {
             {
                 continue;
             }
-            let mut pkg = dumps::open_package(
-                &self.ctx.fetcher,
-                &self.access,
-                base,
-                entry,
-                self.ctx.fetch.max_body_bytes,
-            )
-            .await?;
+            let mut pkg = self.open_package(base, entry).await?;
             let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
             let mut seen = 0usize;
             while let Some(next) = pkg.next().await {
