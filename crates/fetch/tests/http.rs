@@ -130,19 +130,24 @@ async fn honours_retry_after_on_429() {
     assert_eq!(hits.get(), 2);
 }
 
-#[tokio::test]
-async fn does_not_retry_404() {
+/// A server answering `status` to every GET of `/`, counting the hits.
+async fn always(status: StatusCode) -> (Hits, SocketAddr) {
     let hits = Hits::default();
     let app = Router::new()
         .route(
             "/",
-            get(|State(h): State<Hits>| async move {
+            get(move |State(h): State<Hits>| async move {
                 h.inc();
-                StatusCode::NOT_FOUND
+                status
             }),
         )
         .with_state(hits.clone());
-    let addr = serve(app).await;
+    (hits, serve(app).await)
+}
+
+#[tokio::test]
+async fn does_not_retry_404() {
+    let (hits, addr) = always(StatusCode::NOT_FOUND).await;
     let u = url(addr, "/");
     let err = fetcher()
         .get(&u, &open(), &Request::default())
@@ -165,17 +170,7 @@ async fn does_not_retry_404() {
 
 #[tokio::test]
 async fn gives_up_after_the_retries() {
-    let hits = Hits::default();
-    let app = Router::new()
-        .route(
-            "/",
-            get(|State(h): State<Hits>| async move {
-                h.inc();
-                StatusCode::INTERNAL_SERVER_ERROR
-            }),
-        )
-        .with_state(hits.clone());
-    let addr = serve(app).await;
+    let (hits, addr) = always(StatusCode::INTERNAL_SERVER_ERROR).await;
     let f = Fetcher::new(FetchConfig {
         retries: 2,
         ..cfg()
