@@ -172,7 +172,8 @@ pub(crate) fn access_of(up: &UpstreamConfig) -> Result<Access, String> {
 }
 
 /// Harvests one upstream; never panics or returns early without a report.
-pub(crate) async fn harvest(ctx: &Ctx, up: &UpstreamConfig) -> UpstreamReport {
+pub(crate) async fn harvest(ctx: Arc<Ctx>, up_arc: Arc<UpstreamConfig>) -> UpstreamReport {
+    let up = &*up_arc;
     let mut report = UpstreamReport::new(&up.name);
     let access = match access_of(up) {
         Ok(a) => a,
@@ -240,10 +241,10 @@ pub(crate) async fn harvest(ctx: &Ctx, up: &UpstreamConfig) -> UpstreamReport {
         }
     }
     let h = Harvest {
-        ctx,
-        up,
+        ctx: ctx.clone(),
+        up: up_arc,
         access,
-        quarantined,
+        quarantined: Arc::new(quarantined),
     };
     for set in &sets {
         if let Err(e) = h.harvest_set(set, &mut report).await {
@@ -257,13 +258,16 @@ pub(crate) async fn harvest(ctx: &Ctx, up: &UpstreamConfig) -> UpstreamReport {
     report
 }
 
-struct Harvest<'a> {
-    ctx: &'a Ctx,
-    up: &'a UpstreamConfig,
+/// One upstream's harvest; cheap to clone, so each resource's work can run as its own task
+/// (on either core) rather than all inside the one task that drives the list.
+#[derive(Clone)]
+struct Harvest {
+    ctx: Arc<Ctx>,
+    up: Arc<UpstreamConfig>,
     access: Access,
     /// URIs of this upstream in quarantine when the run started (few): a verified copy
     /// releases them.
-    quarantined: HashSet<String>,
+    quarantined: Arc<HashSet<String>>,
 }
 
 /// What became of one resource.
@@ -518,7 +522,7 @@ fn uri_digest(uri: &str) -> u128 {
     u128::from_le_bytes(b)
 }
 
-impl Harvest<'_> {
+impl Harvest {
     fn docs(&self) -> Docs<'_> {
         Docs {
             fetcher: &self.ctx.fetcher,
@@ -653,11 +657,12 @@ impl Harvest<'_> {
             return Ok(None);
         };
         let started = W3cDateTime::now();
+        let shared_set = Arc::new(set.clone());
         let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
         let docs = self.docs();
         let producer = docs.stream_entries(&list_url, tx);
         let mut listed: HashSet<u128> = HashSet::new();
-        let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
+        let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
         let consumer =
             async {
@@ -670,9 +675,13 @@ impl Harvest<'_> {
                             // A URI listed twice is stored once (two concurrent stores of
                             // the same resource would both see it as new).
                             let first = listed.insert(uri_digest(e.loc.trim()));
+                            let (h, set) = (self.clone(), shared_set.clone());
                             async move {
                                 if first {
-                                    self.store_entry_or_gone(set, e, false, true).await
+                                    spawned(async move {
+                                        h.store_entry_or_gone(&set, e, false, true).await
+                                    })
+                                    .await
                                 } else {
                                     Outcome::Skipped
                                 }
@@ -808,7 +817,7 @@ impl Harvest<'_> {
         let started = W3cDateTime::now();
         let (header, packages) = self.dump_packages(&dump_url).await?;
         let mut listed = HashSet::new();
-        let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
+        let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
         for (base, entry) in &packages {
             let mut pkg = self.open_package(base, entry).await?;
@@ -876,7 +885,7 @@ impl Harvest<'_> {
                 continue;
             }
             let mut pkg = self.open_package(base, entry).await?;
-            let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
+            let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
             let mut seen = 0usize;
             while let Some(next) = pkg.next().await {
                 let (item, body) = next?;
@@ -1336,21 +1345,27 @@ impl Harvest<'_> {
                     }
                 })
                 .collect();
-            let mut committer = Committer::new(self.ctx, &self.up.name, set.url.as_str());
+            let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
             let concurrency = self.ctx.fetch.concurrency.max(1);
+            let shared_set = Arc::new(set.clone());
             let mut results = futures::stream::iter(todo)
                 .map(|(pos, t, e)| {
                     let newer_pending = last_index.get(e.loc.trim()).is_some_and(|&l| l > pos);
+                    let (h, set) = (self.clone(), shared_set.clone());
                     async move {
+                        let key = seen_key(&e);
                         let outcome = match change_of(&e) {
                             // A later change of the same URI in this list brings the final
                             // state; processing both concurrently could record one change
                             // twice. The checkpoint still moves past this one in order.
                             _ if newer_pending => Outcome::Superseded,
-                            Change::Deleted => self.delete_entry(&e).await,
-                            _ => self.store_entry(set, e.clone(), newer_pending).await,
+                            Change::Deleted => h.delete_entry(&e).await,
+                            _ => {
+                                spawned(async move { h.store_entry(&set, e, newer_pending).await })
+                                    .await
+                            }
                         };
-                        (t, seen_key(&e), outcome)
+                        (t, key, outcome)
                     }
                 })
                 // In order: the checkpoint only ever moves past committed changes.
@@ -1387,6 +1402,14 @@ impl Harvest<'_> {
         }
         Ok(Incremental::Done)
     }
+}
+
+/// Runs one resource's work as a task of its own, so the runtime spreads the work of many
+/// resources over every core; a task that panics is a failed resource, not a crash.
+async fn spawned(work: impl std::future::Future<Output = Outcome> + Send + 'static) -> Outcome {
+    tokio::spawn(work)
+        .await
+        .unwrap_or_else(|e| Outcome::Failed(format!("resource task failed: {e}")))
 }
 
 enum Incremental {

@@ -89,14 +89,19 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         backoff_max: Duration::from_secs(30),
         ..FetchConfig::default()
     })?;
-    let ctx = Ctx {
+    let ctx = Arc::new(Ctx {
         fetcher,
         blobs: Blobs::new(loc.objects.clone()),
         state: state.clone(),
         fetch: cfg.fetch.clone(),
         progress: opts.progress.clone(),
-    };
-    let upstreams = futures::future::join_all(cfg.upstreams.iter().map(|u| harvest(&ctx, u))).await;
+    });
+    let upstreams = futures::future::join_all(
+        cfg.upstreams
+            .iter()
+            .map(|u| harvest(ctx.clone(), Arc::new(u.clone()))),
+    )
+    .await;
     drop(ctx);
     let fenced = upstreams.iter().find_map(|u| {
         u.error
