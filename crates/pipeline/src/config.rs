@@ -410,6 +410,17 @@ impl PipelineConfig {
                 "concurrency limits must be at least 1".into(),
             ));
         }
+        let l = &self.publish.links;
+        let mut seen: HashSet<String> = HashSet::new();
+        for rel in l.keep.iter().chain(&l.rewrite).chain(&l.drop) {
+            if !seen.insert(rel.to_ascii_lowercase()) {
+                return Err(err(
+                    "publish.links",
+                    rel,
+                    format!("relation `{rel}` is given more than one action"),
+                ));
+            }
+        }
         if let Some(n) = &self.notify {
             Url::parse(&n.hub)
                 .map_err(|e| err("notify.hub", "hub", format!("`{}`: {e}", n.hub)))?;
@@ -482,6 +493,15 @@ poll_interval = "5m"
             .unwrap_err()
             .to_string();
         assert!(e.contains("collection.base_url"), "{e}");
+    }
+
+    #[test]
+    fn a_relation_has_one_action() {
+        let text = format!("{GOOD}\n[publish.links]\nkeep = [\"license\"]\ndrop = [\"License\"]\n");
+        let e = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("publish.links"), "{e}");
     }
 
     #[test]

@@ -11,12 +11,14 @@
 //! - `config.rs`: the typed config, `${ENV}` substitution and pure validation.
 //! - `harvest.rs`: one upstream: discovery, baseline/resync, incremental, verification.
 //! - `lists.rs`: reading upstream lists and indexes as streams of entries.
+//! - `links.rs`: provenance (`via`) and the inherited-link policy of republished entries.
 //! - `dumps.rs`: Resource/Change Dump packages: download, check, stream the items.
 //! - `runner.rs`: `run --once`: all upstreams concurrently, the run report and exit status.
 
 pub mod config;
 mod dumps;
 mod harvest;
+pub mod links;
 mod lists;
 mod runner;
 

@@ -1,0 +1,302 @@
+//! What republished entries say about where they came from and what they link to
+//! (spec 14.8 and the inherited-link policy of the design brief).
+//!
+//! - Provenance: every republished entry carries one `rs:ln rel="via"` to the upstream
+//!   resource, with `modified`, `hash`, `length` and `type` of the upstream representation.
+//!   When the upstream entry already has a `via` link (the upstream is itself an
+//!   aggregator), that link is kept unchanged instead: it names the original.
+//! - Inherited links (the upstream entry's other `rs:ln`) pass an allowlist by relation:
+//!   `describedby`, `describes`, `alternate` are rewritten to rsagg's copy when rsagg holds
+//!   the target, else kept; `duplicate`, `memento`, `profile` are kept; everything else
+//!   (`collection`, `canonical`, `up`, `index`, `contents`, `patch`, `timegate`, `timemap`
+//!   and any relation not listed) is dropped, because it describes the upstream's own
+//!   documents or services, which rsagg does not republish. `[publish.links]` moves any
+//!   relation to another action.
+
+use std::collections::HashMap;
+
+use rsagg_model::Link;
+use rsagg_store::UpstreamMeta;
+
+use crate::config::LinkPolicyConfig;
+
+/// What happens to an inherited link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkAction {
+    /// Point it at rsagg's copy of the target when rsagg holds one, else keep it.
+    Rewrite,
+    /// Republish it unchanged.
+    Keep,
+    /// Leave it out.
+    Drop,
+}
+
+const DEFAULTS: &[(&str, LinkAction)] = &[
+    ("describedby", LinkAction::Rewrite),
+    ("describes", LinkAction::Rewrite),
+    ("alternate", LinkAction::Rewrite),
+    ("duplicate", LinkAction::Keep),
+    ("memento", LinkAction::Keep),
+    ("profile", LinkAction::Keep),
+    ("collection", LinkAction::Drop),
+    ("canonical", LinkAction::Drop),
+    ("up", LinkAction::Drop),
+    ("index", LinkAction::Drop),
+    ("contents", LinkAction::Drop),
+    ("patch", LinkAction::Drop),
+    ("timegate", LinkAction::Drop),
+    ("timemap", LinkAction::Drop),
+];
+
+/// The inherited-link policy of one pipeline.
+#[derive(Debug, Clone)]
+pub struct LinkPolicy {
+    actions: HashMap<String, LinkAction>,
+}
+
+impl Default for LinkPolicy {
+    fn default() -> Self {
+        LinkPolicy {
+            actions: DEFAULTS
+                .iter()
+                .map(|(rel, a)| ((*rel).to_owned(), *a))
+                .collect(),
+        }
+    }
+}
+
+impl LinkPolicy {
+    /// The default policy with the pipeline's `[publish.links]` overrides applied.
+    pub fn new(cfg: &LinkPolicyConfig) -> Self {
+        let mut p = LinkPolicy::default();
+        for (rels, action) in [
+            (&cfg.keep, LinkAction::Keep),
+            (&cfg.rewrite, LinkAction::Rewrite),
+            (&cfg.drop, LinkAction::Drop),
+        ] {
+            for rel in rels {
+                p.actions.insert(rel.to_ascii_lowercase(), action);
+            }
+        }
+        p
+    }
+
+    /// The action for a `rel` value. Relation types compare case-insensitively (RFC 8288);
+    /// a value with several types takes the most permissive of their actions.
+    pub fn action(&self, rel: &str) -> LinkAction {
+        let mut best = LinkAction::Drop;
+        for token in rel.split_ascii_whitespace() {
+            match self
+                .actions
+                .get(&token.to_ascii_lowercase())
+                .copied()
+                .unwrap_or(LinkAction::Drop)
+            {
+                LinkAction::Rewrite => return LinkAction::Rewrite,
+                LinkAction::Keep => best = LinkAction::Keep,
+                LinkAction::Drop => {}
+            }
+        }
+        best
+    }
+
+    /// The inherited links to republish, in their order. `own` gives rsagg's URI for an
+    /// upstream URI when rsagg holds a copy of it. `via` links are not inherited here (see
+    /// [`via_link`]).
+    pub fn apply(&self, links: &[Link], own: impl Fn(&str) -> Option<String>) -> Vec<Link> {
+        links
+            .iter()
+            .filter(|l| {
+                !l.rel
+                    .split_ascii_whitespace()
+                    .any(|t| t.eq_ignore_ascii_case("via"))
+            })
+            .filter_map(|l| match self.action(&l.rel) {
+                LinkAction::Drop => None,
+                LinkAction::Keep => Some(l.clone()),
+                LinkAction::Rewrite => Some(match own(&l.href) {
+                    // The copy is the same bitstream: hash, length and type still hold.
+                    Some(href) => Link { href, ..l.clone() },
+                    None => l.clone(),
+                }),
+            })
+            .collect()
+    }
+}
+
+/// The provenance link of a republished entry (spec 14.8): the upstream's own `via` when it
+/// has one (a chain of aggregators names the original), else a new one to `upstream_uri`
+/// describing the upstream representation.
+pub fn via_link(upstream_uri: &str, meta: &UpstreamMeta) -> Link {
+    if let Some(existing) = meta.links.iter().find(|l| {
+        l.rel
+            .split_ascii_whitespace()
+            .any(|t| t.eq_ignore_ascii_case("via"))
+    }) {
+        return existing.clone();
+    }
+    Link {
+        modified: meta.lastmod,
+        hash: meta.hash.clone(),
+        length: meta.length,
+        mime_type: meta.mime_type.clone(),
+        ..Link::new("via", upstream_uri)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rsagg_model::{Hashes, W3cDateTime};
+
+    const UP: &str = "http://up.example.org/res/1";
+    const TARGET: &str = "http://up.example.org/res/1.meta";
+    const OURS: &str = "https://agg.example.org/c/up/res/1.meta";
+
+    fn own(uri: &str) -> Option<String> {
+        (uri == TARGET).then(|| OURS.to_owned())
+    }
+
+    fn one(policy: &LinkPolicy, rel: &str, href: &str) -> Option<Link> {
+        let links = vec![Link {
+            length: Some(42),
+            ..Link::new(rel, href)
+        }];
+        let out = policy.apply(&links, own);
+        assert!(out.len() <= 1);
+        out.into_iter().next()
+    }
+
+    #[test]
+    fn describedby_is_rewritten_when_held_else_kept() {
+        let p = LinkPolicy::default();
+        let l = one(&p, "describedby", TARGET).unwrap();
+        assert_eq!((l.href.as_str(), l.length), (OURS, Some(42)));
+        let l = one(&p, "describedby", "http://elsewhere.example/x").unwrap();
+        assert_eq!(l.href, "http://elsewhere.example/x");
+    }
+
+    #[test]
+    fn describes_is_rewritten_when_held_else_kept() {
+        let p = LinkPolicy::default();
+        assert_eq!(one(&p, "describes", TARGET).unwrap().href, OURS);
+        assert_eq!(
+            one(&p, "describes", "http://x/y").unwrap().href,
+            "http://x/y"
+        );
+    }
+
+    #[test]
+    fn alternate_is_rewritten_when_held_else_kept() {
+        let p = LinkPolicy::default();
+        assert_eq!(one(&p, "alternate", TARGET).unwrap().href, OURS);
+        assert_eq!(
+            one(&p, "alternate", "http://x/y").unwrap().href,
+            "http://x/y"
+        );
+    }
+
+    #[test]
+    fn duplicate_is_kept_unchanged() {
+        let p = LinkPolicy::default();
+        assert_eq!(one(&p, "duplicate", TARGET).unwrap().href, TARGET);
+    }
+
+    #[test]
+    fn memento_is_kept_unchanged() {
+        let p = LinkPolicy::default();
+        assert_eq!(one(&p, "memento", TARGET).unwrap().href, TARGET);
+    }
+
+    #[test]
+    fn profile_is_kept_unchanged() {
+        let p = LinkPolicy::default();
+        assert_eq!(one(&p, "profile", TARGET).unwrap().href, TARGET);
+    }
+
+    /// One test per dropped relation, so a failure names it.
+    macro_rules! dropped {
+        ($($name:ident => $rel:literal),* $(,)?) => {$(
+            #[test]
+            fn $name() {
+                assert!(one(&LinkPolicy::default(), $rel, TARGET).is_none(), "{} must be dropped", $rel);
+            }
+        )*};
+    }
+
+    dropped! {
+        collection_is_dropped => "collection",
+        canonical_is_dropped => "canonical",
+        up_is_dropped => "up",
+        index_is_dropped => "index",
+        contents_is_dropped => "contents",
+        patch_is_dropped => "patch",
+        timegate_is_dropped => "timegate",
+        timemap_is_dropped => "timemap",
+    }
+
+    #[test]
+    fn unlisted_relations_are_dropped() {
+        let p = LinkPolicy::default();
+        assert!(one(&p, "license", TARGET).is_none());
+        assert!(one(&p, "http://example.org/rel/custom", TARGET).is_none());
+    }
+
+    #[test]
+    fn every_relation_can_be_overridden() {
+        let p = LinkPolicy::new(&LinkPolicyConfig {
+            keep: vec!["license".into(), "describedby".into()],
+            rewrite: vec!["canonical".into()],
+            drop: vec!["Duplicate".into()],
+        });
+        assert_eq!(one(&p, "license", TARGET).unwrap().href, TARGET);
+        assert_eq!(one(&p, "describedby", TARGET).unwrap().href, TARGET);
+        assert_eq!(one(&p, "canonical", TARGET).unwrap().href, OURS);
+        assert!(one(&p, "duplicate", TARGET).is_none());
+    }
+
+    #[test]
+    fn relation_types_compare_case_insensitively_and_the_most_permissive_wins() {
+        let p = LinkPolicy::default();
+        assert_eq!(one(&p, "DescribedBy", TARGET).unwrap().href, OURS);
+        assert_eq!(one(&p, "up describedby", TARGET).unwrap().href, OURS);
+        assert_eq!(one(&p, "index memento", TARGET).unwrap().href, TARGET);
+    }
+
+    #[test]
+    fn a_new_via_describes_the_upstream_representation() {
+        let meta = UpstreamMeta {
+            lastmod: Some(W3cDateTime::parse("2024-05-01T10:00:00Z").unwrap().value),
+            hash: Some(Hashes::parse(
+                "md5:1e0d5cb8ef6ba40c99b14c0237be735e",
+                |_| {},
+            )),
+            length: Some(8876),
+            mime_type: Some("text/html".into()),
+            ..UpstreamMeta::default()
+        };
+        let via = via_link(UP, &meta);
+        assert_eq!((via.rel.as_str(), via.href.as_str()), ("via", UP));
+        assert_eq!(via.modified, meta.lastmod);
+        assert_eq!(via.hash, meta.hash);
+        assert_eq!(via.length, Some(8876));
+        assert_eq!(via.mime_type.as_deref(), Some("text/html"));
+    }
+
+    #[test]
+    fn chain_an_upstream_via_is_kept_and_never_inherited_twice() {
+        let original = Link {
+            modified: Some(W3cDateTime::parse("2020-01-01").unwrap().value),
+            ..Link::new("via", "http://original.example.org/a")
+        };
+        let meta = UpstreamMeta {
+            links: vec![original.clone(), Link::new("describedby", TARGET)],
+            ..UpstreamMeta::default()
+        };
+        assert_eq!(via_link(UP, &meta), original);
+        // The policy never passes a `via` on: the one above is the entry's only via.
+        let inherited = LinkPolicy::default().apply(&meta.links, own);
+        assert_eq!(inherited.len(), 1);
+        assert_eq!(inherited[0].href, OURS);
+    }
+}
