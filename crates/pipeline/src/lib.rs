@@ -13,6 +13,7 @@
 //! - `lists.rs`: reading upstream lists and indexes as streams of entries.
 //! - `links.rs`: provenance (`via`) and the inherited-link policy of republished entries.
 //! - `dumps.rs`: Resource/Change Dump packages: download, check, stream the items.
+//! - `uris.rs`: rsagg's own, reversible URIs for its copies.
 //! - `runner.rs`: `run --once`: all upstreams concurrently, the run report and exit status.
 
 pub mod config;
@@ -21,6 +22,7 @@ mod harvest;
 pub mod links;
 mod lists;
 mod runner;
+pub mod uris;
 
 use std::path::PathBuf;
 
