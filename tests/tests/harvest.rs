@@ -1083,6 +1083,25 @@ fn mismatching_bytes_are_refetched_once_then_quarantined() -> Result<()> {
     );
     assert_eq!(snap.quarantine.len(), 1, "{:#?}", snap.quarantine);
     assert_eq!(snap.quarantine[0].uri, bad);
+    // The run leaves its report and the quarantine (URI, expected, got) where `serve`'s
+    // status page reads them.
+    let stats = case.stats()?;
+    let q = &stats["quarantine"][0];
+    assert_eq!(q["uri"], bad.as_str(), "{stats:#}");
+    assert_eq!(
+        q["expected"],
+        format!("md5:{}", md5_hex(b"expected bytes")),
+        "{stats:#}"
+    );
+    assert_eq!(
+        q["got"],
+        format!("md5:{}", md5_hex(b"tampered bytes")),
+        "{stats:#}"
+    );
+    assert_eq!(
+        stats["report"]["upstreams"][0]["quarantined"], 1,
+        "{stats:#}"
+    );
     assert!(
         snap.quarantine[0]
             .expected

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 
 pub use config::{Pipeline, PipelineConfig};
 pub use harvest::{UpstreamReport, Verdict};
-pub use runner::{RunOptions, RunReport, run_once};
+pub use runner::{RunOptions, RunReport, STATS_OBJECT, run_once};
 
 /// Errors of a pipeline.
 #[derive(Debug, thiserror::Error)]

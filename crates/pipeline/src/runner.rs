@@ -109,6 +109,14 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
             .filter(|e| e.contains("fenced out"))
             .map(str::to_owned)
     });
+    let report = RunReport {
+        collection: cfg.collection.name.clone(),
+        upstreams,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    if fenced.is_none() {
+        write_stats(&loc.objects, &state, &report).await;
+    }
     if let Ok(state) = Arc::try_unwrap(state) {
         state.close().await?;
     }
@@ -118,9 +126,65 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
             path: cfg.store.url.clone(),
         }));
     }
-    Ok(RunReport {
-        collection: cfg.collection.name.clone(),
-        upstreams,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+    Ok(report)
+}
+
+/// Where each run leaves its report for `serve` (`/metrics`, `/status`), which reads
+/// objects and never opens the state as a writer.
+pub const STATS_OBJECT: &str = "stats/last-run.json";
+/// Quarantine records copied into the stats object at most.
+const STATS_QUARANTINE: usize = 1000;
+
+/// The stats object: the run report, when it ended, and the resources in quarantine (with
+/// upstream URI, expected and received), so the status page can show them.
+#[derive(Debug, serde::Serialize)]
+struct Stats<'a> {
+    finished: rsagg_model::W3cDateTime,
+    report: &'a RunReport,
+    quarantine: Vec<rsagg_store::QuarantineRecord>,
+    quarantine_truncated: bool,
+}
+
+/// Writes [`STATS_OBJECT`]. A failure is logged, not fatal: the harvest itself is committed.
+async fn write_stats(
+    objects: &Arc<dyn object_store::ObjectStore>,
+    state: &State,
+    report: &RunReport,
+) {
+    let mut quarantine = Vec::new();
+    let mut truncated = false;
+    match state.quarantine().await {
+        Ok(mut q) => loop {
+            match q.next().await {
+                Ok(Some(r)) if quarantine.len() < STATS_QUARANTINE => quarantine.push(r),
+                Ok(Some(_)) => {
+                    truncated = true;
+                    break;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading quarantine for the stats object");
+                    break;
+                }
+            }
+        },
+        Err(e) => tracing::warn!(error = %e, "reading quarantine for the stats object"),
+    }
+    let stats = Stats {
+        finished: rsagg_model::W3cDateTime::now(),
+        report,
+        quarantine,
+        quarantine_truncated: truncated,
+    };
+    let body = match serde_json::to_vec_pretty(&stats) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "encoding the stats object");
+            return;
+        }
+    };
+    let path = object_store::path::Path::from(STATS_OBJECT);
+    if let Err(e) = object_store::ObjectStoreExt::put(objects.as_ref(), &path, body.into()).await {
+        tracing::warn!(error = %e, "writing {STATS_OBJECT}");
+    }
 }

@@ -421,6 +421,21 @@ impl Case {
         block_on(async move { Snapshot::read(objects, &up).await })
     }
 
+    /// The stats object the last run wrote (`stats/last-run.json`).
+    pub fn stats(&self) -> Result<Value> {
+        let objects = self.store.objects()?;
+        block_on(async move {
+            // `rsagg_pipeline::STATS_OBJECT`; these tests drive the binary and do not link
+            // the pipeline crate.
+            let path = object_store::path::Path::from("stats/last-run.json");
+            let bytes = object_store::ObjectStoreExt::get(objects.as_ref(), &path)
+                .await?
+                .bytes()
+                .await?;
+            Ok(serde_json::from_slice(&bytes)?)
+        })
+    }
+
     /// The bytes of the blob with this SHA-256.
     pub fn blob(&self, sha256: &str) -> Result<Vec<u8>> {
         let objects = self.store.objects()?;
