@@ -197,6 +197,12 @@ pub(crate) async fn harvest(ctx: Arc<Ctx>, up_arc: Arc<UpstreamConfig>) -> Upstr
         }
     };
     report.route = Some(format!("{:?}", discovery.route));
+    tracing::info!(
+        upstream = %up.name,
+        route = ?discovery.route,
+        sets = discovery.capability_lists.len(),
+        "discovered"
+    );
     for w in discovery.warnings {
         report.warn(w);
     }
@@ -1346,6 +1352,12 @@ impl Harvest {
                 })
                 .collect();
             let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
+            tracing::info!(
+                upstream = %self.up.name,
+                list = %list,
+                changes = todo.len(),
+                "incremental: changes after the checkpoint"
+            );
             let concurrency = self.ctx.fetch.concurrency.max(1);
             let shared_set = Arc::new(set.clone());
             let mut results = futures::stream::iter(todo)
