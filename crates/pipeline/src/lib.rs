@@ -13,6 +13,7 @@
 //! - `lists.rs`: reading upstream lists and indexes as streams of entries.
 //! - `links.rs`: provenance (`via`) and the inherited-link policy of republished entries.
 //! - `dumps.rs`: Resource/Change Dump packages: download, check, stream the items.
+//! - `publish.rs`: how a copy is described in rsagg's own documents (spec 14.8).
 //! - `uris.rs`: rsagg's own, reversible URIs for its copies.
 //! - `runner.rs`: `run --once`: all upstreams concurrently, the run report and exit status.
 
@@ -21,6 +22,7 @@ mod dumps;
 mod harvest;
 pub mod links;
 mod lists;
+pub mod publish;
 mod runner;
 pub mod uris;
 
