@@ -99,7 +99,11 @@ pub(crate) async fn open_package(
     {
         return Err(mismatch(format!("length {l}"), format!("length {length}")));
     }
-    let (md5, sha256) = (hex(&md5.finalize()), hex(&sha256.finalize()));
+    let hex = |a, d: &[u8]| rsagg_model::HashValue::from_bytes(a, d).digest;
+    let (md5, sha256) = (
+        hex(HashAlgorithm::Md5, &md5.finalize()),
+        hex(HashAlgorithm::Sha256, &sha256.finalize()),
+    );
     for h in md
         .and_then(|m| m.hash.as_ref())
         .map(|h| h.0.as_slice())
@@ -175,8 +179,4 @@ fn feed(mut package: Package, tx: mpsc::Sender<Msg>) {
             }
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -731,20 +731,17 @@ impl Harvest {
             .checkpoint(&self.up.name, set.url.as_str())
             .await?
             .map_or(0, |c| c.resyncs);
-        // Deletions: resources of this set the list no longer has.
-        let mut deletions = Vec::new();
+        // Deletions: resources of this set the list no longer has, streamed from the state
+        // (the scan reads a snapshot, so committing meanwhile is safe).
         let mut records = self.ctx.state.resources(&self.up.name).await?;
-        while let Some(r) = records.next().await? {
+        while let Some(mut r) = records.next().await? {
             if r.status == ResourceStatus::Present
                 && r.set == set.url.as_str()
                 && !listed.contains(&uri_digest(&r.uri))
             {
-                deletions.push(r);
+                r.status = ResourceStatus::Deleted;
+                committer.add(Outcome::Deleted(r), report).await?;
             }
-        }
-        for mut r in deletions {
-            r.status = ResourceStatus::Deleted;
-            committer.add(Outcome::Deleted(r), report).await?;
         }
         if !all_ok {
             committer.flush().await?;

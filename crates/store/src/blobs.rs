@@ -14,6 +14,7 @@ use futures::{Stream, StreamExt};
 use md5::Digest;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use rsagg_model::{HashAlgorithm, HashValue};
 
 use crate::Error;
 
@@ -62,22 +63,17 @@ impl Hashers {
 
     fn finish(self) -> BlobInfo {
         BlobInfo {
-            sha256: hex(&self.sha256.finalize()),
-            md5: hex(&self.md5.finalize()),
-            sha1: self.sha1.map(|s| hex(&s.finalize())),
+            sha256: hex(HashAlgorithm::Sha256, &self.sha256.finalize()),
+            md5: hex(HashAlgorithm::Md5, &self.md5.finalize()),
+            sha1: self.sha1.map(|s| hex(HashAlgorithm::Sha1, &s.finalize())),
             length: self.length,
         }
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    s
+/// Lowercase hex, as `rs:md hash` values are written.
+fn hex(algorithm: HashAlgorithm, digest: &[u8]) -> String {
+    HashValue::from_bytes(algorithm, digest).digest
 }
 
 impl Blobs {
@@ -240,7 +236,7 @@ mod tests {
 
     #[test]
     fn hex_is_lowercase() {
-        assert_eq!(hex(&[0x00, 0xab, 0x7f]), "00ab7f");
+        assert_eq!(hex(HashAlgorithm::Md5, &[0x00, 0xab, 0x7f]), "00ab7f");
     }
 
     #[test]
