@@ -82,6 +82,9 @@ pub struct UpstreamReport {
     pub warnings: Vec<String>,
     /// The first error, when the verdict is failed.
     pub error: Option<String>,
+    /// Another writer of the same state fenced this run out (exit code 3).
+    #[serde(skip)]
+    pub fenced: bool,
 }
 
 impl UpstreamReport {
@@ -103,6 +106,7 @@ impl UpstreamReport {
             resyncs: Vec::new(),
             warnings: Vec::new(),
             error: None,
+            fenced: false,
         }
     }
 
@@ -255,6 +259,7 @@ pub(crate) async fn harvest(ctx: Arc<Ctx>, up_arc: Arc<UpstreamConfig>) -> Upstr
     for set in &sets {
         if let Err(e) = h.harvest_set(set, &mut report).await {
             if e.is_fenced() {
+                report.fenced = true;
                 report.fail(e.to_string());
                 return report;
             }

@@ -103,12 +103,10 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
     )
     .await;
     drop(ctx);
-    let fenced = upstreams.iter().find_map(|u| {
-        u.error
-            .as_deref()
-            .filter(|e| e.contains("fenced out"))
-            .map(str::to_owned)
-    });
+    let fenced = upstreams
+        .iter()
+        .find(|u| u.fenced)
+        .and_then(|u| u.error.clone());
     let report = RunReport {
         collection: cfg.collection.name.clone(),
         upstreams,
