@@ -197,6 +197,23 @@ async fn state(objects: Arc<dyn ObjectStore>) {
     }
     assert_eq!(uris, ["http://x/1", "http://x/2"]);
 
+    // The slot index holds exactly the present resources.
+    let mut members = Vec::new();
+    let mut m = s.present_in_slots(0..=u16::MAX).await.unwrap();
+    while let Some((slot, up, uri)) = m.next().await.unwrap() {
+        assert_eq!(slot, crate::slot_of(&up, &uri));
+        members.push(uri);
+    }
+    assert_eq!(members, ["http://x/2"], "x/1 was deleted");
+    let slot = crate::slot_of("up", "http://x/2");
+    let mut one = s.present_in_slots(slot..=slot).await.unwrap();
+    assert!(one.next().await.unwrap().is_some());
+    assert!(one.next().await.unwrap().is_none());
+    if slot > 0 {
+        let mut below = s.present_in_slots(0..=slot - 1).await.unwrap();
+        assert!(below.next().await.unwrap().is_none());
+    }
+
     // A second writer fences the first: its next commit fails and says so.
     let second = State::open(objects.clone(), "test").await.unwrap();
     let e = s

@@ -36,7 +36,7 @@ pub use records::{
     Checkpoint, CopyRef, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, SeenKey,
     UpstreamMeta,
 };
-pub use state::{Applied, Commit, Records, State};
+pub use state::{Applied, Commit, Records, SlotMembers, State, slot_of};
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,9 @@
 //! l/{seq:020}          LogEntry (the change log, in order)
 //! c/{upstream}/{set}   Checkpoint (per Capability List of the upstream)
 //! q/{upstream}/{uri}   QuarantineRecord
+//! p/{slot}/{upstream}/{uri}   (empty) present resources by hash slot (0000..ffff), so the
+//!                      publisher can rewrite the part of a Resource List holding a changed
+//!                      resource from a range scan instead of reading the whole collection
 //! m/log                the last sequence number and datetime given out
 //! ```
 //!
@@ -24,7 +27,7 @@ use slatedb::{Db, DbIterator, WriteBatch};
 use tokio::sync::Mutex;
 
 use crate::Error;
-use crate::records::{Checkpoint, LogEntry, QuarantineRecord, ResourceRecord};
+use crate::records::{Checkpoint, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus};
 
 const STATE_PATH: &str = "state";
 
@@ -78,6 +81,31 @@ impl std::fmt::Debug for State {
 
 fn resource_key(upstream: &str, uri: &str) -> String {
     format!("r/{upstream}/{uri}")
+}
+
+/// The hash slot (16 bits of SHA-256 of `upstream` and `uri`) a resource belongs to: a stable
+/// partition of the collection, independent of its size, that parts of published lists can
+/// be cut along.
+pub fn slot_of(upstream: &str, uri: &str) -> u16 {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(upstream.as_bytes());
+    h.update(b"\n");
+    h.update(uri.as_bytes());
+    let d = h.finalize();
+    u16::from_be_bytes([d[0], d[1]])
+}
+
+fn slot_key(upstream: &str, uri: &str) -> String {
+    format!("p/{:04x}/{upstream}/{uri}", slot_of(upstream, uri))
+}
+
+fn index_slot(batch: &mut WriteBatch, record: &ResourceRecord) {
+    let key = slot_key(&record.upstream, &record.uri);
+    match record.status {
+        ResourceStatus::Present => batch.put(key, b""),
+        ResourceStatus::Deleted => batch.delete(key),
+    }
 }
 
 fn quarantine_key(upstream: &str, uri: &str) -> String {
@@ -158,6 +186,26 @@ impl State {
         self.scan(format!("r/{upstream}/")).await
     }
 
+    /// The (upstream, URI) of every present resource whose slot is in `slots`, in slot order,
+    /// streamed.
+    pub async fn present_in_slots(
+        &self,
+        slots: std::ops::RangeInclusive<u16>,
+    ) -> Result<SlotMembers, Error> {
+        let start = format!("p/{:04x}/", slots.start());
+        // '0' follows '/' in ASCII: everything of the last slot sorts before this.
+        let end = format!("p/{:04x}0", slots.end());
+        let iter = self
+            .db
+            .scan(start.into_bytes()..end.into_bytes())
+            .await
+            .map_err(|e| map_err(&self.path, e))?;
+        Ok(SlotMembers {
+            iter,
+            path: self.path.clone(),
+        })
+    }
+
     /// All quarantine records (of every upstream), streamed.
     pub async fn quarantine(&self) -> Result<Records<QuarantineRecord>, Error> {
         self.scan("q/".to_owned()).await
@@ -229,11 +277,13 @@ impl State {
                     copy: record.copy.clone(),
                 };
                 batch.put(resource_key(&record.upstream, &record.uri), json(&record));
+                index_slot(&mut batch, &record);
                 batch.put(log_key(next.seq), json(&entry));
                 written.push(entry);
             }
             for record in c.touched {
                 batch.put(resource_key(&record.upstream, &record.uri), json(&record));
+                index_slot(&mut batch, &record);
             }
             for q in &c.quarantine {
                 batch.put(quarantine_key(&q.upstream, &q.uri), json(q));
@@ -316,6 +366,37 @@ impl<T: for<'de> Deserialize<'de>> Records<T> {
                 }),
             Ok(None) => Ok(None),
             Err(e) => Err(map_err(&self.path, e)),
+        }
+    }
+}
+
+/// Present resources of a slot range (see [`State::present_in_slots`]).
+pub struct SlotMembers {
+    iter: DbIterator,
+    path: String,
+}
+
+impl SlotMembers {
+    /// The next (slot, upstream, URI), or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<(u16, String, String)>, Error> {
+        loop {
+            let Some(kv) = self.iter.next().await.map_err(|e| map_err(&self.path, e))? else {
+                return Ok(None);
+            };
+            let key = String::from_utf8_lossy(&kv.key);
+            let parsed = key.strip_prefix("p/").and_then(|rest| {
+                let (slot, rest) = rest.split_once('/')?;
+                let (upstream, uri) = rest.split_once('/')?;
+                Some((
+                    u16::from_str_radix(slot, 16).ok()?,
+                    upstream.to_owned(),
+                    uri.to_owned(),
+                ))
+            });
+            match parsed {
+                Some(member) => return Ok(Some(member)),
+                None => tracing::warn!(key = %key, "malformed slot key skipped"),
+            }
         }
     }
 }
