@@ -14,6 +14,8 @@
 //! - `links.rs`: provenance (`via`) and the inherited-link policy of republished entries.
 //! - `dumps.rs`: Resource/Change Dump packages: download, check, stream the items.
 //! - `publish.rs`: how a copy is described in rsagg's own documents (spec 14.8).
+//! - `resourcelist.rs`: the Resource List (or index) published into the store, part by
+//!   part (hash-slot ranges), only the parts that changed.
 //! - `uris.rs`: rsagg's own, reversible URIs for its copies.
 //! - `runner.rs`: `run --once`: all upstreams concurrently, the run report and exit status.
 
@@ -23,6 +25,7 @@ mod harvest;
 pub mod links;
 mod lists;
 pub mod publish;
+pub mod resourcelist;
 mod runner;
 pub mod uris;
 

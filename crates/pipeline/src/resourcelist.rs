@@ -1,0 +1,286 @@
+//! Publishing rsagg's Resource List into the store (spec 10.1, 10.2), incrementally.
+//!
+//! The collection is cut into `parts` ranges of hash slots (see `rsagg_store::slot_of`), so a
+//! resource always lands in the same part and a run that changed ten resources rewrites only
+//! the parts holding them. Parts are immutable objects named by generation
+//! (`resourcelist/part-00003-g7.xml`), written before the document that points at them:
+//! `resourcelist.xml`, the list itself when there is one part, else its index. A reader thus
+//! never sees a document pointing at a part not yet written, nor a mix of old and new parts.
+//! Parts a new index no longer names are deleted only after a grace period, so a Destination
+//! that read the previous index can still fetch them.
+
+use std::sync::Arc;
+
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry, W3cDateTime};
+use rsagg_store::{State, slot_of};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::links::LinkPolicy;
+use crate::publish::resource_entry;
+use crate::uris::own_uri;
+
+/// Entries per part before the collection is cut into twice as many parts (below the
+/// spec's 50,000 so a part stays within the limit until the next publish).
+pub const PART_TARGET: u64 = 40_000;
+/// How long parts a new index no longer names stay fetchable.
+pub const GRACE_SECONDS: i64 = 3600;
+const META: &str = "published/resourcelist.json";
+
+/// What was last published, kept beside the documents.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Published {
+    /// Change-log sequence number the documents reflect.
+    pub seq: u64,
+    /// Generation of the last publish.
+    pub generation: u64,
+    /// Per part: object name (under `resourcelist/`) and entries; empty before the first
+    /// publish.
+    pub parts: Vec<(String, u64)>,
+    /// Parts no longer named, with when they were retired (unix seconds).
+    pub retired: Vec<(String, i64)>,
+}
+
+/// Publishes the Resource List of the collection at `base_url` from `state` into `objects`.
+/// Returns which parts were rewritten.
+pub async fn publish(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    policy: &LinkPolicy,
+) -> Result<Vec<usize>, Error> {
+    publish_with(state, objects, base_url, policy, PART_TARGET).await
+}
+
+/// [`publish`] with another part size (tests use small ones).
+pub async fn publish_with(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    policy: &LinkPolicy,
+    part_target: u64,
+) -> Result<Vec<usize>, Error> {
+    let mut meta = read_meta(objects).await?;
+    let last = state.last_seq().await;
+    let mut dirty: Vec<usize> = if meta.parts.is_empty() {
+        vec![0]
+    } else {
+        let mut d = std::collections::BTreeSet::new();
+        let mut log = state.log(meta.seq + 1).await?;
+        while let Some(e) = log.next().await? {
+            d.insert(part_of(slot_of(&e.upstream, &e.uri), meta.parts.len()));
+        }
+        d.into_iter().collect()
+    };
+    if meta.parts.is_empty() {
+        meta.parts = vec![(String::new(), 0)];
+    }
+    meta.generation += 1;
+    let now = W3cDateTime::now();
+    loop {
+        let n = meta.parts.len();
+        let mut too_big = false;
+        for &k in &dirty {
+            let (name, count) =
+                write_part(state, objects, base_url, policy, k, n, meta.generation, now).await?;
+            too_big |= count > part_target;
+            let old = std::mem::replace(&mut meta.parts[k], (name, count));
+            if !old.0.is_empty() {
+                meta.retired.push((old.0, now.instant().0));
+            }
+        }
+        if !too_big {
+            break;
+        }
+        // Twice as many parts; every part is rewritten under the new cut.
+        let retired: Vec<String> = meta.parts.iter().map(|p| p.0.clone()).collect();
+        meta.retired.extend(
+            retired
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .map(|p| (p, now.instant().0)),
+        );
+        meta.parts = vec![(String::new(), 0); n * 2];
+        dirty = (0..n * 2).collect();
+    }
+    write_top(objects, base_url, &meta, now).await?;
+    meta.seq = last;
+    // Retired parts past their grace period go; the others wait for a later publish.
+    let cutoff = now.instant().0 - GRACE_SECONDS;
+    let (gone, keep): (Vec<_>, Vec<_>) = meta.retired.drain(..).partition(|(_, t)| *t < cutoff);
+    meta.retired = keep;
+    for (name, _) in gone {
+        let path = Path::from(format!("resourcelist/{name}"));
+        if let Err(e) = objects.delete(&path).await {
+            tracing::warn!(%path, error = %e, "could not delete a retired part");
+        }
+    }
+    write_meta(objects, &meta).await?;
+    Ok(dirty)
+}
+
+/// The part holding `slot` when the slots are cut into `parts` equal ranges.
+fn part_of(slot: u16, parts: usize) -> usize {
+    (usize::from(slot) * parts) >> 16
+}
+
+fn slot_range(k: usize, parts: usize) -> std::ops::RangeInclusive<u16> {
+    let lo = (k << 16) / parts;
+    let hi = ((k + 1) << 16) / parts - 1;
+    (lo as u16)..=(hi as u16)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn write_part(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    policy: &LinkPolicy,
+    k: usize,
+    parts: usize,
+    generation: u64,
+    now: W3cDateTime,
+) -> Result<(String, u64), Error> {
+    let mut header = Header::new(Root::Urlset, Capability::ResourceList);
+    if let Some(md) = header.md.as_mut() {
+        md.at = Some(now);
+        md.completed = Some(now);
+    }
+    header
+        .links
+        .push(Link::new("up", format!("{base_url}capabilitylist.xml")));
+    if parts > 1 {
+        header
+            .links
+            .push(Link::new("index", format!("{base_url}resourcelist.xml")));
+    }
+    let mut xml = Vec::new();
+    rsagg_sitemap::writer::encode_header(&header, &mut xml);
+    let mut members = state.present_in_slots(slot_range(k, parts)).await?;
+    let mut count = 0u64;
+    while let Some((_, upstream, uri)) = members.next().await? {
+        let Some(record) = state.resource(&upstream, &uri).await? else {
+            continue;
+        };
+        let held = |u: &str| own_uri(base_url, &upstream, u);
+        if let Some(entry) = resource_entry(base_url, &record, policy, held) {
+            rsagg_sitemap::writer::encode_entry(Root::Urlset, &entry, &mut xml);
+            count += 1;
+        }
+    }
+    xml.extend_from_slice(b"</urlset>\n");
+    let name = format!("part-{k:05}-g{generation}.xml");
+    let path = Path::from(format!("resourcelist/{name}"));
+    objects
+        .put(&path, xml.into())
+        .await
+        .map_err(|e| io_err(&path, e))?;
+    Ok((name, count))
+}
+
+/// `resourcelist.xml`: the single part's content when there is one part, else the index.
+async fn write_top(
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    meta: &Published,
+    now: W3cDateTime,
+) -> Result<(), Error> {
+    let top = Path::from("resourcelist.xml");
+    let body = if meta.parts.len() == 1 {
+        let part = Path::from(format!("resourcelist/{}", meta.parts[0].0));
+        objects
+            .get(&part)
+            .await
+            .map_err(|e| io_err(&part, e))?
+            .bytes()
+            .await
+            .map_err(|e| io_err(&part, e))?
+            .to_vec()
+    } else {
+        let mut header = Header::new(Root::Sitemapindex, Capability::ResourceList);
+        if let Some(md) = header.md.as_mut() {
+            md.at = Some(now);
+            md.completed = Some(now);
+        }
+        header
+            .links
+            .push(Link::new("up", format!("{base_url}capabilitylist.xml")));
+        let mut xml = Vec::new();
+        rsagg_sitemap::writer::encode_header(&header, &mut xml);
+        for (name, _) in &meta.parts {
+            let e = UrlEntry {
+                loc: format!("{base_url}resourcelist/{name}"),
+                md: Some(Md {
+                    at: Some(now),
+                    ..Md::default()
+                }),
+                ..UrlEntry::default()
+            };
+            rsagg_sitemap::writer::encode_entry(Root::Sitemapindex, &e, &mut xml);
+        }
+        xml.extend_from_slice(b"</sitemapindex>\n");
+        xml
+    };
+    objects
+        .put(&top, body.into())
+        .await
+        .map_err(|e| io_err(&top, e))?;
+    Ok(())
+}
+
+async fn read_meta(objects: &Arc<dyn ObjectStore>) -> Result<Published, Error> {
+    let path = Path::from(META);
+    match objects.get(&path).await {
+        Ok(r) => {
+            let bytes = r.bytes().await.map_err(|e| io_err(&path, e))?;
+            serde_json::from_slice(&bytes).map_err(|e| Error::Io {
+                what: format!("reading {path}"),
+                source: std::io::Error::other(e),
+            })
+        }
+        Err(object_store::Error::NotFound { .. }) => Ok(Published::default()),
+        Err(e) => Err(io_err(&path, e)),
+    }
+}
+
+async fn write_meta(objects: &Arc<dyn ObjectStore>, meta: &Published) -> Result<(), Error> {
+    let path = Path::from(META);
+    let body = serde_json::to_vec(meta).map_err(|e| Error::Io {
+        what: format!("encoding {path}"),
+        source: std::io::Error::other(e),
+    })?;
+    objects
+        .put(&path, body.into())
+        .await
+        .map_err(|e| io_err(&path, e))?;
+    Ok(())
+}
+
+fn io_err(path: &Path, e: object_store::Error) -> Error {
+    Error::Io {
+        what: format!("object {path}"),
+        source: std::io::Error::other(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_ranges_cover_every_slot_once() {
+        for parts in [1usize, 2, 4, 8, 64] {
+            let mut next = 0u32;
+            for k in 0..parts {
+                let r = slot_range(k, parts);
+                assert_eq!(u32::from(*r.start()), next);
+                next = u32::from(*r.end()) + 1;
+                assert_eq!(part_of(*r.start(), parts), k);
+                assert_eq!(part_of(*r.end(), parts), k);
+            }
+            assert_eq!(next, 65536);
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Publishing the Resource List from state: strictly valid documents, an index once the
+//! collection outgrows one part, and incremental runs that rewrite only the parts that
+//! changed.
+
+use std::sync::Arc;
+
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use rsagg_model::{Change, Mode, Root, Severity, UrlEntry, W3cDateTime};
+use rsagg_pipeline::links::LinkPolicy;
+use rsagg_pipeline::resourcelist::publish_with;
+use rsagg_store::{Applied, BlobInfo, Commit, ResourceRecord, ResourceStatus, State};
+
+const BASE: &str = "https://agg.example.org/c/";
+
+fn record(i: usize, status: ResourceStatus) -> ResourceRecord {
+    ResourceRecord {
+        upstream: "up".into(),
+        uri: format!("http://up.example.org/res/{i}"),
+        status,
+        copy: Some(BlobInfo {
+            sha256: format!("{i:064x}"),
+            md5: format!("{i:032x}"),
+            sha1: None,
+            length: i as u64,
+        }),
+        mime_type: Some("text/plain".into()),
+        set: "http://up.example.org/capabilitylist.xml".into(),
+        lastmod: W3cDateTime::now(),
+        seq: 0,
+        upstream_meta: Default::default(),
+    }
+}
+
+async fn commit(state: &State, changes: Vec<(Change, ResourceRecord)>) {
+    state
+        .commit(Commit {
+            upstream: "up".into(),
+            set: "http://up.example.org/capabilitylist.xml".into(),
+            changes: changes
+                .into_iter()
+                .map(|(change, record)| Applied { change, record })
+                .collect(),
+            ..Commit::default()
+        })
+        .await
+        .unwrap();
+}
+
+async fn get(objects: &Arc<dyn ObjectStore>, path: &str) -> Vec<u8> {
+    objects
+        .get(&Path::from(path))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec()
+}
+
+/// Parses `xml` strictly; returns its root and entries.
+fn parse(xml: &[u8]) -> (Root, Vec<UrlEntry>) {
+    let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "published");
+    let mut r = rsagg_sitemap::SyncReader::open(xml, opts).unwrap();
+    let root = r.header().root;
+    let mut entries = Vec::new();
+    while let Some(e) = r.next_entry().unwrap() {
+        entries.push(e);
+    }
+    let errors: Vec<_> = r
+        .take_problems()
+        .into_iter()
+        .filter(|p| p.severity == Severity::Error)
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{errors:#?}\n{}",
+        String::from_utf8_lossy(xml)
+    );
+    (root, entries)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_then_indexes_and_rewrites_only_changed_parts() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let state = State::open(objects.clone(), "memory").await.unwrap();
+    let policy = LinkPolicy::default();
+
+    // Small collection: one part, published as a plain list.
+    commit(
+        &state,
+        (0..5)
+            .map(|i| (Change::Created, record(i, ResourceStatus::Present)))
+            .collect(),
+    )
+    .await;
+    publish_with(&state, &objects, BASE, &policy, 10)
+        .await
+        .unwrap();
+    let (root, entries) = parse(&get(&objects, "resourcelist.xml").await);
+    assert_eq!((root, entries.len()), (Root::Urlset, 5));
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.loc.starts_with(BASE) && e.link("via").is_some())
+    );
+
+    // Past the part size: an index of several parts, every resource listed once.
+    commit(
+        &state,
+        (5..60)
+            .map(|i| (Change::Created, record(i, ResourceStatus::Present)))
+            .collect(),
+    )
+    .await;
+    publish_with(&state, &objects, BASE, &policy, 10)
+        .await
+        .unwrap();
+    let (root, parts) = parse(&get(&objects, "resourcelist.xml").await);
+    assert_eq!(root, Root::Sitemapindex);
+    assert!(parts.len() >= 8, "{} parts", parts.len());
+    let mut listed = Vec::new();
+    for p in &parts {
+        let name = p.loc.strip_prefix(BASE).unwrap();
+        let (root, entries) = parse(&get(&objects, name).await);
+        assert_eq!(root, Root::Urlset);
+        assert!(entries.len() <= 10);
+        listed.extend(entries.into_iter().map(|e| e.loc));
+    }
+    listed.sort();
+    listed.dedup();
+    assert_eq!(listed.len(), 60);
+
+    // One deletion: only its part is rewritten, and the resource is gone from it.
+    commit(
+        &state,
+        vec![(Change::Deleted, record(7, ResourceStatus::Deleted))],
+    )
+    .await;
+    let rewritten = publish_with(&state, &objects, BASE, &policy, 10)
+        .await
+        .unwrap();
+    assert_eq!(rewritten.len(), 1, "{rewritten:?}");
+    let (_, parts_after) = parse(&get(&objects, "resourcelist.xml").await);
+    assert_eq!(parts_after.len(), parts.len());
+    let changed: Vec<_> = parts_after
+        .iter()
+        .zip(&parts)
+        .filter(|(a, b)| a.loc != b.loc)
+        .collect();
+    assert_eq!(changed.len(), 1, "only one part has a new name");
+    // The old part stays fetchable for readers of the previous index (grace period).
+    let old_name = changed[0].1.loc.strip_prefix(BASE).unwrap();
+    assert!(!get(&objects, old_name).await.is_empty());
+    let (_, entries) = parse(&get(&objects, changed[0].0.loc.strip_prefix(BASE).unwrap()).await);
+    assert!(entries.iter().all(|e| !e.loc.ends_with("/res/7")));
+
+    // Nothing changed: nothing rewritten.
+    assert!(
+        publish_with(&state, &objects, BASE, &policy, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    state.close().await.unwrap();
+}
