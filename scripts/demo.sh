@@ -4,8 +4,9 @@
 # Builds rsagg, starts the bundled sample upstream on loopback (scripts/demo_upstream.py:
 # a ResourceSync Source with a Resource List, a Change List and 40 resources), harvests it
 # with pipelines/demo.toml into a local file store (baseline, then the changes), runs the
-# same pipeline again to show that nothing is fetched twice, and prints where to look.
-# (Republishing and serving arrive with the "Republish" issue.)
+# same pipeline again to show that nothing is fetched twice, validates the Resource List
+# rsagg published from its copies, and prints where to look. (Serving it, and the rest of
+# republishing, arrive with the "Republish" issue.)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -38,7 +39,11 @@ echo "== again: every change is recognised as already processed, nothing is fetc
 "$rsagg" run pipelines/demo.toml --once --json >"$out/second-run.json"
 cat "$out/second-run.json"
 echo
+echo "== the Resource List rsagg published from its copies (own URIs, via links), judged strictly"
+"$rsagg" validate --strict "$out/store/resourcelist.xml"
+echo
 echo "Where to look:"
+echo "  $out/store/resourcelist.xml   rsagg's own Resource List (serving it arrives with \"Republish\")"
 echo "  $out/store/blobs/sha256/   the verified copies, content-addressed by SHA-256"
 echo "  $out/store/state/          the collection's state (records, change log, checkpoints)"
 echo "  $out/second-run.json       the run report as JSON (rsagg run --json)"

@@ -9,6 +9,7 @@ use rsagg_fetch::{FetchConfig, Fetcher};
 use rsagg_store::{Blobs, State, open_object_store};
 
 use crate::harvest::{Ctx, UpstreamReport, Verdict, harvest};
+use crate::links::LinkPolicy;
 use crate::{Error, Pipeline};
 
 /// Options of a run.
@@ -27,6 +28,10 @@ pub struct RunReport {
     pub collection: String,
     /// Per upstream.
     pub upstreams: Vec<UpstreamReport>,
+    /// Parts of the Resource List rewritten by the publish step.
+    pub published: Option<usize>,
+    /// Why publishing failed, if it did (the harvest is committed all the same).
+    pub publish_error: Option<String>,
     /// Wall time.
     pub seconds: f64,
 }
@@ -38,12 +43,19 @@ impl RunReport {
         let failed = self.upstreams.iter().any(|u| {
             u.verdict == Verdict::Failed || (opts.fail_on_quarantine && u.quarantined > 0)
         });
-        i32::from(failed)
+        i32::from(failed || self.publish_error.is_some())
     }
 
     /// Human summary, one line per upstream.
     pub fn summary(&self) -> String {
         let mut s = format!("collection {} ({:.1} s)\n", self.collection, self.seconds);
+        match (&self.published, &self.publish_error) {
+            (_, Some(e)) => s.push_str(&format!("  publishing FAILED: {e}\n")),
+            (Some(n), None) => s.push_str(&format!(
+                "  published: resourcelist.xml ({n} part(s) rewritten)\n"
+            )),
+            (None, None) => {}
+        }
         for u in &self.upstreams {
             s.push_str(&format!(
                 "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} gone {} failed {}{}\n",
@@ -107,12 +119,25 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         .iter()
         .find(|u| u.fenced)
         .and_then(|u| u.error.clone());
-    let report = RunReport {
+    let mut report = RunReport {
         collection: cfg.collection.name.clone(),
         upstreams,
-        seconds: started.elapsed().as_secs_f64(),
+        published: None,
+        publish_error: None,
+        seconds: 0.0,
     };
     if fenced.is_none() {
+        // Then publish: what was committed, whichever upstreams failed.
+        let policy = LinkPolicy::new(&cfg.publish.links);
+        match crate::resourcelist::publish(&state, &loc.objects, p.base_url.as_str(), &policy).await
+        {
+            Ok(parts) => report.published = Some(parts.len()),
+            Err(e) => {
+                tracing::error!(error = %e, "publishing the Resource List");
+                report.publish_error = Some(e.to_string());
+            }
+        }
+        report.seconds = started.elapsed().as_secs_f64();
         write_stats(&loc.objects, &state, &report).await;
     }
     if let Ok(state) = Arc::try_unwrap(state) {
