@@ -570,16 +570,12 @@ fn change_dump_incremental() -> Result<()> {
         ],
         &v1,
     )?;
-    let cap = site.url("/capabilitylist.xml");
-    let changedump = |items: &[String]| -> Result<()> {
-        site.write(
+    let changedump = |items: &[String]| {
+        site.changes(
             "/changedump.xml",
-            doc(
-                "urlset",
-                r#"capability="changedump" from="2025-12-31T00:00:00Z""#,
-                &[("up", &cap)],
-                items,
-            ),
+            "changedump",
+            "2025-12-31T00:00:00Z",
+            items,
         )
     };
     changedump(&[])?;
@@ -1216,15 +1212,12 @@ fn failed_resource_then_rerun_completes_without_duplicates() -> Result<()> {
         &all,
     )?;
     let cap = site.url("/capabilitylist.xml");
-    let cl = |items: &[String]| -> Result<()> {
-        site.write(
+    let cl = |items: &[String]| {
+        site.changes(
             "/changelist.xml",
-            doc(
-                "urlset",
-                r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
-                &[("up", &cap)],
-                items,
-            ),
+            "changelist",
+            "2025-12-31T00:00:00Z",
+            items,
         )
     };
     cl(&[])?;
@@ -1601,16 +1594,12 @@ fn a_404_with_a_later_deletion_pending_is_not_a_failure() -> Result<()> {
         ],
         &v1,
     )?;
-    let cap = site.url("/capabilitylist.xml");
-    let cl = |items: &[String]| -> Result<()> {
-        site.write(
+    let cl = |items: &[String]| {
+        site.changes(
             "/changelist.xml",
-            doc(
-                "urlset",
-                r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
-                &[("up", &cap)],
-                items,
-            ),
+            "changelist",
+            "2025-12-31T00:00:00Z",
+            items,
         )
     };
     cl(&[])?;
@@ -1984,16 +1973,12 @@ fn a_first_copy_is_logged_as_created() -> Result<()> {
         ],
         &v1,
     )?;
-    let cap = site.url("/capabilitylist.xml");
-    let cl = |items: &[String]| -> Result<()> {
-        site.write(
+    let cl = |items: &[String]| {
+        site.changes(
             "/changelist.xml",
-            doc(
-                "urlset",
-                r#"capability="changelist" from="2025-12-31T00:00:00Z""#,
-                &[("up", &cap)],
-                items,
-            ),
+            "changelist",
+            "2025-12-31T00:00:00Z",
+            items,
         )
     };
     cl(&[])?;

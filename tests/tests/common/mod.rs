@@ -187,6 +187,26 @@ impl Site {
         )
     }
 
+    /// Writes a Change List or Change Dump (`capability`) at `path` with `from` and an `up`
+    /// link to `/capabilitylist.xml`.
+    pub fn changes(
+        &self,
+        path: &str,
+        capability: &str,
+        from: &str,
+        items: &[String],
+    ) -> Result<()> {
+        self.write(
+            path,
+            doc(
+                "urlset",
+                &format!(r#"capability="{capability}" from="{from}""#),
+                &[("up", &self.url("/capabilitylist.xml"))],
+                items,
+            ),
+        )
+    }
+
     /// The usual small Source: Source Description → `/capabilitylist.xml` → the
     /// documents `caps` names, plus the resources and a Resource List at
     /// `/resourcelist.xml` (when `caps` advertises it).
