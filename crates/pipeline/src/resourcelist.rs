@@ -79,12 +79,17 @@ pub async fn publish_with(
     }
     meta.generation += 1;
     let now = W3cDateTime::now();
+    // The single part's document, which is also `resourcelist.xml` when there is one part.
+    let mut single = None;
     loop {
         let n = meta.parts.len();
         let mut too_big = false;
         for &k in &dirty {
-            let (name, count) =
+            let (name, count, xml) =
                 write_part(state, objects, base_url, policy, k, n, meta.generation, now).await?;
+            if n == 1 {
+                single = Some(xml);
+            }
             too_big |= count > part_target;
             let old = std::mem::replace(&mut meta.parts[k], (name, count));
             if !old.0.is_empty() {
@@ -105,7 +110,9 @@ pub async fn publish_with(
         meta.parts = vec![(String::new(), 0); n * 2];
         dirty = (0..n * 2).collect();
     }
-    write_top(objects, base_url, &meta, now).await?;
+    if !dirty.is_empty() {
+        write_top(objects, base_url, &meta, now, single).await?;
+    }
     meta.seq = last;
     // Retired parts past their grace period go; the others wait for a later publish.
     let cutoff = now.instant().0 - GRACE_SECONDS;
@@ -142,7 +149,7 @@ async fn write_part(
     parts: usize,
     generation: u64,
     now: W3cDateTime,
-) -> Result<(String, u64), Error> {
+) -> Result<(String, u64, bytes::Bytes), Error> {
     let mut header = Header::new(Root::Urlset, Capability::ResourceList);
     if let Some(md) = header.md.as_mut() {
         md.at = Some(now);
@@ -173,31 +180,26 @@ async fn write_part(
     xml.extend_from_slice(b"</urlset>\n");
     let name = format!("part-{k:05}-g{generation}.xml");
     let path = Path::from(format!("resourcelist/{name}"));
+    let xml = bytes::Bytes::from(xml);
     objects
-        .put(&path, xml.into())
+        .put(&path, xml.clone().into())
         .await
         .map_err(|e| io_err(&path, e))?;
-    Ok((name, count))
+    Ok((name, count, xml))
 }
 
-/// `resourcelist.xml`: the single part's content when there is one part, else the index.
+/// `resourcelist.xml`: the single part's document (`single`, just written) when there is
+/// one part, else the index.
 async fn write_top(
     objects: &Arc<dyn ObjectStore>,
     base_url: &str,
     meta: &Published,
     now: W3cDateTime,
+    single: Option<bytes::Bytes>,
 ) -> Result<(), Error> {
     let top = Path::from("resourcelist.xml");
-    let body = if meta.parts.len() == 1 {
-        let part = Path::from(format!("resourcelist/{}", meta.parts[0].0));
-        objects
-            .get(&part)
-            .await
-            .map_err(|e| io_err(&part, e))?
-            .bytes()
-            .await
-            .map_err(|e| io_err(&part, e))?
-            .to_vec()
+    let body = if let (1, Some(xml)) = (meta.parts.len(), single) {
+        xml
     } else {
         let mut header = Header::new(Root::Sitemapindex, Capability::ResourceList);
         if let Some(md) = header.md.as_mut() {
@@ -221,7 +223,7 @@ async fn write_top(
             rsagg_sitemap::writer::encode_entry(Root::Sitemapindex, &e, &mut xml);
         }
         xml.extend_from_slice(b"</sitemapindex>\n");
-        xml
+        bytes::Bytes::from(xml)
     };
     objects
         .put(&top, body.into())

@@ -48,6 +48,17 @@ async fn commit(state: &State, changes: Vec<(Change, ResourceRecord)>) {
         .unwrap();
 }
 
+/// Commits the creation of resources `range`.
+async fn create(state: &State, range: std::ops::Range<usize>) {
+    commit(
+        state,
+        range
+            .map(|i| (Change::Created, record(i, ResourceStatus::Present)))
+            .collect(),
+    )
+    .await;
+}
+
 async fn get(objects: &Arc<dyn ObjectStore>, path: &str) -> Vec<u8> {
     objects
         .get(&Path::from(path))
@@ -88,13 +99,7 @@ async fn lists_then_indexes_and_rewrites_only_changed_parts() {
     let policy = LinkPolicy::default();
 
     // Small collection: one part, published as a plain list.
-    commit(
-        &state,
-        (0..5)
-            .map(|i| (Change::Created, record(i, ResourceStatus::Present)))
-            .collect(),
-    )
-    .await;
+    create(&state, 0..5).await;
     publish_with(&state, &objects, BASE, &policy, 10)
         .await
         .unwrap();
@@ -107,13 +112,7 @@ async fn lists_then_indexes_and_rewrites_only_changed_parts() {
     );
 
     // Past the part size: an index of several parts, every resource listed once.
-    commit(
-        &state,
-        (5..60)
-            .map(|i| (Change::Created, record(i, ResourceStatus::Present)))
-            .collect(),
-    )
-    .await;
+    create(&state, 5..60).await;
     publish_with(&state, &objects, BASE, &policy, 10)
         .await
         .unwrap();
