@@ -689,10 +689,7 @@ impl Harvest {
                             let (h, set) = (self.clone(), shared_set.clone());
                             async move {
                                 if first {
-                                    spawned(async move {
-                                        h.store_entry_or_gone(&set, e, false, true).await
-                                    })
-                                    .await
+                                    spawned(async move { h.store_entry(&set, e, true).await }).await
                                 } else {
                                     Outcome::Skipped
                                 }
@@ -835,7 +832,7 @@ impl Harvest {
                 seen += 1;
                 listed.insert(uri_digest(item.entry.loc.trim()));
                 let outcome = match body {
-                    Some(body) => self.store_from_package(set, item.entry, body, false).await,
+                    Some(body) => self.store_from_package(set, item.entry, body).await,
                     None => Outcome::Skipped,
                 };
                 all_ok &= committer.add(outcome, report).await?;
@@ -910,7 +907,7 @@ impl Harvest {
                 }
                 let outcome = match (change_of(&e), body) {
                     (Change::Deleted, _) | (_, None) => self.delete_entry(&e).await,
-                    (_, Some(body)) => self.store_from_package(set, e, body, false).await,
+                    (_, Some(body)) => self.store_from_package(set, e, body).await,
                 };
                 if !committer.add(outcome, report).await? {
                     committer.flush().await?;
@@ -939,7 +936,6 @@ impl Harvest {
         set: &CapabilitySet,
         e: UrlEntry,
         mut body: dumps::ItemBody,
-        newer_pending: bool,
     ) -> Outcome {
         let uri = e.loc.trim().to_owned();
         let prior = match self.ctx.state.resource(&self.up.name, &uri).await {
@@ -973,7 +969,7 @@ impl Harvest {
         };
         if let Err((expected, got)) = verify(&e, &info) {
             tracing::warn!(%uri, %expected, %got, "dump item differs from its manifest: fetching it instead");
-            return self.store_entry(set, e, newer_pending).await;
+            return self.store_entry(set, e, false).await;
         }
         self.stored(set, &e, prior.as_ref(), info, None, None, None)
     }
@@ -1026,20 +1022,9 @@ impl Harvest {
     }
 
     /// Fetches, verifies and stores one listed resource (or decides it is unchanged).
-    async fn store_entry(&self, set: &CapabilitySet, e: UrlEntry, newer_pending: bool) -> Outcome {
-        self.store_entry_or_gone(set, e, newer_pending, newer_pending)
-            .await
-    }
-
-    /// [`Self::store_entry`]; `gone_ok`: a 404/410 is not a failure (a baseline from a Resource
-    /// List older than the resource's deletion, or a later deletion pending in the list).
-    async fn store_entry_or_gone(
-        &self,
-        set: &CapabilitySet,
-        e: UrlEntry,
-        newer_pending: bool,
-        gone_ok: bool,
-    ) -> Outcome {
+    /// `gone_ok`: a 404/410 is not a failure (a baseline from a Resource List older than the
+    /// resource's deletion).
+    async fn store_entry(&self, set: &CapabilitySet, e: UrlEntry, gone_ok: bool) -> Outcome {
         let uri = e.loc.trim().to_owned();
         let prior = match self.ctx.state.resource(&self.up.name, &uri).await {
             Ok(p) => p,
@@ -1123,7 +1108,7 @@ impl Harvest {
                     .and_then(http_time)
                     .zip(change_instant(&e))
                     .is_some_and(|(served, listed)| served.cmp_instant(&listed).is_gt());
-                if newer_pending || newer_version {
+                if newer_version {
                     tracing::warn!(%uri, %expected, %got, "bytes differ from the list, but a newer version exists: stored");
                 } else if attempt == 1 {
                     tracing::warn!(%uri, %expected, %got, "bytes differ from the list: fetching once more");
@@ -1335,8 +1320,7 @@ impl Harvest {
                     )));
                 }
             }
-            // Later changes of the same URI in this list: an earlier change whose bytes no
-            // longer match is explained by them.
+            // The last change of each URI in this list: earlier ones are superseded by it.
             let mut last_index: HashMap<String, usize> = HashMap::new();
             for (pos, (_, _, e)) in keyed.iter().enumerate() {
                 last_index.insert(e.loc.trim().to_owned(), pos);
@@ -1374,10 +1358,7 @@ impl Harvest {
                             // twice. The checkpoint still moves past this one in order.
                             _ if newer_pending => Outcome::Superseded,
                             Change::Deleted => h.delete_entry(&e).await,
-                            _ => {
-                                spawned(async move { h.store_entry(&set, e, newer_pending).await })
-                                    .await
-                            }
+                            _ => spawned(async move { h.store_entry(&set, e, false).await }).await,
                         };
                         (t, key, outcome)
                     }
