@@ -46,6 +46,11 @@ fn open() -> Access {
     }
 }
 
+/// GET `/` of `addr` with default access and request options.
+async fn get_root(f: &Fetcher, addr: SocketAddr) -> Result<rsagg_fetch::Fetched, Error> {
+    f.get(&url(addr, "/"), &open(), &Request::default()).await
+}
+
 fn url(addr: SocketAddr, path: &str) -> Url {
     Url::parse(&format!("http://{addr}{path}")).unwrap()
 }
@@ -86,10 +91,7 @@ async fn retries_503_then_succeeds() {
         )
         .with_state(hits.clone());
     let addr = serve(app).await;
-    let f = fetcher()
-        .get(&url(addr, "/"), &open(), &Request::default())
-        .await
-        .unwrap();
+    let f = get_root(&fetcher(), addr).await.unwrap();
     assert_eq!(f.status, 200);
     assert_eq!(read_all(f).await.unwrap(), b"ok");
     assert_eq!(hits.get(), 3);
@@ -117,10 +119,7 @@ async fn honours_retry_after_on_429() {
         .with_state(hits.clone());
     let addr = serve(app).await;
     let t = Instant::now();
-    let f = fetcher()
-        .get(&url(addr, "/"), &open(), &Request::default())
-        .await
-        .unwrap();
+    let f = get_root(&fetcher(), addr).await.unwrap();
     assert_eq!(f.status, 200);
     assert!(
         t.elapsed() >= Duration::from_millis(900),
@@ -176,10 +175,7 @@ async fn gives_up_after_the_retries() {
         ..cfg()
     })
     .unwrap();
-    let err = f
-        .get(&url(addr, "/"), &open(), &Request::default())
-        .await
-        .unwrap_err();
+    let err = get_root(&f, addr).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -214,10 +210,7 @@ async fn times_out_and_retries_a_silent_server() {
         ..cfg()
     })
     .unwrap();
-    let err = f
-        .get(&url(addr, "/"), &open(), &Request::default())
-        .await
-        .unwrap_err();
+    let err = get_root(&f, addr).await.unwrap_err();
     assert!(matches!(err, Error::Timeout { attempts: 2, .. }), "{err:?}");
     assert_eq!(hits.get(), 2);
 }
@@ -744,16 +737,11 @@ async fn body_holds_its_permits_until_dropped() {
         ..cfg()
     })
     .unwrap();
-    let first = f
-        .get(&url(addr, "/"), &open(), &Request::default())
-        .await
-        .unwrap();
+    let first = get_root(&f, addr).await.unwrap();
     // The unread body of `first` holds the only permit for this host.
     let f2 = f.clone();
     let mut second = tokio::spawn(async move {
-        let got = f2
-            .get(&url(addr, "/"), &open(), &Request::default())
-            .await?;
+        let got = get_root(&f2, addr).await?;
         read_all(got).await
     });
     assert!(
