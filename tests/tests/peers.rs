@@ -417,17 +417,7 @@ fn resync_sync_baselines_and_audits_a_static_source() -> Result<()> {
         work.path(),
     )?;
     assert!(!out.failed(), "{}", out.combined());
-    assert!(
-        out.status_is("SYNCED"),
-        "{:?}\n{}",
-        out.status(),
-        out.combined()
-    );
-    assert!(
-        out.status().unwrap_or("").contains("created=2"),
-        "{:?}",
-        out.status()
-    );
+    assert_synced(&out, 2);
     for (path, body) in &resources {
         assert_eq!(&std::fs::read(dst.join(path))?, body, "{path}");
     }
@@ -472,17 +462,7 @@ async fn resync_sync_baselines_the_simulator() -> Result<()> {
         resync_sync(["--baseline", "--delete", &base, &dst_s], &wd)
     })
     .await??;
-    assert!(
-        out.status_is("SYNCED"),
-        "{:?}\n{}",
-        out.status(),
-        out.combined()
-    );
-    assert!(
-        out.status().unwrap_or("").contains("created=8"),
-        "{:?}",
-        out.status()
-    );
+    assert_synced(&out, 8);
     let n = std::fs::read_dir(dst.join("resources"))?.count();
     ensure!(n == 8, "expected 8 resources, found {n}");
     Ok(())
@@ -504,4 +484,21 @@ fn rsagg_binary_is_found_and_validates_a_fixture() -> Result<()> {
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
+}
+
+/// `resync-sync` reported a successful baseline that created `created` resources.
+fn assert_synced(out: &rsagg_e2e::ResyncOutput, created: usize) {
+    assert!(
+        out.status_is("SYNCED"),
+        "{:?}\n{}",
+        out.status(),
+        out.combined()
+    );
+    assert!(
+        out.status()
+            .unwrap_or("")
+            .contains(&format!("created={created}")),
+        "{:?}",
+        out.status()
+    );
 }
