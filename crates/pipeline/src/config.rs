@@ -142,12 +142,60 @@ impl Default for FetchSection {
     }
 }
 
-/// `[publish]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `[publish]`: what rsagg publishes of the collection and how its documents age.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PublishConfig {
     /// Per-relation overrides of the inherited-link policy.
     pub links: LinkPolicyConfig,
+    /// The open Change List is closed (gets `until`, spec 12.1) once it holds this many
+    /// changes (default 10,000; at most 50,000, the spec's limit per list).
+    pub changelist_max_entries: u64,
+    /// ... or once its `from` is this old (default `1d`).
+    #[serde(with = "humantime_serde")]
+    pub changelist_max_age: Duration,
+    /// Closed Change Lists kept (with their Change Dumps); older ones are dropped from the
+    /// Change List Index and deleted after the grace period. Default: all are kept.
+    pub changelist_retain: Option<u64>,
+    /// Publish a Change Dump package for every closed Change List (default true).
+    pub change_dumps: bool,
+    /// Publish a Resource Dump (default true), rebuilt at most this often.
+    pub resource_dump: bool,
+    /// How often the Resource Dump is rebuilt (default `1d`); runs in between leave it.
+    #[serde(with = "humantime_serde")]
+    pub resource_dump_interval: Duration,
+    /// Largest sum of bitstream bytes in one dump package (default 256 MiB); a larger single
+    /// resource gets a package of its own.
+    pub dump_package_bytes: u64,
+    /// Most resources in one dump package (default 10,000; at most 50,000, the limit of its
+    /// manifest).
+    pub dump_package_entries: u64,
+    /// How often blobs nothing refers to any more are looked for (default `1d`).
+    #[serde(with = "humantime_serde")]
+    pub gc_interval: Duration,
+    /// How long an unreferenced blob (and a replaced document part) stays before it is
+    /// deleted (default `1h`), so a Destination that read the previous documents can still
+    /// fetch what they name.
+    #[serde(with = "humantime_serde")]
+    pub grace: Duration,
+}
+
+impl Default for PublishConfig {
+    fn default() -> Self {
+        PublishConfig {
+            links: LinkPolicyConfig::default(),
+            changelist_max_entries: 10_000,
+            changelist_max_age: Duration::from_secs(86_400),
+            changelist_retain: None,
+            change_dumps: true,
+            resource_dump: true,
+            resource_dump_interval: Duration::from_secs(86_400),
+            dump_package_bytes: 256 << 20,
+            dump_package_entries: 10_000,
+            gc_interval: Duration::from_secs(86_400),
+            grace: Duration::from_secs(3_600),
+        }
+    }
 }
 
 /// `[publish.links]`: relations moved to another action than the default policy's.
@@ -408,6 +456,27 @@ impl PipelineConfig {
                 "fetch.concurrency",
                 "concurrency",
                 "concurrency limits must be at least 1".into(),
+            ));
+        }
+        let pc = &self.publish;
+        for (key, n) in [
+            ("publish.changelist_max_entries", pc.changelist_max_entries),
+            ("publish.dump_package_entries", pc.dump_package_entries),
+        ] {
+            if !(1..=50_000).contains(&n) {
+                let field = key.trim_start_matches("publish.");
+                return Err(err(
+                    key,
+                    field,
+                    format!("{n}: must be 1..=50000 (spec 4: at most 50,000 entries per list)"),
+                ));
+            }
+        }
+        if pc.dump_package_bytes == 0 {
+            return Err(err(
+                "publish.dump_package_bytes",
+                "dump_package_bytes",
+                "must be at least 1".into(),
             ));
         }
         let l = &self.publish.links;

@@ -25,6 +25,7 @@ mod harvest;
 pub mod links;
 mod lists;
 pub mod publish;
+pub mod published;
 pub mod resourcelist;
 mod runner;
 pub mod uris;

@@ -87,6 +87,10 @@ pub struct LogEntry {
     /// The copy after the change (the last copy for a deletion).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy: Option<BlobInfo>,
+    /// Media type of that copy, so a Change List entry can say `type` even after the
+    /// record moved on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
 }
 
 /// Identifies one upstream change among those at the same instant, so replays and overlaps

@@ -275,6 +275,7 @@ impl State {
                     uri: record.uri.clone(),
                     change: applied.change,
                     copy: record.copy.clone(),
+                    mime_type: record.mime_type.clone(),
                 };
                 batch.put(resource_key(&record.upstream, &record.uri), json(&record));
                 index_slot(&mut batch, &record);
