@@ -4,9 +4,10 @@
 # Builds rsagg, starts the bundled sample upstream on loopback (scripts/demo_upstream.py:
 # a ResourceSync Source with a Resource List, a Change List and 40 resources), harvests it
 # with pipelines/demo.toml into a local file store (baseline, then the changes), runs the
-# same pipeline again to show that nothing is fetched twice, validates the Resource List
-# rsagg published from its copies, and prints where to look. (Serving it, and the rest of
-# republishing, arrive with the "Republish" issue.)
+# same pipeline again to show that nothing is fetched twice, republishes the collection
+# (Capability List, Resource List, Change Lists, dumps — every document judged strictly),
+# serves it with `rsagg serve`, fetches a few URLs from the server, and prints where to look.
+# It then keeps serving until Ctrl-C (DEMO_EXIT=1: stop right after the checks).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,34 +19,69 @@ out=${DEMO_DIR:-$RSAGG_CACHE/demo}
 rm -rf "$out"
 mkdir -p "$out"
 
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
 python3 scripts/demo_upstream.py "$out/upstream" >"$out/upstream.log" 2>&1 &
-upstream_pid=$!
-trap 'kill "$upstream_pid" 2>/dev/null || true' EXIT
+pids+=($!)
 for _ in $(seq 100); do
   grep -q '^listening ' "$out/upstream.log" 2>/dev/null && break
   sleep 0.1
 done
 RSAGG_DEMO_UPSTREAM=$(sed -n 's/^listening //p' "$out/upstream.log")
 [ -n "$RSAGG_DEMO_UPSTREAM" ] || { cat "$out/upstream.log"; exit 1; }
-export RSAGG_DEMO_UPSTREAM RSAGG_DEMO_STORE="file://$out/store"
+# The port rsagg serves on is part of its documents' URIs (collection.base_url), so it is
+# chosen before the run: a free one unless RSAGG_DEMO_PORT says otherwise.
+RSAGG_DEMO_PORT=${RSAGG_DEMO_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
+export RSAGG_DEMO_UPSTREAM RSAGG_DEMO_PORT RSAGG_DEMO_STORE="file://$out/store"
+base="http://127.0.0.1:$RSAGG_DEMO_PORT/demo/"
 
 echo "== sample upstream: $RSAGG_DEMO_UPSTREAM/.well-known/resourcesync"
 "$rsagg" check pipelines/demo.toml
 echo
-echo "== rsagg run pipelines/demo.toml (baseline from the Resource List, then the Change List)"
+echo "== rsagg run pipelines/demo.toml (harvest: baseline from the Resource List, then the Change List; then publish)"
 RSAGG_LOG=${RSAGG_LOG:-warn,rsagg_pipeline=info} "$rsagg" run pipelines/demo.toml --once
 echo
 echo "== again: every change is recognised as already processed, nothing is fetched twice"
 "$rsagg" run pipelines/demo.toml --once --json >"$out/second-run.json"
 cat "$out/second-run.json"
 echo
-echo "== the Resource List rsagg published from its copies (own URIs, via links), judged strictly"
-"$rsagg" validate --strict "$out/store/resourcelist.xml"
+echo "== every document rsagg published, judged strictly"
+(cd "$out/store" && find . -name '*.xml' -not -path './state/*' | sort) | while read -r doc; do
+  printf '%-48s ' "${doc#./}"
+  "$rsagg" validate --strict "$out/store/$doc" | head -1
+done
 echo
-echo "Where to look:"
-echo "  $out/store/resourcelist.xml   rsagg's own Resource List (serving it arrives with \"Republish\")"
-echo "  $out/store/blobs/sha256/   the verified copies, content-addressed by SHA-256"
-echo "  $out/store/state/          the collection's state (records, change log, checkpoints)"
-echo "  $out/second-run.json       the run report as JSON (rsagg run --json)"
-echo "  $out/store/stats/last-run.json   what the last run left for the status page"
-echo "  $rsagg validate $RSAGG_DEMO_UPSTREAM/changelist.xml   (while the upstream runs)"
+echo "== rsagg serve pipelines/demo.toml --listen 127.0.0.1:$RSAGG_DEMO_PORT"
+"$rsagg" serve pipelines/demo.toml --listen "127.0.0.1:$RSAGG_DEMO_PORT" >"$out/serve.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+  grep -q '^listening ' "$out/serve.log" 2>/dev/null && break
+  sleep 0.1
+done
+grep '^listening ' "$out/serve.log" || { cat "$out/serve.log"; exit 1; }
+python3 - "$base" <<'PY'
+import sys, urllib.request
+base = sys.argv[1]
+origin = base.split("/demo/")[0]
+for url in [origin + "/.well-known/resourcesync", base + "capabilitylist.xml",
+            base + "resourcelist.xml", base + "changelist.xml"]:
+    with urllib.request.urlopen(url) as r:
+        print(f"  GET {url} -> {r.status} {r.headers['Content-Type']}, {len(r.read())} bytes")
+PY
+echo
+echo "Where to look (served while this script runs):"
+echo "  $(dirname "$base")/.well-known/resourcesync"
+echo "      the Source Description: start here with any ResourceSync Destination, e.g."
+echo "      resync-sync --baseline ${base%/} /tmp/demo-copy"
+echo "  ${base}capabilitylist.xml   what rsagg republishes of the collection"
+echo "  ${base}resourcelist.xml     its Resource List (own URIs, via links to the upstream)"
+echo "  ${base}changelist.xml       its Change List (changelist-open.xml: the open one)"
+echo "  ${base}resourcedump.xml     its Resource Dump (ZIP packages with manifests)"
+echo "  $out/store/                 the file object store: blobs/ (copies by SHA-256), state/, documents"
+echo "  $out/second-run.json        the second run's report (rsagg run --json)"
+if [ "${DEMO_EXIT:-0}" = 1 ]; then
+  exit 0
+fi
+echo
+echo "Serving until Ctrl-C."
+wait "${pids[-1]}"

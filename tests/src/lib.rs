@@ -23,6 +23,7 @@ mod fixture;
 mod proc;
 mod resync;
 mod seaweed;
+mod serve;
 mod simulator;
 
 use std::net::TcpListener;
@@ -36,6 +37,7 @@ use anyhow::{Context, Result, bail};
 pub use fixture::{Failure, FixtureServer, Gzip, RequestRecord};
 pub use resync::{ResyncOutput, resync_sync};
 pub use seaweed::Seaweed;
+pub use serve::RsaggServer;
 pub use simulator::{SimOptions, Simulator};
 
 /// The peers venv: `$RSAGG_PEERS_VENV`, else `$PEERS_DIR/venv`, else

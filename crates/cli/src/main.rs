@@ -8,11 +8,13 @@
 //!   of DESIGN.md).
 //! - `input.rs`: opening a path, stdin or http(s) URL as async input, gzip inflated.
 //! - `run.rs`: `rsagg run` (harvest; exit codes of the contract) and `rsagg check`.
+//! - `serve.rs`: `rsagg serve` (read-only HTTP serving of published collections).
 //!
-//! `serve` and `hub` arrive with the Republish and Notify issues.
+//! `hub` arrives with the Notify issue.
 
 mod input;
 mod run;
+mod serve;
 mod validate;
 
 use std::process::ExitCode;
@@ -46,6 +48,11 @@ enum Command {
     Run(run::RunArgs),
     /// Validate pipeline files; errors name file, line and key. Exit 0 valid, 2 invalid.
     Check(run::CheckArgs),
+    /// Serve what pipelines published (documents, copies, /.well-known/resourcesync),
+    /// read-only, from their stores. Prints `listening http://HOST:PORT` once ready.
+    ///
+    /// Exit status: 0 after SIGINT/SIGTERM, 1 cannot listen, 2 usage or config error.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +79,7 @@ fn main() -> ExitCode {
             Command::Validate(args) => validate::run(args).await,
             Command::Run(args) => run::run(args).await,
             Command::Check(args) => run::check(args),
+            Command::Serve(args) => serve::serve(args).await,
         }
     })
 }

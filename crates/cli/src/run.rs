@@ -159,7 +159,7 @@ fn progress_bar(
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn shutdown() {
+pub(crate) async fn shutdown() {
     #[cfg(unix)]
     {
         let mut term =

@@ -10,6 +10,7 @@ fn rsagg(args: &[&str]) -> Output {
         .args(args)
         .env("RSAGG_DEMO_STORE", "file:///tmp/rsagg-check-demo")
         .env("RSAGG_DEMO_UPSTREAM", "http://127.0.0.1:9")
+        .env("RSAGG_DEMO_PORT", "8080")
         .env("RSAGG_SIM_URL", "http://127.0.0.1:18888")
         .env("RSAGG_BUCKET", "rsagg-data")
         .output()

@@ -136,9 +136,32 @@ impl PackageWriter {
     /// added, or a file added that no entry names. On error the file holds an incomplete
     /// package and must be discarded.
     pub fn finish(
+        self,
+        header: &rsagg_model::Header,
+        entries: &mut dyn Iterator<Item = UrlEntry>,
+    ) -> Result<File, Error> {
+        self.finish_inner(header, entries, None)
+    }
+
+    /// Like [`PackageWriter::finish`], and writes the same `manifest.xml` bytes to `copy` as
+    /// well: a Source that links a copy of the manifest from its dump (`rs:ln
+    /// rel="contents"`) must make sure it matches the one in the package (spec 11.1, 13.1),
+    /// and one encoding written twice is the way to be sure. On error `copy` holds an
+    /// incomplete manifest, to be discarded with the package.
+    pub fn finish_with_copy(
+        self,
+        header: &rsagg_model::Header,
+        entries: &mut dyn Iterator<Item = UrlEntry>,
+        copy: &mut dyn Write,
+    ) -> Result<File, Error> {
+        self.finish_inner(header, entries, Some(copy))
+    }
+
+    fn finish_inner(
         mut self,
         header: &rsagg_model::Header,
         entries: &mut dyn Iterator<Item = UrlEntry>,
+        mut copy: Option<&mut dyn Write>,
     ) -> Result<File, Error> {
         self.check_not_broken()?;
         let kind = header.kind();
@@ -186,13 +209,13 @@ impl PackageWriter {
             }
             encode_entry(Root::Urlset, &e, &mut buf);
             if buf.len() >= FLUSH_AT {
-                self.write_manifest(&buf)?;
+                self.write_manifest(&buf, &mut copy)?;
                 bytes += buf.len() as u64;
                 buf.clear();
             }
         }
         buf.extend_from_slice(b"</urlset>\n");
-        self.write_manifest(&buf)?;
+        self.write_manifest(&buf, &mut copy)?;
         bytes += buf.len() as u64;
         validator.finish(Pos::default(), bytes);
         if validator.errors() > 0 {
@@ -250,11 +273,72 @@ impl PackageWriter {
         Ok(())
     }
 
-    fn write_manifest(&mut self, buf: &[u8]) -> Result<(), Error> {
+    fn write_manifest(
+        &mut self,
+        buf: &[u8],
+        copy: &mut Option<&mut dyn Write>,
+    ) -> Result<(), Error> {
         self.zip.write_all(buf).map_err(|source| Error::Io {
             package: self.name.clone(),
             context: "writing manifest.xml".into(),
             source,
-        })
+        })?;
+        if let Some(copy) = copy {
+            copy.write_all(buf).map_err(|source| Error::Io {
+                package: self.name.clone(),
+                context: "writing the copy of manifest.xml".into(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Seek};
+
+    use rsagg_model::{Capability, Header, Link, Md, W3cDateTime};
+
+    use super::*;
+
+    #[test]
+    fn the_manifest_copy_is_byte_identical_to_the_manifest_in_the_package() {
+        let mut header = Header::new(Root::Urlset, Capability::ResourceDumpManifest);
+        if let Some(md) = header.md.as_mut() {
+            md.at = Some(W3cDateTime::parse("2013-01-03T09:00:00Z").unwrap().value);
+        }
+        header
+            .links
+            .push(Link::new("up", "http://example.com/capabilitylist.xml"));
+        let mut w = PackageWriter::new(tempfile::tempfile().unwrap());
+        // Enough entries that the manifest is flushed in several pieces.
+        let n = 3000;
+        for i in 0..n {
+            w.add(&format!("/r/{i}"), &mut &b"x"[..]).unwrap();
+        }
+        let mut entries = (0..n).map(|i| UrlEntry {
+            loc: format!("http://example.com/a-rather-long-uri-to-fill-the-buffer/{i}"),
+            md: Some(Md {
+                path: Some(format!("/r/{i}")),
+                length: Some(1),
+                mime_type: Some("text/plain".into()),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        });
+        let mut copy = Vec::new();
+        let mut file = w
+            .finish_with_copy(&header, &mut entries, &mut copy)
+            .unwrap();
+        assert!(copy.len() > FLUSH_AT, "{} bytes", copy.len());
+        file.rewind().unwrap();
+        let mut zip = zip::ZipArchive::new(file).unwrap();
+        let mut inside = Vec::new();
+        zip.by_name(MANIFEST)
+            .unwrap()
+            .read_to_end(&mut inside)
+            .unwrap();
+        assert!(inside == copy, "the copy differs from manifest.xml");
     }
 }

@@ -11,21 +11,37 @@
 //! - `config.rs`: the typed config, `${ENV}` substitution and pure validation.
 //! - `harvest.rs`: one upstream: discovery, baseline/resync, incremental, verification.
 //! - `lists.rs`: reading upstream lists and indexes as streams of entries.
+//! - `dumps.rs`: upstream Resource/Change Dump packages: download, check, stream the items.
 //! - `links.rs`: provenance (`via`) and the inherited-link policy of republished entries.
-//! - `dumps.rs`: Resource/Change Dump packages: download, check, stream the items.
-//! - `publish.rs`: how a copy is described in rsagg's own documents (spec 14.8).
-//! - `resourcelist.rs`: the Resource List (or index) published into the store, part by
-//!   part (hash-slot ranges), only the parts that changed.
 //! - `uris.rs`: rsagg's own, reversible URIs for its copies.
-//! - `runner.rs`: `run --once`: all upstreams concurrently, the run report and exit status.
+//! - `publish.rs`: how a copy or a change is described in rsagg's own documents (spec 14.8).
+//! - `publisher.rs`: the publish stage: every document, in a reader-safe order.
+//! - `resourcelist.rs`: the Resource List (or index), part by part (hash-slot ranges), only
+//!   the parts that changed.
+//! - `changelist.rs`: Change Lists from the change log: one open list, immutable closed ones,
+//!   the index, the `changelist-open.xml` alias, retention.
+//! - `package.rs`, `resourcedump.rs`, `changedump.rs`: dump packages built from stored blobs;
+//!   the Resource Dump on its interval, a Change Dump per closed Change List.
+//! - `capability.rs`: the Capability List and the collection's Source Description.
+//! - `published.rs`: what the publisher keeps beside its documents.
+//! - `gc.rs`: blob garbage collection with a grace period.
+//! - `runner.rs`: `run --once`: all upstreams concurrently, publish, the run report and exit
+//!   status.
 
+pub mod capability;
+pub mod changedump;
+pub mod changelist;
 pub mod config;
 mod dumps;
+pub mod gc;
 mod harvest;
 pub mod links;
 mod lists;
+mod package;
 pub mod publish;
 pub mod published;
+mod publisher;
+pub mod resourcedump;
 pub mod resourcelist;
 mod runner;
 pub mod uris;
@@ -34,6 +50,7 @@ use std::path::PathBuf;
 
 pub use config::{Pipeline, PipelineConfig};
 pub use harvest::{UpstreamReport, Verdict};
+pub use publisher::{PublishOptions, PublishReport, publish};
 pub use runner::{RunOptions, RunReport, STATS_OBJECT, run_once};
 
 /// Errors of a pipeline.

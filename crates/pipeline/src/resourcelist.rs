@@ -128,8 +128,9 @@ pub async fn publish_with(
     Ok(dirty)
 }
 
-/// The part holding `slot` when the slots are cut into `parts` equal ranges.
-fn part_of(slot: u16, parts: usize) -> usize {
+/// The part holding `slot` when the slots are cut into `parts` equal ranges (public so a
+/// reader, `rsagg serve`, finds the part listing a resource without reading the others).
+pub fn part_of(slot: u16, parts: usize) -> usize {
     (usize::from(slot) * parts) >> 16
 }
 

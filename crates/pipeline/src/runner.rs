@@ -9,7 +9,7 @@ use rsagg_fetch::{FetchConfig, Fetcher};
 use rsagg_store::{Blobs, State, open_object_store};
 
 use crate::harvest::{Ctx, UpstreamReport, Verdict, harvest};
-use crate::links::LinkPolicy;
+use crate::publisher::{PublishOptions, PublishReport, publish};
 use crate::{Error, Pipeline};
 
 /// Options of a run.
@@ -19,6 +19,8 @@ pub struct RunOptions {
     pub fail_on_quarantine: bool,
     /// Incremented once per resource processed (for a progress display).
     pub progress: Arc<AtomicU64>,
+    /// Options of the publish stage.
+    pub publish: PublishOptions,
 }
 
 /// What a run did.
@@ -28,10 +30,8 @@ pub struct RunReport {
     pub collection: String,
     /// Per upstream.
     pub upstreams: Vec<UpstreamReport>,
-    /// Parts of the Resource List rewritten by the publish step.
-    pub published: Option<usize>,
-    /// Why publishing failed, if it did (the harvest is committed all the same).
-    pub publish_error: Option<String>,
+    /// What the publish stage did (absent when the run was fenced out before it).
+    pub publish: Option<PublishReport>,
     /// Wall time.
     pub seconds: f64,
 }
@@ -43,18 +43,15 @@ impl RunReport {
         let failed = self.upstreams.iter().any(|u| {
             u.verdict == Verdict::Failed || (opts.fail_on_quarantine && u.quarantined > 0)
         });
-        i32::from(failed || self.publish_error.is_some())
+        let publish_failed = self.publish.as_ref().is_some_and(|p| !p.errors.is_empty());
+        i32::from(failed || publish_failed)
     }
 
     /// Human summary, one line per upstream.
     pub fn summary(&self) -> String {
         let mut s = format!("collection {} ({:.1} s)\n", self.collection, self.seconds);
-        match (&self.published, &self.publish_error) {
-            (_, Some(e)) => s.push_str(&format!("  publishing FAILED: {e}\n")),
-            (Some(n), None) => s.push_str(&format!(
-                "  published: resourcelist.xml ({n} part(s) rewritten)\n"
-            )),
-            (None, None) => {}
+        if let Some(p) = &self.publish {
+            s.push_str(&p.summary());
         }
         for u in &self.upstreams {
             s.push_str(&format!(
@@ -122,21 +119,13 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
     let mut report = RunReport {
         collection: cfg.collection.name.clone(),
         upstreams,
-        published: None,
-        publish_error: None,
+        publish: None,
         seconds: 0.0,
     };
     if fenced.is_none() {
         // Then publish: what was committed, whichever upstreams failed.
-        let policy = LinkPolicy::new(&cfg.publish.links);
-        match crate::resourcelist::publish(&state, &loc.objects, p.base_url.as_str(), &policy).await
-        {
-            Ok(parts) => report.published = Some(parts.len()),
-            Err(e) => {
-                tracing::error!(error = %e, "publishing the Resource List");
-                report.publish_error = Some(e.to_string());
-            }
-        }
+        let published = publish(&state, &loc.objects, p, opts.publish).await;
+        report.publish = Some(published);
         report.seconds = started.elapsed().as_secs_f64();
         write_stats(&loc.objects, &state, &report).await;
     }

@@ -4,7 +4,9 @@
 //! (bounded by [`SMALL_BODY`]) and written with one `PUT` (an existing blob at that address is
 //! the same bitstream, so overwriting it is harmless), while large bodies stream through
 //! a multipart upload to a temporary key and are then copied to their address. Memory stays
-//! bounded either way.
+//! bounded either way. Either way every store renews the blob's last-modified time: garbage
+//! collection spares blobs younger than its grace period, so a blob a harvest has just
+//! stored again survives until the record pointing at it is committed.
 
 use std::fmt::Display;
 use std::sync::Arc;
@@ -170,18 +172,14 @@ impl Blobs {
             }
             Some((tmp, w)) => {
                 w.finish().await.map_err(os_err(&tmp))?;
-                let exists = match self.objects.head(&dest).await {
-                    Ok(_) => true,
-                    Err(object_store::Error::NotFound { .. }) => false,
-                    Err(e) => return Err(os_err(&dest)(e)),
-                };
-                if !exists {
-                    // Same address, same bytes: overwriting a concurrent copy is harmless.
-                    self.objects
-                        .copy(&tmp, &dest)
-                        .await
-                        .map_err(os_err(&dest))?;
-                }
+                // Copied even when the address exists (same address, same bytes: overwriting
+                // is harmless): the copy renews the blob's last-modified time, which garbage
+                // collection's grace period relies on to spare a blob a harvest has just
+                // stored but not yet committed a record for.
+                self.objects
+                    .copy(&tmp, &dest)
+                    .await
+                    .map_err(os_err(&dest))?;
                 if let Err(e) = self.objects.delete(&tmp).await {
                     tracing::warn!(path = %tmp, error = %e, "could not delete temporary upload");
                 }

@@ -6,8 +6,10 @@
 //! ```text
 //! blobs/sha256/ab/abcdef…   resource bodies, content-addressed (identical bitstreams once)
 //! blobs/tmp/…               large bodies while they stream in (copied to their address)
+//! published/…               what the publishers keep beside their documents (JSON)
 //! state/                    the collection's state: a slatedb database (records, change log,
 //!                           checkpoints, quarantine); one writer at a time, others fenced
+//! the rest                  published documents, at their paths under the collection's URL
 //! ```
 //!
 //! Order of writes: blobs first (idempotent: the key is the content), then the state records
@@ -20,12 +22,15 @@
 //!   `memory://` for tests).
 //! - `blobs.rs`: content-addressed bodies, hashed (md5, sha-256, optionally sha-1) while they
 //!   stream in.
+//! - `documents.rs`: published documents and JSON objects: read, write, retire after a grace
+//!   period.
 //! - `records.rs`: the serialised records (resource, change-log entry, checkpoint,
 //!   quarantine).
 //! - `state.rs`: the state database (slatedb): reads, scans and atomic commits; fencing.
 
 mod blobs;
 pub mod conformance;
+pub mod documents;
 mod location;
 mod records;
 mod state;

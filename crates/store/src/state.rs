@@ -86,8 +86,18 @@ fn resource_key(upstream: &str, uri: &str) -> String {
 /// The hash slot (16 bits of SHA-256 of `upstream` and `uri`) a resource belongs to: a stable
 /// partition of the collection, independent of its size, that parts of published lists can
 /// be cut along.
+///
+/// The URI is taken in its normalised form (as `url::Url` writes it, without fragment): the
+/// form rsagg's own URI for the copy preserves, so a server that recovers the URI from a
+/// request path finds the same slot as the publisher did from the URI as the upstream
+/// wrote it (`http://H.example:80` and `http://h.example/` are one resource).
 pub fn slot_of(upstream: &str, uri: &str) -> u16 {
     use sha2::Digest;
+    let normalised = url::Url::parse(uri).ok().map(|mut u| {
+        u.set_fragment(None);
+        String::from(u)
+    });
+    let uri = normalised.as_deref().unwrap_or(uri);
     let mut h = sha2::Sha256::new();
     h.update(upstream.as_bytes());
     h.update(b"\n");
@@ -184,6 +194,13 @@ impl State {
     /// All resource records of `upstream`, in URI order, streamed.
     pub async fn resources(&self, upstream: &str) -> Result<Records<ResourceRecord>, Error> {
         self.scan(format!("r/{upstream}/")).await
+    }
+
+    /// Every resource record of every upstream (present and deleted), in key order
+    /// (upstream, then URI), streamed: one pass over the collection for work that has to see
+    /// all of it, such as finding the blobs still referenced (garbage collection).
+    pub async fn all_resources(&self) -> Result<Records<ResourceRecord>, Error> {
+        self.scan("r/".to_owned()).await
     }
 
     /// The (upstream, URI) of every present resource whose slot is in `slots`, in slot order,
@@ -399,5 +416,73 @@ impl SlotMembers {
                 None => tracing::warn!(key = %key, "malformed slot key skipped"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BlobInfo, UpstreamMeta};
+
+    fn created(upstream: &str, uri: &str) -> Applied {
+        Applied {
+            change: Change::Created,
+            record: ResourceRecord {
+                upstream: upstream.into(),
+                uri: uri.into(),
+                status: ResourceStatus::Present,
+                copy: Some(BlobInfo {
+                    sha256: "00".repeat(32),
+                    md5: "11".repeat(16),
+                    sha1: None,
+                    length: 1,
+                }),
+                mime_type: None,
+                set: String::new(),
+                lastmod: W3cDateTime::from_unix(0, 0),
+                seq: 0,
+                upstream_meta: UpstreamMeta::default(),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn all_resources_spans_every_upstream_and_nothing_else() {
+        let objects: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let s = State::open(objects, "test").await.unwrap();
+        for (upstream, uris) in [("up2", ["http://b/1"]), ("up", ["http://a/1"])] {
+            s.commit(Commit {
+                upstream: upstream.into(),
+                changes: uris.iter().map(|u| created(upstream, u)).collect(),
+                checkpoint: Some(crate::Checkpoint::default()),
+                quarantine: vec![QuarantineRecord {
+                    upstream: upstream.into(),
+                    uri: "http://q/1".into(),
+                    reason: String::new(),
+                    expected: String::new(),
+                    got: String::new(),
+                    at: W3cDateTime::from_unix(0, 0),
+                    blob: None,
+                }],
+                ..Commit::default()
+            })
+            .await
+            .unwrap();
+        }
+        let mut all = s.all_resources().await.unwrap();
+        let mut seen = Vec::new();
+        while let Some(r) = all.next().await.unwrap() {
+            seen.push((r.upstream, r.uri, r.seq));
+        }
+        // Key order: upstream `up` before `up2`; log entries, checkpoints, quarantine and
+        // the slot index are not records.
+        assert_eq!(
+            seen,
+            [
+                ("up".to_owned(), "http://a/1".to_owned(), 2),
+                ("up2".to_owned(), "http://b/1".to_owned(), 1),
+            ]
+        );
+        s.close().await.unwrap();
     }
 }

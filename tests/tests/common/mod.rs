@@ -299,6 +299,10 @@ pub fn upstream(name: &str, url: &str, extra: &str) -> Upstream {
 pub struct Case {
     pub store: Store,
     pub toml: PathBuf,
+    /// `collection.base_url`.
+    pub base_url: String,
+    /// TOML appended after the upstreams (e.g. a `[publish]` section).
+    pub tail: String,
     _dir: tempfile::TempDir,
 }
 
@@ -378,6 +382,16 @@ impl Case {
     }
 
     pub fn with_upstreams(store: Store, ups: &[Upstream]) -> Result<Case> {
+        Case::published_at(store, ups, "http://agg.example.org/e2e/", "")
+    }
+
+    /// A pipeline whose collection is published at `base_url`, with `tail` appended.
+    pub fn published_at(
+        store: Store,
+        ups: &[Upstream],
+        base_url: &str,
+        tail: &str,
+    ) -> Result<Case> {
         let dir = tempfile::Builder::new()
             .prefix("rsagg-e2e-pipeline-")
             .tempdir()?;
@@ -385,6 +399,8 @@ impl Case {
         let case = Case {
             store,
             toml,
+            base_url: base_url.to_owned(),
+            tail: tail.to_owned(),
             _dir: dir,
         };
         case.write_pipeline(ups)?;
@@ -393,10 +409,18 @@ impl Case {
 
     /// (Re)writes the pipeline file with these upstreams.
     pub fn write_pipeline(&self, ups: &[Upstream]) -> Result<()> {
+        // The collection is named after the last segment of its base URL (unique among
+        // the pipelines a test serves together).
+        let name = self
+            .base_url
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("e2e");
         let mut t = format!(
-            "[collection]\nname = \"e2e\"\nbase_url = \"http://agg.example.org/e2e/\"\n\n\
+            "[collection]\nname = \"{name}\"\nbase_url = \"{}\"\n\n\
              [store]\nurl = \"{}\"\n\n[fetch]\nretries = 2\nconnect_timeout = \"5s\"\nread_timeout = \"30s\"\n",
-            self.store.url
+            self.base_url, self.store.url
         );
         for u in ups {
             // Fixtures are on loopback: allowed unless the upstream's extra lines say otherwise.
@@ -410,6 +434,8 @@ impl Case {
                 u.name, u.url, u.extra
             ));
         }
+        t.push('\n');
+        t.push_str(&self.tail);
         std::fs::write(&self.toml, t)?;
         Ok(())
     }

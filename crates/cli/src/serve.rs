@@ -1,0 +1,79 @@
+//! `rsagg serve` (contract of DESIGN.md): read-only HTTP serving of what one or more
+//! pipelines published, straight from their stores.
+//!
+//! It never opens a pipeline's state database (a second opener would fence the running
+//! job), only the published objects. Exit status: 0 after a graceful shutdown (SIGINT or
+//! SIGTERM), 2 on a usage or config error (nothing is served), 1 when the server cannot
+//! listen or fails.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rsagg_pipeline::Pipeline;
+use rsagg_server::{Collection, DEFAULT_LISTEN, Server};
+
+/// `rsagg serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Pipeline files; each one's collection is served under the path of its base_url.
+    #[arg(required = true)]
+    pipelines: Vec<PathBuf>,
+    /// Address to listen on (`HOST:PORT`; port 0 picks a free port, reported on stdout).
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    listen: String,
+}
+
+/// Serves the pipelines' published documents and copies until SIGINT or SIGTERM. Prints
+/// `listening http://HOST:PORT` on stdout once connections are accepted.
+pub async fn serve(args: ServeArgs) -> ExitCode {
+    let mut collections = Vec::with_capacity(args.pipelines.len());
+    for path in &args.pipelines {
+        let collection = Pipeline::load(path)
+            .map_err(|e| e.to_string())
+            .and_then(|p| {
+                Collection::from_pipeline(&p).map_err(|e| format!("{}: {e}", path.display()))
+            });
+        match collection {
+            Ok(c) => collections.push(c),
+            Err(e) => {
+                eprintln!("rsagg serve: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if let Err(e) = rsagg_server::check_collections(&collections) {
+        eprintln!("rsagg serve: {e}");
+        return ExitCode::from(2);
+    }
+    let server = match Server::bind(&args.listen, collections).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rsagg serve: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let addr = match server.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("rsagg serve: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // The one line tests and scripts wait for (`--listen 127.0.0.1:0` picks the port).
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "listening http://{addr}")
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return ExitCode::from(1);
+    }
+    drop(out);
+    match server.run(crate::run::shutdown()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rsagg serve: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

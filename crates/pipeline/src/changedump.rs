@@ -1,0 +1,829 @@
+//! rsagg's Change Dump (spec 13.1, 13.2): a ZIP package of the bitstreams of every closed
+//! Change List.
+//!
+//! A closed Change List (spec 12.1: it has `until`) never changes again, so its package is
+//! made once and never rewritten: every change the list records, in the same forward
+//! chronological order (13.2), with the bitstream of exactly that version (the log entry's
+//! copy, not the resource's current one) under `/changes/{seq}/{copy path}`, so a resource
+//! that changed several times has one bitstream per change at distinct paths. Deletions are
+//! listed without `path` and without a bitstream (13.2). A list whose bitstreams exceed the
+//! package bounds is cut into consecutive packages: the first starts at the list's `from`,
+//! each next one at its first change's `datetime` (which is the previous one's `until`), the
+//! last ends at the list's `until` — rsagg's change datetimes are strictly increasing, so a
+//! cut never falls inside a run of equal instants.
+//!
+//! Manifest entries describe rsagg's copies as its Change Lists do (spec 14.8): `<loc>` is
+//! rsagg's URI, `datetime` and `lastmod` are rsagg's, `hash`/`length`/`type` are those of the
+//! copy in the package, and the `via` link names the upstream resource — with the upstream's
+//! metadata (and the inherited links the policy lets through) only while the resource's
+//! record is still at that change, since older upstream metadata is not kept.
+//!
+//! `changedump.xml` lists the packages of the Change Lists still retained (the closed lists
+//! of `published/changelist.json`, written by the Change List publisher), oldest first;
+//! packages of lists dropped by retention leave the document and are deleted after
+//! `publish.grace`. `published/changedump.json` records what is out there; it is written
+//! before `changedump.xml`, which can be rewritten from it alone.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::path::Path;
+use rsagg_model::{Capability, Change, Header, Link, Md, Root, UrlEntry, W3cDateTime};
+use rsagg_store::{LogEntry, State};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::config::PublishConfig;
+use crate::links::{LinkPolicy, via_link};
+use crate::package::{self, Body, Item, PackageInfo};
+use crate::published::{CHANGELISTS_META, ChangeListsMeta, ClosedList};
+use crate::uris::own_uri;
+
+/// Where [`ChangeDumpMeta`] is kept.
+pub const CHANGEDUMP_META: &str = "published/changedump.json";
+/// The Change Dump document, under `collection.base_url`.
+pub const CHANGEDUMP_DOC: &str = "changedump.xml";
+/// Packages one Change Dump may name (spec 7: 50,000 entries per document); a Change Dump
+/// Index is not written, so a publish that would need one fails and says so.
+pub const MAX_PACKAGES: usize = 50_000;
+
+/// What a Change Dump publish did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ChangeDumpReport {
+    /// Packages made by this publish.
+    pub packages_now: u64,
+    /// Packages `changedump.xml` names now.
+    pub packages_total: u64,
+    /// Packages dropped by this publish because their Change List is no longer retained.
+    pub dropped: u64,
+    /// Changes left out of new packages: blob missing or not matching its address, no URI
+    /// of rsagg's own, or no safe name in the ZIP (each is logged as a warning).
+    pub skipped: u64,
+}
+
+/// `published/changedump.json`: the packages out there and what is waiting for deletion.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChangeDumpMeta {
+    /// Closed Change Lists with packages, oldest first.
+    pub lists: Vec<DumpedList>,
+    /// True while `changedump.xml` may not yet reflect this meta (it is written after it).
+    pub doc_pending: bool,
+    /// Objects no document names any more, with when they were retired (unix seconds).
+    pub retired: Vec<(String, i64)>,
+}
+
+/// The packages of one closed Change List.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpedList {
+    /// The Change List's object name (see [`ClosedList::name`]).
+    pub name: String,
+    /// First change-log sequence number it covers.
+    pub first_seq: u64,
+    /// Last change-log sequence number it covers.
+    pub last_seq: u64,
+    /// Its packages, consecutive sub-intervals of the list's interval.
+    pub packages: Vec<ChangePackage>,
+}
+
+/// One package of the Change Dump.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangePackage {
+    /// The objects and what they hold.
+    #[serde(flatten)]
+    pub info: PackageInfo,
+    /// `rs:md from` of the package (and its manifest).
+    pub from: W3cDateTime,
+    /// `rs:md until`.
+    pub until: W3cDateTime,
+}
+
+/// Publishes the Change Dump of the collection at `base_url`: a package for every closed
+/// Change List that has none yet, `changedump.xml`, and the retention of packages whose
+/// list was dropped. With `cfg.change_dumps` off nothing is made or changed.
+pub async fn publish(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    policy: &LinkPolicy,
+    cfg: &PublishConfig,
+) -> Result<ChangeDumpReport, Error> {
+    let stored: Option<ChangeDumpMeta> = package::read_json(objects, CHANGEDUMP_META).await?;
+    // The very first publish writes the document even when there is nothing to list yet.
+    let mut dirty = stored.is_none();
+    let mut meta = stored.unwrap_or_default();
+    let mut report = ChangeDumpReport::default();
+    if !cfg.change_dumps {
+        report.packages_total = count(&meta);
+        return Ok(report);
+    }
+    dirty |= meta.doc_pending;
+    let lists: ChangeListsMeta = package::read_json(objects, CHANGELISTS_META)
+        .await?
+        .unwrap_or_default();
+
+    // Retention: the Change List publisher dropped these lists; their packages follow.
+    let retained: HashSet<&str> = lists.closed.iter().map(|c| c.name.as_str()).collect();
+    let now = package::unix_secs(&W3cDateTime::now());
+    let mut kept = Vec::with_capacity(meta.lists.len());
+    for l in std::mem::take(&mut meta.lists) {
+        if retained.contains(l.name.as_str()) {
+            kept.push(l);
+            continue;
+        }
+        for p in &l.packages {
+            meta.retired.push((p.info.zip.clone(), now));
+            meta.retired.push((p.info.manifest.clone(), now));
+        }
+        report.dropped += l.packages.len() as u64;
+        dirty = true;
+    }
+    meta.lists = kept;
+
+    for list in &lists.closed {
+        if meta.lists.iter().any(|l| l.name == list.name) {
+            continue;
+        }
+        if count(&meta) as usize >= MAX_PACKAGES {
+            return Err(too_many());
+        }
+        let (packages, skipped) = build_list(state, objects, base_url, policy, cfg, list).await?;
+        report.packages_now += packages.len() as u64;
+        report.skipped += skipped;
+        meta.lists.push(DumpedList {
+            name: list.name.clone(),
+            first_seq: list.first_seq,
+            last_seq: list.last_seq,
+            packages,
+        });
+        // Lists come oldest first, but one closed while dumps were off may be older than
+        // lists already dumped.
+        meta.lists.sort_by_key(|l| l.first_seq);
+        // Recorded at once: packages are never made twice, even if a later list fails.
+        meta.doc_pending = true;
+        dirty = true;
+        package::write_json(objects, CHANGEDUMP_META, &meta).await?;
+    }
+    if count(&meta) as usize > MAX_PACKAGES {
+        return Err(too_many());
+    }
+
+    if dirty {
+        meta.doc_pending = true;
+        package::write_json(objects, CHANGEDUMP_META, &meta).await?;
+        write_document(objects, base_url, &meta, &lists).await?;
+        meta.doc_pending = false;
+    }
+    let swept = package::sweep(
+        objects,
+        &mut meta.retired,
+        package::unix_secs(&W3cDateTime::now()),
+        cfg.grace,
+    )
+    .await;
+    if dirty || swept > 0 {
+        package::write_json(objects, CHANGEDUMP_META, &meta).await?;
+    }
+    report.packages_total = count(&meta);
+    Ok(report)
+}
+
+fn count(meta: &ChangeDumpMeta) -> u64 {
+    meta.lists.iter().map(|l| l.packages.len() as u64).sum()
+}
+
+fn too_many() -> Error {
+    Error::Dump(rsagg_dump::Error::Invalid {
+        package: CHANGEDUMP_DOC.into(),
+        section: "13.1",
+        message: format!(
+            "more than {MAX_PACKAGES} Change Dump packages; retain fewer closed Change Lists \
+             (publish.changelist_retain)"
+        ),
+    })
+}
+
+/// Makes the packages of closed list `list`: its log entries in order, cut at the package
+/// bounds into consecutive sub-intervals. Returns them with the number of changes left out.
+async fn build_list(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    policy: &LinkPolicy,
+    cfg: &PublishConfig,
+    list: &ClosedList,
+) -> Result<(Vec<ChangePackage>, u64), Error> {
+    let stem = package_stem(list);
+    let mut packages = Vec::new();
+    let mut skipped = 0u64;
+    let mut batch: Vec<Item> = Vec::new();
+    let mut batch_bytes = 0u64;
+    let mut from = list.from;
+    let mut log = state.log(list.first_seq).await?;
+    while let Some(change) = log.next().await? {
+        if change.seq > list.last_seq {
+            break;
+        }
+        let bytes = match (&change.change, &change.copy) {
+            (Change::Deleted, _) | (_, None) => 0,
+            (_, Some(copy)) => copy.length,
+        };
+        let full = batch.len() as u64 >= cfg.dump_package_entries.max(1)
+            || batch_bytes.saturating_add(bytes) > cfg.dump_package_bytes;
+        if !batch.is_empty() && full {
+            // The next package starts with this change: its datetime is the cut.
+            let until = latest(from, change.at);
+            let p = make(
+                objects,
+                base_url,
+                &stem,
+                packages.len() + 1,
+                batch,
+                from,
+                until,
+            );
+            packages.push(p.await?);
+            batch = Vec::new();
+            batch_bytes = 0;
+            from = until;
+        }
+        match change_item(state, base_url, policy, &change).await? {
+            Some(item) => {
+                batch.push(item);
+                batch_bytes = batch_bytes.saturating_add(bytes);
+            }
+            None => skipped += 1,
+        }
+    }
+    // The last (or only) package ends where the list ends; a list without changes still gets
+    // its (empty) package, so the packages' intervals stay contiguous.
+    let until = latest(from, list.until);
+    let last = make(
+        objects,
+        base_url,
+        &stem,
+        packages.len() + 1,
+        batch,
+        from,
+        until,
+    );
+    packages.push(last.await?);
+    skipped += packages.iter().map(|p| p.info.skipped).sum::<u64>();
+    Ok((packages, skipped))
+}
+
+fn latest(a: W3cDateTime, b: W3cDateTime) -> W3cDateTime {
+    if b.cmp_instant(&a).is_lt() { a } else { b }
+}
+
+/// The object name stem of a list's packages: from its log range, which closed lists never
+/// share, in characters safe in any URL and object store.
+fn package_stem(list: &ClosedList) -> String {
+    format!(
+        "changedump/changes-{:012}-{:012}",
+        list.first_seq, list.last_seq
+    )
+}
+
+async fn make(
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    stem: &str,
+    k: usize,
+    items: Vec<Item>,
+    from: W3cDateTime,
+    until: W3cDateTime,
+) -> Result<ChangePackage, Error> {
+    let mut header = Header::new(Root::Urlset, Capability::ChangeDumpManifest);
+    if let Some(md) = header.md.as_mut() {
+        md.from = Some(from);
+        md.until = Some(until);
+    }
+    header.links.push(package::up_link(base_url));
+    let zip = Path::from(format!("{stem}-{k:03}.zip"));
+    let manifest = Path::from(format!("{stem}-{k:03}-manifest.xml"));
+    let built = package::build(objects, header, items, &zip, &manifest).await?;
+    tracing::debug!(
+        package = %zip,
+        entries = built.info.entries,
+        bytes = built.info.length,
+        "change dump package written"
+    );
+    Ok(ChangePackage {
+        info: built.info,
+        from,
+        until,
+    })
+}
+
+/// The Change Dump Manifest entry of one logged change (spec 13.2), with its bitstream for
+/// a creation or update; `None` (warned) when it cannot be described.
+async fn change_item(
+    state: &State,
+    base_url: &str,
+    policy: &LinkPolicy,
+    change: &LogEntry,
+) -> Result<Option<Item>, Error> {
+    let Some(loc) = own_uri(base_url, &change.upstream, &change.uri) else {
+        tracing::warn!(upstream = %change.upstream, uri = %change.uri, seq = change.seq,
+            "no URI of rsagg's own for this change; left out of the change dump");
+        return Ok(None);
+    };
+    let record = state.resource(&change.upstream, &change.uri).await?;
+    let current = record.as_ref().filter(|r| r.seq == change.seq);
+    let mut links = vec![match current {
+        Some(r) => via_link(&change.uri, &r.upstream_meta),
+        None => Link::new("via", &change.uri),
+    }];
+    if let Some(r) = current {
+        let held = |u: &str| own_uri(base_url, &change.upstream, u);
+        links.extend(policy.apply(&r.upstream_meta.links, held));
+    }
+    let mut md = Md {
+        change: Some(change.change.clone()),
+        datetime: Some(change.at),
+        ..Md::default()
+    };
+    let mut body = None;
+    let mut lastmod = None;
+    if change.change != Change::Deleted {
+        let Some(copy) = &change.copy else {
+            tracing::warn!(uri = %change.uri, seq = change.seq,
+                "a logged creation or update without a copy; left out of the change dump");
+            return Ok(None);
+        };
+        md.hash = Some(package::hashes(&copy.md5, &copy.sha256));
+        md.length = Some(copy.length);
+        md.mime_type = change.mime_type.clone();
+        lastmod = Some(change.at);
+        let own_path = loc.strip_prefix(base_url).unwrap_or(&loc);
+        body = Some(Body {
+            sha256: copy.sha256.clone(),
+            length: copy.length,
+            path: format!("/changes/{}/{own_path}", change.seq),
+            fallback: format!("/changes/{}/sha256/{}", change.seq, copy.sha256),
+        });
+    }
+    Ok(Some(Item {
+        entry: UrlEntry {
+            loc,
+            lastmod,
+            md: Some(md),
+            links,
+            ..UrlEntry::default()
+        },
+        body,
+    }))
+}
+
+/// `changedump.xml` from `meta` (spec 13.1): open (no `until`, packages are added as lists
+/// close), `from` the first package's `from` — or, before there is a package, where the
+/// first one will start (the open Change List's `from`), else now.
+async fn write_document(
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    meta: &ChangeDumpMeta,
+    lists: &ChangeListsMeta,
+) -> Result<(), Error> {
+    let packages = || meta.lists.iter().flat_map(|l| l.packages.iter());
+    let from = packages()
+        .next()
+        .map(|p| p.from)
+        .or(lists.closed.first().map(|c| c.from))
+        .or(lists.open.as_ref().map(|o| o.from))
+        .unwrap_or_else(W3cDateTime::now);
+    let mut header = Header::new(Root::Urlset, Capability::ChangeDump);
+    if let Some(md) = header.md.as_mut() {
+        md.from = Some(from);
+    }
+    header.links.push(package::up_link(base_url));
+    let entries = packages().map(|p| {
+        package::dump_entry(
+            base_url,
+            &p.info,
+            Md {
+                from: Some(p.from),
+                until: Some(p.until),
+                ..Md::default()
+            },
+        )
+    });
+    package::put_document(objects, CHANGEDUMP_DOC, &header, entries).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::package::testing::*;
+
+    fn cfg(entries: u64, bytes: u64, grace: u64) -> PublishConfig {
+        PublishConfig {
+            dump_package_entries: entries,
+            dump_package_bytes: bytes,
+            grace: Duration::from_secs(grace),
+            ..PublishConfig::default()
+        }
+    }
+
+    /// What the Change List publisher would record for a list closed over `changes`.
+    fn closed(
+        name: &str,
+        changes: &[LogEntry],
+        from: W3cDateTime,
+        until: W3cDateTime,
+    ) -> ClosedList {
+        ClosedList {
+            name: name.into(),
+            first_seq: changes.first().unwrap().seq,
+            last_seq: changes.last().unwrap().seq,
+            from,
+            until,
+            entries: changes.len() as u64,
+        }
+    }
+
+    async fn set_closed(objects: &Arc<dyn ObjectStore>, closed: Vec<ClosedList>) {
+        let meta = ChangeListsMeta {
+            closed,
+            ..ChangeListsMeta::default()
+        };
+        package::write_json(objects, CHANGELISTS_META, &meta)
+            .await
+            .unwrap();
+    }
+
+    async fn run(
+        objects: &Arc<dyn ObjectStore>,
+        state: &State,
+        cfg: &PublishConfig,
+    ) -> ChangeDumpReport {
+        publish(state, objects, BASE, &LinkPolicy::default(), cfg)
+            .await
+            .unwrap()
+    }
+
+    /// A package of the Change Dump as read back: its interval and its manifest entries
+    /// with their bytes.
+    struct Read {
+        zip: String,
+        from: W3cDateTime,
+        until: W3cDateTime,
+        entries: Vec<(UrlEntry, Option<Vec<u8>>)>,
+    }
+
+    /// `changedump.xml`, strictly valid, with every package read back and checked; returns
+    /// the document's `from` and the packages.
+    async fn dump(objects: &Arc<dyn ObjectStore>) -> (W3cDateTime, Vec<Read>) {
+        let (header, entries) = parse(&get(objects, CHANGEDUMP_DOC).await);
+        assert_eq!(header.capability(), Some(&Capability::ChangeDump));
+        let md = header.md.as_ref().unwrap();
+        assert!(md.until.is_none(), "the Change Dump stays open");
+        assert_eq!(
+            header.link("up").unwrap().href,
+            format!("{BASE}capabilitylist.xml")
+        );
+        let mut out = Vec::new();
+        for e in &entries {
+            let back = read_package(objects, e).await;
+            assert_eq!(
+                back.header.capability(),
+                Some(&Capability::ChangeDumpManifest)
+            );
+            let (pmd, emd) = (back.header.md.as_ref().unwrap(), e.md.as_ref().unwrap());
+            let (from, until) = (pmd.from.unwrap(), pmd.until.unwrap());
+            assert_eq!((emd.from, emd.until), (Some(from), Some(until)));
+            for (entry, _) in back.entries.iter().zip(&back.bodies) {
+                let dt = entry.md.as_ref().unwrap().datetime.unwrap();
+                assert!(dt.cmp_instant(&from).is_ge() && dt.cmp_instant(&until).is_le());
+            }
+            out.push(Read {
+                zip: e.loc.strip_prefix(BASE).unwrap().to_owned(),
+                from,
+                until,
+                entries: back.entries.into_iter().zip(back.bodies).collect(),
+            });
+        }
+        (md.from.unwrap(), out)
+    }
+
+    /// One manifest entry in short: change, `<loc>`, `path`, bitstream.
+    type Row<'a> = (Change, String, Option<String>, Option<&'a [u8]>);
+
+    fn change_of(e: &UrlEntry) -> Change {
+        e.md.as_ref().unwrap().change.clone().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_closed_list_becomes_one_package_with_every_version_and_deletions_without_path() {
+        let (objects, state) = store().await;
+        let from = W3cDateTime::now();
+        let changes = vec![
+            change(&objects, &state, "a", Change::Created, b"a, first version").await,
+            change(&objects, &state, "b", Change::Created, b"b").await,
+            change(&objects, &state, "a", Change::Updated, b"a, second version").await,
+            change(&objects, &state, "b", Change::Deleted, b"b").await,
+        ];
+        let until = W3cDateTime::now();
+        set_closed(
+            &objects,
+            vec![closed("changelist-1.xml", &changes, from, until)],
+        )
+        .await;
+        let report = run(&objects, &state, &cfg(100, 1 << 20, 3600)).await;
+        assert_eq!(
+            report,
+            ChangeDumpReport {
+                packages_now: 1,
+                packages_total: 1,
+                dropped: 0,
+                skipped: 0
+            }
+        );
+        let (doc_from, packages) = dump(&objects).await;
+        assert_eq!(doc_from, from);
+        let [p] = packages.as_slice() else {
+            panic!("{} packages", packages.len())
+        };
+        assert_eq!((p.from, p.until), (from, until));
+        let got: Vec<Row> = p
+            .entries
+            .iter()
+            .map(|(e, b)| {
+                (
+                    change_of(e),
+                    e.loc.clone(),
+                    e.md.as_ref().unwrap().path.clone(),
+                    b.as_deref(),
+                )
+            })
+            .collect();
+        let loc = |n: &str| format!("{BASE}r/up/http/up.example.org/res/{n}");
+        let path =
+            |seq: u64, n: &str| Some(format!("/changes/{seq}/r/up/http/up.example.org/res/{n}"));
+        assert_eq!(
+            got,
+            [
+                (
+                    Change::Created,
+                    loc("a"),
+                    path(changes[0].seq, "a"),
+                    Some(&b"a, first version"[..])
+                ),
+                (
+                    Change::Created,
+                    loc("b"),
+                    path(changes[1].seq, "b"),
+                    Some(&b"b"[..])
+                ),
+                (
+                    Change::Updated,
+                    loc("a"),
+                    path(changes[2].seq, "a"),
+                    Some(&b"a, second version"[..])
+                ),
+                (Change::Deleted, loc("b"), None, None),
+            ]
+        );
+        for ((e, _), logged) in p.entries.iter().zip(&changes) {
+            let md = e.md.as_ref().unwrap();
+            assert_eq!(md.datetime, Some(logged.at));
+            let via = e.link("via").unwrap();
+            assert_eq!(via.href, logged.uri);
+            // Upstream metadata only where the record is still at this change.
+            let current = state
+                .resource(UPSTREAM, &logged.uri)
+                .await
+                .unwrap()
+                .unwrap();
+            if current.seq == logged.seq {
+                assert!(via.modified.is_some(), "{}", logged.seq);
+                assert_eq!(
+                    e.link("describedby").unwrap().href,
+                    format!("{}.meta", loc(logged.uri.rsplit('/').next().unwrap()))
+                );
+            } else {
+                assert_eq!(via, &Link::new("via", &logged.uri));
+                assert_eq!(e.links.len(), 1);
+            }
+            if logged.change == Change::Deleted {
+                assert!(md.hash.is_none() && md.length.is_none() && e.lastmod.is_none());
+            } else {
+                assert_eq!(md.mime_type.as_deref(), Some("text/plain"));
+                assert_eq!(e.lastmod, Some(logged.at));
+            }
+        }
+
+        // Made once: a publish with nothing new rewrites nothing.
+        let zip = get(&objects, &p.zip).await;
+        let doc = get(&objects, CHANGEDUMP_DOC).await;
+        let report = run(&objects, &state, &cfg(100, 1 << 20, 3600)).await;
+        assert_eq!((report.packages_now, report.packages_total), (0, 1));
+        assert_eq!(get(&objects, &p.zip).await, zip);
+        assert_eq!(get(&objects, CHANGEDUMP_DOC).await, doc);
+
+        // The next closed list is appended, in forward chronological order.
+        let more = vec![change(&objects, &state, "c", Change::Created, b"c").await];
+        let later = W3cDateTime::now();
+        set_closed(
+            &objects,
+            vec![
+                closed("changelist-1.xml", &changes, from, until),
+                closed("changelist-2.xml", &more, until, later),
+            ],
+        )
+        .await;
+        let report = run(&objects, &state, &cfg(100, 1 << 20, 3600)).await;
+        assert_eq!((report.packages_now, report.packages_total), (1, 2));
+        let (doc_from, packages) = dump(&objects).await;
+        assert_eq!(doc_from, from);
+        assert_eq!(packages[0].zip, p.zip);
+        assert_eq!((packages[1].from, packages[1].until), (until, later));
+        assert_eq!(get(&objects, &p.zip).await, zip, "never rewritten");
+    }
+
+    #[tokio::test]
+    async fn a_list_beyond_the_bounds_is_split_into_consecutive_sub_intervals() {
+        let (objects, state) = store().await;
+        let from = W3cDateTime::now();
+        let mut changes = Vec::new();
+        for i in 0..5 {
+            changes.push(
+                change(
+                    &objects,
+                    &state,
+                    &i.to_string(),
+                    Change::Created,
+                    b"0123456789",
+                )
+                .await,
+            );
+        }
+        changes.push(change(&objects, &state, "0", Change::Deleted, b"0123456789").await);
+        let until = W3cDateTime::now();
+        set_closed(
+            &objects,
+            vec![closed("changelist-1.xml", &changes, from, until)],
+        )
+        .await;
+        // By entries: 2 per package.
+        let report = run(&objects, &state, &cfg(2, 1 << 20, 0)).await;
+        assert_eq!(report.packages_now, 3);
+        let (_, packages) = dump(&objects).await;
+        check_split(&packages, &changes, from, until, &[2, 2, 2]);
+
+        // By bytes: 25 bytes hold two 10-byte bitstreams; the deletion weighs nothing.
+        let (objects, state) = store().await;
+        let mut changes = Vec::new();
+        let from = W3cDateTime::now();
+        for i in 0..5 {
+            changes.push(
+                change(
+                    &objects,
+                    &state,
+                    &i.to_string(),
+                    Change::Created,
+                    b"0123456789",
+                )
+                .await,
+            );
+        }
+        changes.push(change(&objects, &state, "0", Change::Deleted, b"0123456789").await);
+        let until = W3cDateTime::now();
+        set_closed(
+            &objects,
+            vec![closed("changelist-1.xml", &changes, from, until)],
+        )
+        .await;
+        let report = run(&objects, &state, &cfg(100, 25, 0)).await;
+        assert_eq!(report.packages_now, 3);
+        let (_, packages) = dump(&objects).await;
+        check_split(&packages, &changes, from, until, &[2, 2, 2]);
+    }
+
+    fn check_split(
+        packages: &[Read],
+        changes: &[LogEntry],
+        from: W3cDateTime,
+        until: W3cDateTime,
+        sizes: &[usize],
+    ) {
+        let got: Vec<usize> = packages.iter().map(|p| p.entries.len()).collect();
+        assert_eq!(got, sizes);
+        assert_eq!(
+            packages[0].from, from,
+            "the first starts where the list starts"
+        );
+        assert_eq!(
+            packages.last().unwrap().until,
+            until,
+            "the last ends where it ends"
+        );
+        let mut k = 0;
+        for (i, p) in packages.iter().enumerate() {
+            if i > 0 {
+                assert_eq!(p.from, packages[i - 1].until, "consecutive");
+                // A package starts at its first change.
+                assert_eq!(p.from, changes[k].at);
+            }
+            for (e, _) in &p.entries {
+                assert_eq!(e.md.as_ref().unwrap().datetime, Some(changes[k].at));
+                k += 1;
+            }
+        }
+        assert_eq!(k, changes.len());
+    }
+
+    #[tokio::test]
+    async fn packages_of_lists_dropped_by_retention_leave_and_go_after_the_grace_period() {
+        let (objects, state) = store().await;
+        let t0 = W3cDateTime::now();
+        let first = vec![change(&objects, &state, "a", Change::Created, b"a").await];
+        let t1 = W3cDateTime::now();
+        let second = vec![change(&objects, &state, "b", Change::Created, b"b").await];
+        let t2 = W3cDateTime::now();
+        let one = closed("changelist-1.xml", &first, t0, t1);
+        let two = closed("changelist-2.xml", &second, t1, t2);
+        set_closed(&objects, vec![one, two.clone()]).await;
+        run(&objects, &state, &cfg(100, 1 << 20, 3600)).await;
+        let (_, packages) = dump(&objects).await;
+        let old = packages[0].zip.clone();
+        let old_manifest = old.replace(".zip", "-manifest.xml");
+        assert!(exists(&objects, &old_manifest).await);
+
+        // Retention dropped the first list: its package leaves the document at once, and
+        // its objects stay for the grace period.
+        set_closed(&objects, vec![two]).await;
+        let report = run(&objects, &state, &cfg(100, 1 << 20, 3600)).await;
+        assert_eq!(
+            (report.packages_now, report.packages_total, report.dropped),
+            (0, 1, 1)
+        );
+        let (doc_from, packages) = dump(&objects).await;
+        assert_eq!(doc_from, t1, "the document starts at its first package");
+        assert_eq!(packages.len(), 1);
+        assert_ne!(packages[0].zip, old);
+        assert!(exists(&objects, &old).await && exists(&objects, &old_manifest).await);
+
+        let report = run(&objects, &state, &cfg(100, 1 << 20, 0)).await;
+        assert_eq!(report.dropped, 0);
+        assert!(!exists(&objects, &old).await && !exists(&objects, &old_manifest).await);
+        assert!(exists(&objects, &packages[0].zip).await);
+        let meta: ChangeDumpMeta = package::read_json(&objects, CHANGEDUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(meta.retired.is_empty() && !meta.doc_pending);
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_blob_is_left_out_and_counted() {
+        let (objects, state) = store().await;
+        let from = W3cDateTime::now();
+        let changes = vec![
+            change(&objects, &state, "a", Change::Created, b"good").await,
+            change(&objects, &state, "b", Change::Created, b"will rot").await,
+        ];
+        let until = W3cDateTime::now();
+        let rotten = Blobs::path(&changes[1].copy.as_ref().unwrap().sha256);
+        objects
+            .put(&rotten, b"has rot".to_vec().into())
+            .await
+            .unwrap();
+        set_closed(
+            &objects,
+            vec![closed("changelist-1.xml", &changes, from, until)],
+        )
+        .await;
+        let report = run(&objects, &state, &cfg(100, 1 << 20, 0)).await;
+        assert_eq!((report.packages_now, report.skipped), (1, 1));
+        let (_, packages) = dump(&objects).await;
+        let locs: Vec<&str> = packages[0]
+            .entries
+            .iter()
+            .map(|(e, _)| e.loc.as_str())
+            .collect();
+        assert_eq!(locs, [format!("{BASE}r/up/http/up.example.org/res/a")]);
+        assert_eq!(packages[0].entries[0].1.as_deref(), Some(&b"good"[..]));
+    }
+
+    #[tokio::test]
+    async fn before_any_list_closes_the_document_is_empty_and_valid() {
+        let (objects, state) = store().await;
+        change(&objects, &state, "a", Change::Created, b"a").await;
+        let report = run(&objects, &state, &cfg(100, 1 << 20, 0)).await;
+        assert_eq!(report, ChangeDumpReport::default());
+        let (_, packages) = dump(&objects).await;
+        assert!(packages.is_empty());
+        let off = PublishConfig {
+            change_dumps: false,
+            ..cfg(100, 1 << 20, 0)
+        };
+        assert_eq!(
+            run(&objects, &state, &off).await,
+            ChangeDumpReport::default()
+        );
+    }
+}

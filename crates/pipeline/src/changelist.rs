@@ -1,0 +1,942 @@
+//! rsagg's Change Lists (spec 12), published from its change log into the store.
+//!
+//! The change log (`State::log`) is the source of truth: one entry per change of one of
+//! rsagg's copies, with rsagg's own, strictly increasing datetime. It is republished as:
+//!
+//! - one **open** Change List (spec 12.1: no `until`, "will be updated with further
+//!   changes") holding the log from `open.first_seq` on, rewritten by every publish that has
+//!   something new under a new generation name (`changelist/open-g7.xml`);
+//! - **closed** Change Lists (spec 12.1: they have `until`, "will not be updated anymore"),
+//!   written once under a name never reused (`changelist/closed-000000000001-g7.xml`);
+//! - `changelist.xml`: the open list itself while there is no closed one, else a Change List
+//!   Index (spec 12.2) naming the retained closed lists and the open one, in forward
+//!   chronological order, each with its `from` (and `until` when closed);
+//! - `changelist-open.xml`: always the same bytes as the current open list, for clients that
+//!   cannot read an index (the design brief's URL map).
+//!
+//! # Closing, and the `from`/`until` rule
+//!
+//! The open list is closed when the next change would make it exceed
+//! `changelist_max_entries`, or once its `from` is older than `changelist_max_age` and it
+//! holds changes (an empty list is never closed: a closed empty list says nothing). Age is
+//! measured at the publish, and at each change taken in: a change more than
+//! `changelist_max_age` after the list's `from` starts a new list. A publish that brings more
+//! changes than fit is thus cut into several closed lists.
+//!
+//! Spec 12.1 says a Change List "includes all changes that occurred to the set of resources
+//! at the Source since" `from` and "until" `until`, without saying whether either bound is
+//! inclusive (Appendix A adds only that `from` is mandatory on a Change List and its index and
+//! that `until` may be added where `from` is); rsagg's strict validator accepts a change's
+//! `datetime` equal to either bound. So that no reading of the bounds is ever wrong, a change
+//! lies at or after its list's `from` and strictly *before* its `until`, and a closed list's
+//! `until` is the next list's `from` (the design brief, "Time"; spec 12.1: after a closed
+//! list, a Destination looks for "the changes that occurred after" its `until`):
+//!
+//! - cut by size (or by age while streaming): `until` = the datetime of the first change of
+//!   the next list, which is that list's `from`;
+//! - closed by age with nothing after it: `until` = the last change's datetime + 1 µs.
+//!   `State::commit` gives every later change a datetime at least 1 µs after the previous
+//!   one (microsecond clock; a clock at or behind the previous datetime gives previous +
+//!   1 µs), so every later change still lies at or after the next list's `from`.
+//!
+//! The first list's `from` is the datetime of the first change in the log (now, while the log
+//! is empty: an empty open list is valid, spec 12.1 and Appendix A only require `from`).
+//!
+//! # Atomic for readers, bounded in cost
+//!
+//! A publish writes new closed lists first, then the open list under its new generation
+//! name, then `changelist.xml` (which names them), then the alias, and last
+//! [`CHANGELISTS_META`]. Objects no longer named (the previous open list, closed lists dropped
+//! by retention) are retired and deleted only after `grace`, so a Destination that read the
+//! previous index can still fetch them. The generation is persisted before any object named
+//! with it is written, so a publish retried after a crash never overwrites an object a reader
+//! may have seen (closed lists are never rewritten), and the next publish finds what an
+//! interrupted one wrote by its generation and retires it.
+//!
+//! A publish reads the log from the open list's first change on (the open list's changes,
+//! at most `changelist_max_entries`, plus the new ones), never the whole log, and holds the
+//! encoded entries of one list at a time. A publish with nothing new, nothing aged and
+//! nothing to drop writes nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::{ObjectStore, PutPayload};
+use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry, W3cDateTime};
+use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
+use rsagg_store::{LogEntry, ResourceRecord, State};
+
+use crate::Error;
+use crate::config::PublishConfig;
+use crate::links::LinkPolicy;
+use crate::publish::change_entry;
+use crate::published::{CHANGELISTS_META, ChangeListsMeta, ClosedList, OpenList};
+
+/// `changelist.xml`: the open Change List, or the Change List Index once there are closed
+/// lists (the root element tells, spec 12.2).
+pub const TOP: &str = "changelist.xml";
+/// `changelist-open.xml`: a stable alias of the open Change List.
+pub const OPEN_ALIAS: &str = "changelist-open.xml";
+/// Folder (object prefix and path under `collection.base_url`) of the lists themselves.
+pub const DIR: &str = "changelist";
+/// Most entries of one document (spec 7: 50,000 per Sitemap). Bounds the entries of one
+/// Change List and the Change Lists one index names: without retention, the oldest closed
+/// lists leave the index once it would name more (the open list takes one place).
+const MAX_DOCUMENT_ENTRIES: u64 = 50_000;
+
+/// What a publish of the Change Lists did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ChangeListReport {
+    /// Changes listed in the open Change List after the publish.
+    pub open_entries: u64,
+    /// Change Lists closed by this publish (a large batch is cut into several).
+    pub closed_now: u64,
+    /// Closed Change Lists the index names after the publish (those retained).
+    pub closed_total: u64,
+    /// Closed Change Lists this publish dropped from the index (retention); their objects
+    /// are deleted once the grace period has passed.
+    pub dropped: u64,
+}
+
+/// The oldest change-log sequence number a retained Change List still lists (the first of
+/// the oldest retained closed list, else of the open list); `None` before the first publish,
+/// when nothing is listed yet but the whole log will be. A change older than this is no longer
+/// announced anywhere (garbage collection lets go of a deleted copy's blob then).
+pub fn first_listed_seq(meta: &ChangeListsMeta) -> Option<u64> {
+    meta.closed
+        .first()
+        .map(|c| c.first_seq)
+        .or(meta.open.as_ref().map(|o| o.first_seq))
+}
+
+/// Publishes the Change Lists of the collection at `base_url` (ends with `/`) from `state`'s
+/// change log into `objects` (paths relative to the store root are paths under
+/// `base_url`), closing, cutting and retaining lists as `cfg` says.
+pub async fn publish(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    policy: &LinkPolicy,
+    cfg: &PublishConfig,
+) -> Result<ChangeListReport, Error> {
+    let store = objects.as_ref();
+    let mut meta: ChangeListsMeta = get_json(store, CHANGELISTS_META).await?.unwrap_or_default();
+    let now = W3cDateTime::now();
+    let now_secs = now.instant().0;
+    let max_entries = cfg.changelist_max_entries.clamp(1, MAX_DOCUMENT_ENTRIES);
+    let retain = cfg
+        .changelist_retain
+        .unwrap_or(u64::MAX)
+        .min(MAX_DOCUMENT_ENTRIES - 1);
+    let (first_seq, from) = match (&meta.open, meta.closed.last()) {
+        (Some(o), _) => (o.first_seq, o.from),
+        (None, Some(c)) => (c.last_seq + 1, c.until),
+        (None, None) => (1, now),
+    };
+    let open_entries = meta.open.as_ref().map_or(0, |o| o.entries);
+    let due = meta.open.is_none()
+        || state.last_seq().await > meta.seq
+        || (open_entries > 0 && older_than(&from, &now, cfg.changelist_max_age))
+        || meta.closed.len() as u64 > retain;
+    if !due {
+        if sweep_retired(store, &mut meta.retired, now_secs, cfg.grace).await? > 0 {
+            put_json(store, CHANGELISTS_META, &meta).await?;
+        }
+        return Ok(ChangeListReport {
+            open_entries,
+            closed_total: meta.closed.len() as u64,
+            ..ChangeListReport::default()
+        });
+    }
+    retire_interrupted(store, &mut meta, now_secs).await?;
+    // Reserved before any object is named with it (see the module documentation).
+    meta.generation += 1;
+    put_json(store, CHANGELISTS_META, &meta).await?;
+    let generation = meta.generation;
+
+    let mut report = ChangeListReport::default();
+    let mut closed_now = Vec::new();
+    let mut list = ListBody::new(first_seq, from);
+    let mut log = state.log(first_seq).await?;
+    while let Some(e) = log.next().await? {
+        if list.last.is_none() && list.first_seq == 1 {
+            // The very first list starts with the first change (its `from` was "now" while
+            // the log was empty).
+            list.from = e.at;
+        }
+        let full = list.entries >= max_entries;
+        let aged = list.entries > 0 && older_than(&list.from, &e.at, cfg.changelist_max_age);
+        if full || aged {
+            let done = std::mem::replace(&mut list, ListBody::new(e.seq, e.at));
+            closed_now.push(done.close(store, base_url, e.at, generation).await?);
+        }
+        if e.at.cmp_instant(&list.from).is_lt() {
+            // Cannot happen with `State::commit`'s datetimes; said loudly if it ever does,
+            // since strict validation of the list will then fail.
+            tracing::error!(seq = e.seq, at = %e.at, from = %list.from, "change before its Change List's from");
+        }
+        let current = state.resource(&e.upstream, &e.uri).await?;
+        list.push(base_url, &e, current.as_ref(), policy);
+    }
+    if let Some((last_seq, last_at)) = list.last
+        && list.entries > 0
+        && older_than(&list.from, &now, cfg.changelist_max_age)
+    {
+        let until = last_at.plus_nanos(1_000);
+        let done = std::mem::replace(&mut list, ListBody::new(last_seq + 1, until));
+        closed_now.push(done.close(store, base_url, until, generation).await?);
+    }
+    report.closed_now = closed_now.len() as u64;
+    if let Some(c) = closed_now.last() {
+        meta.seq = meta.seq.max(c.last_seq);
+    }
+    meta.closed.extend(closed_now);
+    let excess = (meta.closed.len() as u64).saturating_sub(retain) as usize;
+    for c in meta.closed.drain(..excess) {
+        meta.retired.push((format!("{DIR}/{}", c.name), now_secs));
+        report.dropped += 1;
+    }
+
+    let indexed = !meta.closed.is_empty();
+    let open = OpenList {
+        name: format!("open-g{generation}.xml"),
+        first_seq: list.first_seq,
+        from: list.from,
+        entries: list.entries,
+    };
+    if let Some((seq, _)) = list.last {
+        meta.seq = meta.seq.max(seq);
+    }
+    let open_doc = list.into_document(base_url, None, indexed);
+    put(store, &format!("{DIR}/{}", open.name), open_doc.clone()).await?;
+    let top = if indexed {
+        PutPayload::from(index_document(base_url, &meta.closed, &open))
+    } else {
+        open_doc.clone()
+    };
+    put(store, TOP, top).await?;
+    put(store, OPEN_ALIAS, open_doc).await?;
+
+    report.open_entries = open.entries;
+    report.closed_total = meta.closed.len() as u64;
+    if let Some(old) = meta.open.replace(open) {
+        meta.retired.push((format!("{DIR}/{}", old.name), now_secs));
+    }
+    sweep_retired(store, &mut meta.retired, now_secs, cfg.grace).await?;
+    put_json(store, CHANGELISTS_META, &meta).await?;
+    Ok(report)
+}
+
+/// Retires what publishes interrupted since the last complete one wrote: every object named
+/// with a generation reserved after that of the open list (a complete publish names its open
+/// list with its own generation, and its closed lists carry that or an earlier one). Costs a
+/// listing of `changelist/` only when there was such an interruption.
+async fn retire_interrupted(
+    store: &dyn ObjectStore,
+    meta: &mut ChangeListsMeta,
+    now_secs: i64,
+) -> Result<(), Error> {
+    let named = meta
+        .open
+        .as_ref()
+        .and_then(|o| generation_of(&o.name))
+        .unwrap_or(0);
+    if meta.generation <= named {
+        return Ok(());
+    }
+    let mut listing = store.list(Some(&object_store::path::Path::from(DIR)));
+    while let Some(m) = listing.next().await {
+        let m = m.map_err(|source| rsagg_store::Error::ObjectStore {
+            path: DIR.to_owned(),
+            source,
+        })?;
+        let path = m.location.to_string();
+        let orphan = m
+            .location
+            .filename()
+            .and_then(generation_of)
+            .is_some_and(|g| g > named && g <= meta.generation);
+        if orphan && !meta.retired.iter().any(|(p, _)| *p == path) {
+            tracing::info!(%path, "retiring what an interrupted Change List publish wrote");
+            meta.retired.push((path, now_secs));
+        }
+    }
+    Ok(())
+}
+
+/// The generation in an object name `…-g{n}.xml`.
+fn generation_of(name: &str) -> Option<u64> {
+    name.strip_suffix(".xml")?.rsplit_once("-g")?.1.parse().ok()
+}
+
+/// True when more than `age` passed from `from` to `to`.
+fn older_than(from: &W3cDateTime, to: &W3cDateTime, age: Duration) -> bool {
+    to.unix_nanos() - from.unix_nanos() > i128::try_from(age.as_nanos()).unwrap_or(i128::MAX)
+}
+
+/// One Change List being built: entries are encoded as they stream in; the header (which
+/// needs `until` and whether an index exists) is put in front when the list is finished.
+struct ListBody {
+    first_seq: u64,
+    from: W3cDateTime,
+    /// Sequence number and datetime of the last change taken in.
+    last: Option<(u64, W3cDateTime)>,
+    entries: u64,
+    xml: Vec<u8>,
+}
+
+impl ListBody {
+    fn new(first_seq: u64, from: W3cDateTime) -> Self {
+        ListBody {
+            first_seq,
+            from,
+            last: None,
+            entries: 0,
+            xml: Vec::new(),
+        }
+    }
+
+    /// Takes in one change (`current` is the resource's record now).
+    fn push(
+        &mut self,
+        base_url: &str,
+        e: &LogEntry,
+        current: Option<&ResourceRecord>,
+        policy: &LinkPolicy,
+    ) {
+        self.last = Some((e.seq, e.at));
+        match change_entry(base_url, e, current, policy) {
+            Some(entry) => {
+                rsagg_sitemap::writer::encode_entry(Root::Urlset, &entry, &mut self.xml);
+                self.entries += 1;
+            }
+            None => {
+                tracing::warn!(uri = %e.uri, "change of a URI rsagg has no URI of its own for: not listed")
+            }
+        }
+    }
+
+    /// The whole document: header, the entries, the end tag.
+    fn into_document(
+        self,
+        base_url: &str,
+        until: Option<W3cDateTime>,
+        indexed: bool,
+    ) -> PutPayload {
+        let mut header = Header::new(Root::Urlset, Capability::ChangeList);
+        if let Some(md) = header.md.as_mut() {
+            md.from = Some(self.from);
+            md.until = until;
+        }
+        header
+            .links
+            .push(Link::new("up", format!("{base_url}capabilitylist.xml")));
+        if indexed {
+            // Spec 12.1: recommended when a Change List Index exists.
+            header
+                .links
+                .push(Link::new("index", format!("{base_url}{TOP}")));
+        }
+        let mut head = Vec::new();
+        rsagg_sitemap::writer::encode_header(&header, &mut head);
+        PutPayload::from_iter([
+            Bytes::from(head),
+            Bytes::from(self.xml),
+            Bytes::from_static(b"</urlset>\n"),
+        ])
+    }
+
+    /// Writes the list as a closed Change List ending at `until` (part of an index).
+    async fn close(
+        self,
+        store: &dyn ObjectStore,
+        base_url: &str,
+        until: W3cDateTime,
+        generation: u64,
+    ) -> Result<ClosedList, Error> {
+        let name = format!("closed-{:012}-g{generation}.xml", self.first_seq);
+        let closed = ClosedList {
+            name,
+            first_seq: self.first_seq,
+            last_seq: self.last.map_or(self.first_seq, |(seq, _)| seq),
+            from: self.from,
+            until,
+            entries: self.entries,
+        };
+        let doc = self.into_document(base_url, Some(until), true);
+        put(store, &format!("{DIR}/{}", closed.name), doc).await?;
+        Ok(closed)
+    }
+}
+
+/// The Change List Index (spec 12.2): the retained closed lists and the open one, in forward
+/// chronological order, each with its interval (`until` only when closed); the index's own
+/// `from` is the oldest retained list's, and it has no `until` (it names an open list).
+fn index_document(base_url: &str, closed: &[ClosedList], open: &OpenList) -> Vec<u8> {
+    let mut header = Header::new(Root::Sitemapindex, Capability::ChangeList);
+    if let Some(md) = header.md.as_mut() {
+        md.from = Some(closed.first().map_or(open.from, |c| c.from));
+    }
+    header
+        .links
+        .push(Link::new("up", format!("{base_url}capabilitylist.xml")));
+    let mut xml = Vec::new();
+    rsagg_sitemap::writer::encode_header(&header, &mut xml);
+    let lists = closed
+        .iter()
+        .map(|c| (&c.name, c.from, Some(c.until)))
+        .chain([(&open.name, open.from, None)]);
+    for (name, from, until) in lists {
+        let e = UrlEntry {
+            loc: format!("{base_url}{DIR}/{name}"),
+            md: Some(Md {
+                from: Some(from),
+                until,
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        };
+        rsagg_sitemap::writer::encode_entry(Root::Sitemapindex, &e, &mut xml);
+    }
+    xml.extend_from_slice(b"</sitemapindex>\n");
+    xml
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use object_store::ObjectStoreExt;
+    use object_store::path::Path;
+    use rsagg_model::Change;
+    use rsagg_store::{Applied, BlobInfo, Blobs, Commit, ResourceStatus, UpstreamMeta};
+
+    use super::*;
+    use crate::publish::tests::strict;
+
+    pub(crate) const BASE: &str = "https://agg.example.org/maps/";
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    /// A real state and blob area on an in-memory store.
+    pub(crate) struct Fixture {
+        pub(crate) state: State,
+        pub(crate) objects: Arc<dyn ObjectStore>,
+        pub(crate) blobs: Blobs,
+        bodies: AtomicU64,
+        /// The directory of a `file://` store, removed with the fixture.
+        _dir: Option<tempfile::TempDir>,
+    }
+
+    pub(crate) fn cfg(
+        max_entries: u64,
+        max_age: Duration,
+        retain: Option<u64>,
+        grace: Duration,
+    ) -> PublishConfig {
+        PublishConfig {
+            changelist_max_entries: max_entries,
+            changelist_max_age: max_age,
+            changelist_retain: retain,
+            grace,
+            ..PublishConfig::default()
+        }
+    }
+
+    pub(crate) fn uri(name: &str) -> String {
+        format!("http://museum.example.org/{name}")
+    }
+
+    /// On an in-memory store.
+    pub(crate) async fn fixture() -> Fixture {
+        fixture_at("memory://", None).await
+    }
+
+    /// On a local directory (`LocalFileSystem`, as `file://` store URLs open).
+    pub(crate) async fn file_fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url::Url::from_directory_path(dir.path()).unwrap();
+        fixture_at(url.as_str(), Some(dir)).await
+    }
+
+    async fn fixture_at(url: &str, dir: Option<tempfile::TempDir>) -> Fixture {
+        let loc = rsagg_store::open_object_store(url).unwrap();
+        Fixture {
+            state: State::open(loc.objects.clone(), url).await.unwrap(),
+            blobs: Blobs::new(loc.objects.clone()),
+            objects: loc.objects,
+            bodies: AtomicU64::new(0),
+            _dir: dir,
+        }
+    }
+
+    impl Fixture {
+        /// Stores a body never stored before.
+        pub(crate) async fn blob(&self) -> BlobInfo {
+            let n = self.bodies.fetch_add(1, Ordering::Relaxed);
+            let body = format!("body number {n}");
+            let chunks = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(body))]);
+            self.blobs.put_stream("test", chunks, false).await.unwrap()
+        }
+
+        /// Commits one change per `(name, change)` of upstream `museum` (distinct names): a
+        /// creation or update stores a new body, a deletion keeps the last copy as history.
+        pub(crate) async fn commit(&self, changes: &[(&str, Change)]) -> Vec<LogEntry> {
+            let mut applied = Vec::new();
+            for (name, change) in changes {
+                let uri = uri(name);
+                let deleted = *change == Change::Deleted;
+                let copy = if deleted {
+                    let prior = self.state.resource("museum", &uri).await.unwrap();
+                    prior.and_then(|p| p.copy)
+                } else {
+                    Some(self.blob().await)
+                };
+                let upstream_meta = UpstreamMeta {
+                    lastmod: Some(W3cDateTime::parse("2020-01-01").unwrap().value),
+                    length: copy.as_ref().map(|c| c.length),
+                    links: vec![
+                        Link::new("describedby", format!("{uri}.xml")),
+                        Link::new("up", "http://museum.example.org/capabilitylist.xml"),
+                    ],
+                    ..UpstreamMeta::default()
+                };
+                let record = ResourceRecord {
+                    upstream: "museum".into(),
+                    uri,
+                    status: if deleted {
+                        ResourceStatus::Deleted
+                    } else {
+                        ResourceStatus::Present
+                    },
+                    copy,
+                    mime_type: Some("text/plain".into()),
+                    set: "http://museum.example.org/capabilitylist.xml".into(),
+                    lastmod: W3cDateTime::from_unix(0, 0),
+                    seq: 0,
+                    upstream_meta,
+                };
+                applied.push(Applied {
+                    change: change.clone(),
+                    record,
+                });
+            }
+            self.state
+                .commit(Commit {
+                    upstream: "museum".into(),
+                    changes: applied,
+                    ..Commit::default()
+                })
+                .await
+                .unwrap()
+        }
+
+        /// Creations of `names`, one commit.
+        pub(crate) async fn create(&self, names: &[&str]) -> Vec<LogEntry> {
+            let changes: Vec<_> = names.iter().map(|n| (*n, Change::Created)).collect();
+            self.commit(&changes).await
+        }
+
+        pub(crate) async fn publish(&self, cfg: &PublishConfig) -> ChangeListReport {
+            publish(
+                &self.state,
+                &self.objects,
+                BASE,
+                &LinkPolicy::default(),
+                cfg,
+            )
+            .await
+            .unwrap()
+        }
+
+        pub(crate) async fn get(&self, path: &str) -> Option<Bytes> {
+            match self.objects.get(&Path::from(path)).await {
+                Ok(r) => Some(r.bytes().await.unwrap()),
+                Err(object_store::Error::NotFound { .. }) => None,
+                Err(e) => panic!("{path}: {e}"),
+            }
+        }
+
+        pub(crate) async fn meta(&self) -> ChangeListsMeta {
+            get_json(self.objects.as_ref(), CHANGELISTS_META)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+
+        /// Reads every Change List document back with the strict validator and checks what
+        /// the lists promise: closed lists chain (`until` = next `from`), every change lies in
+        /// `[from, until)` and in forward order, the index names the lists in order with
+        /// their intervals, the alias is the open list. Returns every listed change's
+        /// datetime and the entries of the open list.
+        async fn check(&self) -> (Vec<W3cDateTime>, Vec<UrlEntry>) {
+            let meta = self.meta().await;
+            let open = meta.open.clone().unwrap();
+            let mut all = Vec::new();
+            let mut prev_until: Option<W3cDateTime> = None;
+            for c in &meta.closed {
+                let (h, entries) = strict(&self.get(&format!("{DIR}/{}", c.name)).await.unwrap());
+                let md = h.md.unwrap();
+                assert_eq!((md.from, md.until), (Some(c.from), Some(c.until)));
+                assert_eq!(h.links[1].href, format!("{BASE}{TOP}"), "index link");
+                if let Some(p) = prev_until {
+                    assert!(p.cmp_instant(&c.from).is_eq(), "until {p} == next from");
+                }
+                prev_until = Some(c.until);
+                assert_eq!(entries.len() as u64, c.entries);
+                for e in &entries {
+                    let dt = e.md.as_ref().unwrap().datetime.unwrap();
+                    assert!(!dt.cmp_instant(&c.from).is_lt(), "{dt} >= from {}", c.from);
+                    assert!(dt.cmp_instant(&c.until).is_lt(), "{dt} < until {}", c.until);
+                    all.push(dt);
+                }
+            }
+            if let Some(p) = prev_until {
+                assert!(p.cmp_instant(&open.from).is_eq(), "last until == open from");
+            }
+            let open_bytes = self.get(&format!("{DIR}/{}", open.name)).await.unwrap();
+            assert_eq!(self.get(OPEN_ALIAS).await.unwrap(), open_bytes, "alias");
+            let (h, open_entries) = strict(&open_bytes);
+            let md = h.md.clone().unwrap();
+            assert_eq!((md.from, md.until), (Some(open.from), None));
+            assert_eq!(
+                h.link("index").is_some(),
+                !meta.closed.is_empty(),
+                "index link only with an index"
+            );
+            assert_eq!(open_entries.len() as u64, open.entries);
+            for e in &open_entries {
+                let dt = e.md.as_ref().unwrap().datetime.unwrap();
+                assert!(!dt.cmp_instant(&open.from).is_lt());
+                all.push(dt);
+            }
+            let top = self.get(TOP).await.unwrap();
+            if meta.closed.is_empty() {
+                assert_eq!(top, open_bytes, "no index: changelist.xml is the open list");
+            } else {
+                let (h, lists) = strict(&top);
+                assert_eq!(h.root, Root::Sitemapindex);
+                let md = h.md.unwrap();
+                assert_eq!((md.from, md.until), (Some(meta.closed[0].from), None));
+                let want: Vec<_> = meta
+                    .closed
+                    .iter()
+                    .map(|c| (c.name.clone(), c.from, Some(c.until)))
+                    .chain([(open.name.clone(), open.from, None)])
+                    .map(|(n, f, u)| (format!("{BASE}{DIR}/{n}"), Some(f), u))
+                    .collect();
+                let got: Vec<_> = lists
+                    .iter()
+                    .map(|e| {
+                        let md = e.md.as_ref().unwrap();
+                        (e.loc.clone(), md.from, md.until)
+                    })
+                    .collect();
+                assert_eq!(got, want, "forward chronological order");
+            }
+            assert!(
+                all.windows(2).all(|w| w[0].cmp_instant(&w[1]).is_lt()),
+                "forward chronological order across lists"
+            );
+            (all, open_entries)
+        }
+    }
+
+    fn at(entries: &[LogEntry]) -> Vec<W3cDateTime> {
+        entries.iter().map(|e| e.at).collect()
+    }
+
+    #[tokio::test]
+    async fn first_publish_with_an_empty_log() {
+        let f = fixture().await;
+        let c = cfg(10, HOUR, None, HOUR);
+        let r = f.publish(&c).await;
+        assert_eq!(
+            (r.open_entries, r.closed_now, r.closed_total, r.dropped),
+            (0, 0, 0, 0)
+        );
+        let (all, _) = f.check().await;
+        assert!(all.is_empty());
+        let meta = f.meta().await;
+        assert_eq!(meta.open.as_ref().unwrap().first_seq, 1);
+        // Nothing new: nothing is written, not even a new generation.
+        f.publish(&c).await;
+        assert_eq!(f.meta().await.generation, meta.generation);
+    }
+
+    #[tokio::test]
+    async fn the_open_list_grows_across_publishes_and_starts_at_the_first_change() {
+        let f = fixture().await;
+        let c = cfg(10, HOUR, None, HOUR);
+        f.publish(&c).await;
+        let first = f.create(&["a", "b"]).await;
+        assert_eq!(f.publish(&c).await.open_entries, 2);
+        let before = f.meta().await;
+        assert_eq!(before.open.as_ref().unwrap().from, first[0].at);
+        let second = f.create(&["c"]).await;
+        let r = f.publish(&c).await;
+        assert_eq!((r.open_entries, r.closed_now), (3, 0));
+        let (all, open) = f.check().await;
+        assert_eq!(all, [at(&first), at(&second)].concat());
+        assert_eq!(
+            open[2].loc,
+            format!("{BASE}r/museum/http/museum.example.org/c")
+        );
+        let meta = f.meta().await;
+        assert_eq!(meta.seq, 3);
+        // The previous open list is retired, still there during the grace period.
+        let old = format!("{DIR}/{}", before.open.unwrap().name);
+        assert!(meta.retired.iter().any(|(n, _)| *n == old));
+        assert!(f.get(&old).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_big_batch_is_cut_into_closed_lists_that_are_never_rewritten() {
+        big_batch(fixture().await).await;
+    }
+
+    #[tokio::test]
+    async fn a_big_batch_on_a_local_directory() {
+        big_batch(file_fixture().await).await;
+    }
+
+    async fn big_batch(f: Fixture) {
+        let c = cfg(3, HOUR, None, HOUR);
+        let names: Vec<String> = (0..8).map(|i| format!("r{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let first = f.create(&names).await;
+        let r = f.publish(&c).await;
+        assert_eq!(
+            (r.open_entries, r.closed_now, r.closed_total, r.dropped),
+            (2, 2, 2, 0)
+        );
+        let (all, _) = f.check().await;
+        assert_eq!(all, at(&first));
+        let meta = f.meta().await;
+        // Each closed list ends where the next one's first change is.
+        assert_eq!(meta.closed[0].until, first[3].at);
+        assert_eq!(meta.closed[1].until, first[6].at);
+        assert_eq!(
+            meta.closed
+                .iter()
+                .map(|c| (c.first_seq, c.last_seq))
+                .collect::<Vec<_>>(),
+            [(1, 3), (4, 6)]
+        );
+        let mut closed_bytes = Vec::new();
+        for c in &meta.closed {
+            closed_bytes.push(f.get(&format!("{DIR}/{}", c.name)).await.unwrap());
+        }
+
+        let second = f.create(&["s0", "s1", "s2", "s3", "s4"]).await;
+        let r = f.publish(&c).await;
+        // 2 open + 5 new: two more closed lists of 3, one change left open.
+        assert_eq!((r.open_entries, r.closed_now, r.closed_total), (1, 2, 4));
+        let (all, _) = f.check().await;
+        assert_eq!(all, [at(&first), at(&second)].concat());
+        let meta = f.meta().await;
+        for (c, bytes) in meta.closed.iter().zip(&closed_bytes) {
+            let now = f.get(&format!("{DIR}/{}", c.name)).await.unwrap();
+            assert_eq!(&now, bytes, "{} was rewritten", c.name);
+        }
+        assert_eq!(meta.closed[2].first_seq, 7);
+        assert_eq!(meta.open.unwrap().first_seq, 13);
+    }
+
+    #[tokio::test]
+    async fn lists_are_closed_by_age_only_with_changes() {
+        let f = fixture().await;
+        let first = f.create(&["a", "b"]).await;
+        f.publish(&cfg(10, HOUR, None, HOUR)).await;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let young = cfg(10, Duration::from_millis(10), None, HOUR);
+        let r = f.publish(&young).await;
+        assert_eq!((r.open_entries, r.closed_now, r.closed_total), (0, 1, 1));
+        let meta = f.meta().await;
+        let until = meta.closed[0].until;
+        assert_eq!(until, first[1].at.plus_nanos(1_000), "last change + 1 µs");
+        assert_eq!(meta.open.as_ref().unwrap().from, until);
+        f.check().await;
+        // An empty open list is not closed, however old.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let r = f.publish(&young).await;
+        assert_eq!((r.closed_now, r.closed_total), (0, 1));
+        assert_eq!(f.meta().await.generation, meta.generation);
+        // Later changes lie after the closed list's until.
+        let later = f.create(&["c"]).await;
+        assert!(later[0].at.cmp_instant(&until).is_ge());
+        assert_eq!(f.publish(&cfg(10, HOUR, None, HOUR)).await.open_entries, 1);
+        let (all, _) = f.check().await;
+        assert_eq!(all, [at(&first), at(&later)].concat());
+    }
+
+    #[tokio::test]
+    async fn changes_far_apart_are_cut_by_age_at_the_later_change() {
+        let f = fixture().await;
+        let a = f.create(&["a"]).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let b = f.create(&["b"]).await;
+        let r = f
+            .publish(&cfg(10, Duration::from_millis(200), None, HOUR))
+            .await;
+        let meta = f.meta().await;
+        assert_eq!(
+            (meta.closed[0].from, meta.closed[0].until),
+            (a[0].at, b[0].at)
+        );
+        // `b` stays open unless this publish itself came more than 200 ms after it (a slow
+        // machine), when it is closed by age as well.
+        assert!(
+            (r.closed_now, r.open_entries) == (1, 1) || (r.closed_now, r.open_entries) == (2, 0),
+            "{r:?}"
+        );
+        let (all, _) = f.check().await;
+        assert_eq!(all, [at(&a), at(&b)].concat());
+    }
+
+    #[tokio::test]
+    async fn retention_drops_the_oldest_and_deletes_them_after_the_grace() {
+        let f = fixture().await;
+        let keep_two = cfg(1, HOUR, Some(2), HOUR);
+        let first = f.create(&["a", "b", "c"]).await;
+        let r = f.publish(&keep_two).await;
+        assert_eq!((r.closed_total, r.dropped), (2, 0));
+        let oldest = f.meta().await.closed[0].clone();
+        let (h, _) = strict(&f.get(TOP).await.unwrap());
+        assert_eq!(h.md.unwrap().from, Some(first[0].at));
+
+        f.create(&["d"]).await;
+        let r = f.publish(&keep_two).await;
+        assert_eq!(
+            (r.open_entries, r.closed_now, r.closed_total, r.dropped),
+            (1, 1, 2, 1)
+        );
+        let meta = f.meta().await;
+        assert_eq!(meta.closed[0].first_seq, 2, "the oldest left the index");
+        let (h, _) = strict(&f.get(TOP).await.unwrap());
+        assert_eq!(
+            h.md.unwrap().from,
+            Some(first[1].at),
+            "the index's from moved"
+        );
+        f.check().await;
+        let path = format!("{DIR}/{}", oldest.name);
+        assert!(f.get(&path).await.is_some(), "kept during the grace period");
+
+        // With the grace over (zero here), the next publish deletes it, even one with
+        // nothing else to do.
+        let r = f.publish(&cfg(1, HOUR, Some(2), Duration::ZERO)).await;
+        assert_eq!((r.closed_now, r.dropped, r.closed_total), (0, 0, 2));
+        assert!(f.get(&path).await.is_none());
+        let meta = f.meta().await;
+        assert!(meta.retired.is_empty(), "{:?}", meta.retired);
+        f.check().await;
+    }
+
+    #[tokio::test]
+    async fn what_an_interrupted_publish_wrote_is_retired() {
+        let f = fixture().await;
+        let c = cfg(1, HOUR, None, Duration::ZERO);
+        f.create(&["a"]).await;
+        f.publish(&c).await;
+        // A publish reserved generation g, wrote a closed list and died before its meta.
+        let mut meta = f.meta().await;
+        meta.generation += 1;
+        let stray = format!("{DIR}/closed-000000000002-g{}.xml", meta.generation);
+        put_json(f.objects.as_ref(), CHANGELISTS_META, &meta)
+            .await
+            .unwrap();
+        put(f.objects.as_ref(), &stray, Bytes::from_static(b"<urlset/>"))
+            .await
+            .unwrap();
+        let named = format!("{DIR}/{}", meta.open.as_ref().unwrap().name);
+        f.create(&["b", "c"]).await;
+        let r = f.publish(&c).await;
+        assert_eq!((r.closed_now, r.closed_total, r.open_entries), (2, 2, 1));
+        assert!(
+            f.get(&stray).await.is_none(),
+            "retired, and gone after a zero grace"
+        );
+        assert!(f.get(&named).await.is_none(), "the replaced open list too");
+        let meta = f.meta().await;
+        assert!(meta.retired.is_empty(), "{:?}", meta.retired);
+        assert!(meta.closed.iter().all(|c| !stray.ends_with(&c.name)));
+        f.check().await;
+    }
+
+    #[test]
+    fn generations_are_read_from_object_names() {
+        assert_eq!(generation_of("open-g7.xml"), Some(7));
+        assert_eq!(generation_of("closed-000000000001-g12.xml"), Some(12));
+        assert_eq!(generation_of("closed-000000000001.xml"), None);
+    }
+
+    #[tokio::test]
+    async fn deletions_and_provenance_of_past_versions() {
+        let f = fixture().await;
+        let v1 = f.commit(&[("a", Change::Created)]).await;
+        let v2 = f
+            .commit(&[("a", Change::Updated), ("b", Change::Created)])
+            .await;
+        let gone = f.commit(&[("b", Change::Deleted)]).await;
+        f.publish(&cfg(10, HOUR, None, HOUR)).await;
+        let (_, entries) = f.check().await;
+        assert_eq!(entries.len(), 4);
+        let md = |i: usize| entries[i].md.clone().unwrap();
+        let changes: Vec<_> = (0..4).map(|i| md(i).change.unwrap()).collect();
+        assert_eq!(
+            changes,
+            [
+                Change::Created,
+                Change::Updated,
+                Change::Created,
+                Change::Deleted
+            ]
+        );
+        // Each creation or update describes the copy it made, not the current one.
+        for (i, e) in [(0, &v1[0]), (1, &v2[0]), (2, &v2[1])] {
+            let copy = e.copy.as_ref().unwrap();
+            assert_eq!(
+                md(i).hash.unwrap().to_string(),
+                format!("md5:{} sha-256:{}", copy.md5, copy.sha256)
+            );
+            assert_eq!(md(i).length, Some(copy.length));
+            assert_eq!(md(i).mime_type.as_deref(), Some("text/plain"));
+            assert_eq!(
+                (md(i).datetime, entries[i].lastmod),
+                (Some(e.at), Some(e.at))
+            );
+        }
+        // a@v1 and b@created are past versions: the via link names the upstream URI only.
+        for i in [0, 2] {
+            assert_eq!(entries[i].links.len(), 1);
+            let via = &entries[i].links[0];
+            assert_eq!(via.rel, "via");
+            assert_eq!((via.modified, via.length), (None, None));
+        }
+        assert_eq!(entries[0].links[0].href, uri("a"));
+        // a@v2 is the current version: via describes the upstream, inherited links follow
+        // (describedby rewritten to rsagg's copy, up dropped).
+        let links = &entries[1].links;
+        assert_eq!(links.len(), 2, "{links:?}");
+        assert_eq!(links[0].rel, "via");
+        assert_eq!(
+            links[0].modified,
+            Some(W3cDateTime::parse("2020-01-01").unwrap().value)
+        );
+        assert_eq!(
+            (links[1].rel.as_str(), links[1].href.as_str()),
+            (
+                "describedby",
+                "https://agg.example.org/maps/r/museum/http/museum.example.org/a.xml"
+            )
+        );
+        // The deletion: no bytes to describe.
+        let d = md(3);
+        assert_eq!((d.hash, d.length, d.mime_type), (None, None, None));
+        assert_eq!(d.datetime, Some(gone[0].at));
+        assert_eq!(entries[3].lastmod, None);
+        assert_eq!(entries[3].links[0].href, uri("b"));
+    }
+}

@@ -1,0 +1,474 @@
+//! Blob garbage collection: deleting the stored bodies nothing refers to any more.
+//!
+//! Blobs are content-addressed and written before the records that point at them (see
+//! `rsagg_store`), so an update or a deletion leaves the previous body behind, and a crash
+//! between a blob and its commit leaves an unreferenced one. Collection runs at most every
+//! `gc_interval` (it lists the whole blob area and scans every record: O(collection), unlike
+//! the O(changes) work of a run) and keeps:
+//!
+//! - the copy of every present resource (the Resource List and Dump name it);
+//! - the last copy of a deleted resource while a retained Change List still lists that
+//!   deletion (record `seq` at or after [`first_listed_seq`]): a Destination working through
+//!   those Change Lists may still look at it;
+//! - the body kept with every quarantine record, for inspection;
+//! - with Change Dumps on, the copy every creation and update made that a retained Change
+//!   List lists but no Change Dump package holds yet (the changes after the last packaged
+//!   one): a closed list's package (spec 13) holds the bitstream of exactly that version, made
+//!   when the list closes, possibly long after a later version replaced it in the record.
+//!   Bounded by the open list's changes when packaging keeps up;
+//! - any blob younger than `grace`: one a harvest has just stored (a store renews the
+//!   last-modified time even when the address existed) but not yet committed a record for,
+//!   and one a Destination that read the previous documents may still fetch.
+//!
+//! Leftovers of abandoned multipart uploads under `blobs/tmp/` are deleted once older than
+//! `grace` too (younger ones may be uploads in progress).
+//!
+//! The blob area belongs to one collection: every pipeline has a store URL of its own, so
+//! the records of this state are all that can refer to a blob in it.
+//!
+//! The last report is kept in [`GC_META`], which is also when collection last ran; a status
+//! page reads it with [`last_report`].
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+use rsagg_model::{Change, W3cDateTime};
+use rsagg_store::documents::{get_json, put_json};
+use rsagg_store::{ResourceStatus, State};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::changedump::{CHANGEDUMP_META, ChangeDumpMeta};
+use crate::changelist::first_listed_seq;
+use crate::config::PublishConfig;
+use crate::published::{CHANGELISTS_META, ChangeListsMeta};
+
+/// `published/gc.json`: the report of the last collection.
+pub const GC_META: &str = "published/gc.json";
+/// Content-addressed blobs (`blobs/sha256/ab/abcdef…`).
+const BLOBS: &str = "blobs/sha256";
+/// Large bodies while they stream in.
+const TMP: &str = "blobs/tmp";
+/// Deletions in flight at once.
+const CONCURRENCY: usize = 16;
+
+/// What one garbage collection did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcReport {
+    /// Objects listed under `blobs/` (blobs and temporary uploads).
+    pub scanned: u64,
+    /// Objects not deleted (referenced, younger than the grace period, not a blob address, or
+    /// gone meanwhile).
+    pub kept: u64,
+    /// Objects deleted.
+    pub deleted: u64,
+    /// Bytes those objects held.
+    pub bytes_freed: u64,
+    /// When the collection started.
+    pub at: W3cDateTime,
+}
+
+/// The report of the last collection, if any ran.
+pub async fn last_report(objects: &Arc<dyn ObjectStore>) -> Result<Option<GcReport>, Error> {
+    Ok(get_json(objects.as_ref(), GC_META).await?)
+}
+
+/// Collects the blobs of `state`'s collection in `objects` that nothing refers to. Returns
+/// `None` without doing anything when the last collection is less than `cfg.gc_interval` ago
+/// and `force` is false.
+pub async fn collect(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    cfg: &PublishConfig,
+    force: bool,
+) -> Result<Option<GcReport>, Error> {
+    let at = W3cDateTime::now();
+    if !force
+        && let Some(last) = last_report(objects).await?
+        && !elapsed(&last.at, at.unix_nanos(), cfg.gc_interval)
+    {
+        return Ok(None);
+    }
+    let referenced = referenced(state, objects, cfg.change_dumps).await?;
+    let mut report = GcReport {
+        scanned: 0,
+        kept: 0,
+        deleted: 0,
+        bytes_freed: 0,
+        at,
+    };
+    let unreferenced = |m: &ObjectMeta| address(m).is_some_and(|a| !referenced.contains(&a));
+    sweep(objects, BLOBS, unreferenced, cfg.grace, &mut report).await?;
+    sweep(objects, TMP, |_| true, cfg.grace, &mut report).await?;
+    put_json(objects.as_ref(), GC_META, &report).await?;
+    tracing::info!(
+        scanned = report.scanned,
+        deleted = report.deleted,
+        bytes_freed = report.bytes_freed,
+        "garbage collection"
+    );
+    Ok(Some(report))
+}
+
+/// Lists the objects under `prefix` and deletes those `garbage` selects that are older than
+/// `grace` (as of `report.at`), counting into `report`.
+async fn sweep(
+    objects: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    garbage: impl Fn(&ObjectMeta) -> bool,
+    grace: std::time::Duration,
+    report: &mut GcReport,
+) -> Result<(), Error> {
+    let now = report.at.unix_nanos();
+    let freed = objects
+        .list(Some(&Path::from(prefix)))
+        .map_err(|e| io_err(prefix, e))
+        .map_ok(|m| {
+            let candidate = garbage(&m) && old(&m, now, grace);
+            async move {
+                if candidate {
+                    delete_if_still_old(objects, m, now, grace).await
+                } else {
+                    Ok(None)
+                }
+            }
+        })
+        .try_buffer_unordered(CONCURRENCY);
+    let mut freed = std::pin::pin!(freed);
+    while let Some(f) = freed.try_next().await? {
+        report.scanned += 1;
+        match f {
+            Some(bytes) => {
+                report.deleted += 1;
+                report.bytes_freed += bytes;
+            }
+            None => report.kept += 1,
+        }
+    }
+    Ok(())
+}
+
+/// The SHA-256 of every blob something refers to (see the module documentation).
+///
+/// Memory: 32 bytes per referenced blob (plus the hash set's overhead, under as much again),
+/// so about 64 MB for a million resources; the records themselves are streamed.
+async fn referenced(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    change_dumps: bool,
+) -> Result<HashSet<[u8; 32]>, Error> {
+    let lists: Option<ChangeListsMeta> = get_json(objects.as_ref(), CHANGELISTS_META).await?;
+    // Before the first Change List publish every change is still to be listed.
+    let listed_from = lists.as_ref().and_then(first_listed_seq).unwrap_or(1);
+    let mut set = HashSet::new();
+    let mut add = |hex: &str| match decode(hex) {
+        Some(a) => {
+            set.insert(a);
+        }
+        // Such a name matches no blob address, so nothing is deleted because of it.
+        None => tracing::warn!(sha256 = hex, "a record names a malformed blob address"),
+    };
+    let mut records = state.all_resources().await?;
+    while let Some(r) = records.next().await? {
+        let keep = match r.status {
+            ResourceStatus::Present => true,
+            ResourceStatus::Deleted => r.seq >= listed_from,
+        };
+        if let Some(copy) = r.copy.as_ref().filter(|_| keep) {
+            add(&copy.sha256);
+        }
+    }
+    let mut quarantine = state.quarantine().await?;
+    while let Some(q) = quarantine.next().await? {
+        if let Some(blob) = &q.blob {
+            add(blob);
+        }
+    }
+    if change_dumps {
+        // Packages are made in log order, oldest list first: what follows the last packaged
+        // change and is still listed will be packaged.
+        let dumps: Option<ChangeDumpMeta> = get_json(objects.as_ref(), CHANGEDUMP_META).await?;
+        let packaged = dumps.and_then(|d| d.lists.last().map(|l| l.last_seq));
+        let from = packaged.map_or(listed_from, |seq| listed_from.max(seq + 1));
+        let mut log = state.log(from).await?;
+        while let Some(e) = log.next().await? {
+            if let Some(copy) = e.copy.as_ref().filter(|_| e.change != Change::Deleted) {
+                add(&copy.sha256);
+            }
+        }
+    }
+    Ok(set)
+}
+
+/// The address of a blob object (its file name: 64 hex digits); `None` for anything else,
+/// which is then never deleted.
+fn address(m: &ObjectMeta) -> Option<[u8; 32]> {
+    decode(m.location.filename()?)
+}
+
+/// 64 hex digits (either case) as 32 bytes.
+fn decode(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; 32];
+    for (i, pair) in hex.chunks_exact(2).enumerate() {
+        out[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(out)
+}
+
+/// True when at least `period` passed from `since` to `now_nanos`.
+fn elapsed(since: &W3cDateTime, now_nanos: i128, period: std::time::Duration) -> bool {
+    now_nanos - since.unix_nanos() >= i128::try_from(period.as_nanos()).unwrap_or(i128::MAX)
+}
+
+/// True when the object was last written at least `grace` before `now_nanos`.
+fn old(m: &ObjectMeta, now_nanos: i128, grace: std::time::Duration) -> bool {
+    let written = m.last_modified;
+    let written = W3cDateTime::from_unix(written.timestamp(), written.timestamp_subsec_nanos());
+    elapsed(&written, now_nanos, grace)
+}
+
+/// Deletes a candidate unless it was written again since it was listed (a harvest storing
+/// the same bytes anew); returns the bytes freed, `None` when it stays or was already gone.
+/// Object stores have no conditional delete, so a store between this check and the deletion
+/// is not seen: collection belongs after a run's harvest (as the publish stage runs it), not
+/// beside one.
+async fn delete_if_still_old(
+    objects: &Arc<dyn ObjectStore>,
+    listed: ObjectMeta,
+    now_nanos: i128,
+    grace: std::time::Duration,
+) -> Result<Option<u64>, Error> {
+    let path = &listed.location;
+    let gone = |e: &object_store::Error| matches!(e, object_store::Error::NotFound { .. });
+    match objects.head(path).await {
+        Ok(m) if old(&m, now_nanos, grace) => {}
+        Ok(_) => return Ok(None),
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(io_err(path.as_ref(), e)),
+    }
+    match objects.delete(path).await {
+        Ok(()) => Ok(Some(listed.size)),
+        Err(e) if gone(&e) => Ok(None),
+        Err(e) => Err(io_err(path.as_ref(), e)),
+    }
+}
+
+fn io_err(path: &str, e: object_store::Error) -> Error {
+    Error::Store(rsagg_store::Error::ObjectStore {
+        path: path.to_owned(),
+        source: e,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use rsagg_model::Change;
+    use rsagg_store::{Commit, QuarantineRecord};
+
+    use super::*;
+    use crate::changelist::tests::{Fixture, cfg as changelist_cfg, file_fixture, fixture, uri};
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn gc_cfg(grace: Duration, gc_interval: Duration) -> PublishConfig {
+        PublishConfig {
+            grace,
+            gc_interval,
+            ..PublishConfig::default()
+        }
+    }
+
+    async fn collect_now(f: &Fixture, grace: Duration) -> GcReport {
+        collect(&f.state, &f.objects, &gc_cfg(grace, HOUR), true)
+            .await
+            .unwrap()
+            .expect("forced")
+    }
+
+    async fn exists(f: &Fixture, sha256: &str) -> bool {
+        f.blobs.exists(sha256).await.unwrap()
+    }
+
+    async fn put(f: &Fixture, path: &str, body: &'static [u8]) {
+        rsagg_store::documents::put(f.objects.as_ref(), path, Bytes::from_static(body))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn unreferenced_old_blobs_go_and_referenced_or_young_ones_stay() {
+        unreferenced_and_young(fixture().await).await;
+    }
+
+    #[tokio::test]
+    async fn unreferenced_old_blobs_go_on_a_local_directory_too() {
+        unreferenced_and_young(file_fixture().await).await;
+    }
+
+    async fn unreferenced_and_young(f: Fixture) {
+        let copy = f.create(&["a"]).await[0].copy.clone().unwrap();
+        let orphan = f.blob().await;
+        let evidence = f.blob().await;
+        f.state
+            .commit(Commit {
+                upstream: "museum".into(),
+                quarantine: vec![QuarantineRecord {
+                    upstream: "museum".into(),
+                    uri: uri("bad"),
+                    reason: "hash mismatch".into(),
+                    expected: "md5:00".into(),
+                    got: "md5:11".into(),
+                    at: W3cDateTime::now(),
+                    blob: Some(evidence.sha256.clone()),
+                }],
+                ..Commit::default()
+            })
+            .await
+            .unwrap();
+        // An abandoned upload's leftover, and an object that is no blob address.
+        put(&f, "blobs/tmp/abandoned", b"xyz").await;
+        put(&f, "blobs/sha256/zz/not-a-blob", b"x").await;
+
+        // Everything is younger than an hour: nothing goes.
+        let r = collect_now(&f, HOUR).await;
+        assert_eq!((r.scanned, r.kept, r.deleted, r.bytes_freed), (5, 5, 0, 0));
+        assert!(exists(&f, &orphan.sha256).await);
+        assert!(f.get("blobs/tmp/abandoned").await.is_some());
+
+        // Grace over: the orphan and the leftover go, the rest stays.
+        let r = collect_now(&f, Duration::ZERO).await;
+        assert_eq!(
+            (r.scanned, r.kept, r.deleted, r.bytes_freed),
+            (5, 3, 2, orphan.length + 3)
+        );
+        assert!(!exists(&f, &orphan.sha256).await);
+        assert!(f.get("blobs/tmp/abandoned").await.is_none());
+        assert!(exists(&f, &copy.sha256).await, "a present resource's copy");
+        assert!(
+            exists(&f, &evidence.sha256).await,
+            "a quarantine record's body"
+        );
+        assert!(f.get("blobs/sha256/zz/not-a-blob").await.is_some());
+        assert_eq!(last_report(&f.objects).await.unwrap(), Some(r));
+    }
+
+    #[tokio::test]
+    async fn a_deleted_copy_stays_while_a_retained_change_list_lists_the_deletion() {
+        let f = fixture().await;
+        let lists = changelist_cfg(1, HOUR, Some(1), Duration::ZERO);
+        let copy = f.create(&["a"]).await[0].copy.clone().unwrap();
+        f.commit(&[("a", Change::Deleted)]).await;
+        // Before any Change List is published every deletion is still to be listed.
+        collect_now(&f, Duration::ZERO).await;
+        assert!(exists(&f, &copy.sha256).await);
+
+        // Closed [1], open [2]: the deletion (2) is listed.
+        f.publish(&lists).await;
+        collect_now(&f, Duration::ZERO).await;
+        assert!(exists(&f, &copy.sha256).await);
+
+        // Closed [4] retained, open [5]: the list naming the deletion was dropped.
+        let later = f.create(&["x", "y", "z"]).await;
+        let r = f.publish(&lists).await;
+        assert_eq!((r.closed_total, r.dropped), (1, 3));
+        let r = collect_now(&f, Duration::ZERO).await;
+        assert_eq!(r.deleted, 1);
+        assert!(!exists(&f, &copy.sha256).await);
+        for e in later {
+            assert!(exists(&f, &e.copy.unwrap().sha256).await);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_past_version_stays_until_a_change_dump_package_holds_it() {
+        let f = fixture().await;
+        let v1 = f.create(&["a"]).await[0].copy.clone().unwrap();
+        f.commit(&[("a", Change::Updated)]).await;
+        f.publish(&changelist_cfg(10, HOUR, None, HOUR)).await;
+        // Listed in the open Change List, in no package yet.
+        collect_now(&f, Duration::ZERO).await;
+        assert!(exists(&f, &v1.sha256).await);
+        // Once packaged (as the Change Dump publisher records it), it may go.
+        let packaged = ChangeDumpMeta {
+            lists: vec![crate::changedump::DumpedList {
+                name: "closed-000000000001-g1.xml".into(),
+                first_seq: 1,
+                last_seq: 2,
+                packages: Vec::new(),
+            }],
+            ..ChangeDumpMeta::default()
+        };
+        put_json(f.objects.as_ref(), CHANGEDUMP_META, &packaged)
+            .await
+            .unwrap();
+        let r = collect_now(&f, Duration::ZERO).await;
+        assert_eq!(r.deleted, 1);
+        assert!(!exists(&f, &v1.sha256).await);
+    }
+
+    #[tokio::test]
+    async fn without_change_dumps_a_past_version_goes() {
+        let f = fixture().await;
+        let v1 = f.create(&["a"]).await[0].copy.clone().unwrap();
+        let v2 = f.commit(&[("a", Change::Updated)]).await[0].copy.clone();
+        let cfg = PublishConfig {
+            change_dumps: false,
+            ..gc_cfg(Duration::ZERO, HOUR)
+        };
+        collect(&f.state, &f.objects, &cfg, true).await.unwrap();
+        assert!(!exists(&f, &v1.sha256).await);
+        assert!(exists(&f, &v2.unwrap().sha256).await);
+    }
+
+    #[tokio::test]
+    async fn collection_waits_for_its_interval_unless_forced() {
+        let f = fixture().await;
+        let cfg = gc_cfg(Duration::ZERO, HOUR);
+        assert!(last_report(&f.objects).await.unwrap().is_none());
+        let first = collect(&f.state, &f.objects, &cfg, false)
+            .await
+            .unwrap()
+            .expect("the first collection is due");
+        let orphan = f.blob().await;
+        assert!(
+            collect(&f.state, &f.objects, &cfg, false)
+                .await
+                .unwrap()
+                .is_none(),
+            "not due"
+        );
+        assert!(exists(&f, &orphan.sha256).await);
+        assert_eq!(last_report(&f.objects).await.unwrap(), Some(first));
+        let forced = collect(&f.state, &f.objects, &cfg, true)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(forced.deleted, 1);
+        let every_time = gc_cfg(Duration::ZERO, Duration::ZERO);
+        assert!(
+            collect(&f.state, &f.objects, &every_time, false)
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn addresses_are_64_hex_digits() {
+        let a = decode(&"aB".repeat(32)).unwrap();
+        assert_eq!(a, [0xab; 32]);
+        assert!(decode(&"ab".repeat(31)).is_none());
+        assert!(decode(&format!("{}zz", "ab".repeat(31))).is_none());
+    }
+}

@@ -1,0 +1,849 @@
+//! Building one of rsagg's own dump packages (spec 11.2, 13.2) from stored blobs, and the
+//! object-store chores the Resource Dump and the Change Dumps share (their meta objects, their
+//! documents, deleting what they no longer name once the grace period has passed).
+//!
+//! A package is written to a local temporary file by [`rsagg_dump::PackageWriter`] on a
+//! blocking thread while blobs are fetched on the async side and handed over through a
+//! bounded channel, so fetching and compressing overlap and memory stays bounded. Each blob
+//! is first copied to a temporary file of its own and its SHA-256 checked against its
+//! address before the writer sees a byte of it: a corrupt or missing blob is left out (with a
+//! warning, counted) rather than ending up in the ZIP, where a half-written entry would spoil
+//! the whole package. The finished ZIP is uploaded in parts (multipart upload, so packages far
+//! larger than memory work on S3), hashed (md5, sha-256) as it is read, and the manifest is
+//! uploaded a second time as an object of its own, the byte-identical copy a dump's
+//! `rs:ln rel="contents"` points to (spec 11.1, 13.1: it must match the one in the package).
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, BufWriter, Seek, Write};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use md5::Digest;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
+use rsagg_dump::PackageWriter;
+use rsagg_model::{
+    HashAlgorithm, HashValue, Hashes, Header, Link, Md, Root, UrlEntry, W3cDateTime,
+};
+use rsagg_store::Blobs;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::sync::mpsc;
+
+use crate::Error;
+
+/// Part size of multipart uploads (S3 wants at least 5 MiB per part but the last); files up
+/// to this size go up with one `PUT`.
+pub(crate) const PART: usize = 8 << 20;
+/// Parts uploading at once: with [`PART`], the memory an upload holds.
+const PARTS_IN_FLIGHT: usize = 2;
+/// Bytes read from a local file at a time.
+const READ_CHUNK: usize = 1 << 20;
+/// Verified bitstreams waiting for the writer (each in a temporary file, not in memory).
+const QUEUE: usize = 2;
+/// The name the spec reserves for the manifest (spec 11.2, 13.2).
+const MANIFEST: &str = "manifest.xml";
+
+/// One manifest entry of a package to build.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    /// The manifest entry; the builder sets its `rs:md path` to where the bitstream went.
+    pub entry: UrlEntry,
+    /// The bitstream, or `None` for a Change Dump deletion (spec 13.2: no bitstream, no
+    /// `path`).
+    pub body: Option<Body>,
+}
+
+/// Where an item's bitstream comes from and where it should go in the ZIP.
+#[derive(Debug, Clone)]
+pub(crate) struct Body {
+    /// SHA-256 of the blob (its address), checked against the bytes read.
+    pub sha256: String,
+    /// Its length, checked too.
+    pub length: u64,
+    /// Preferred `path` (leading `/`, spec 11.2).
+    pub path: String,
+    /// `path` used when the preferred one is not a safe name or clashes with another file
+    /// of the package; the item is left out when this one fails too.
+    pub fallback: String,
+}
+
+/// One package as published, kept in the dumps' meta objects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageInfo {
+    /// Object path of the ZIP, relative to the store root (also its path under
+    /// `collection.base_url`).
+    pub zip: String,
+    /// Object path of the copy of its `manifest.xml` (the `rs:ln rel="contents"` target).
+    pub manifest: String,
+    /// Bytes of the ZIP (`rs:md length`).
+    pub length: u64,
+    /// MD5 of the ZIP, lowercase hex.
+    pub md5: String,
+    /// SHA-256 of the ZIP, lowercase hex.
+    pub sha256: String,
+    /// Manifest entries (bitstreams, and deletions in a Change Dump).
+    pub entries: u64,
+    /// Bytes of the bitstreams in it.
+    pub bytes: u64,
+    /// Items left out: blob missing or not matching its address, or no usable name.
+    pub skipped: u64,
+}
+
+/// A finished, uploaded package.
+#[derive(Debug, Clone)]
+pub(crate) struct Built {
+    /// What was published.
+    pub info: PackageInfo,
+    /// When the last bitstream had been read (the manifest's `completed`, spec 11.2).
+    pub completed: W3cDateTime,
+}
+
+/// What the writer thread is given, in manifest order.
+enum Msg {
+    Item(Box<UrlEntry>, Option<Ready>),
+    /// Every item was sent: write the manifest and finish. Without it (the feeding side
+    /// failed) the writer gives up instead of finishing a package nobody will publish.
+    Finish,
+}
+
+/// A verified bitstream in a temporary file.
+struct Ready {
+    file: File,
+    body: Body,
+}
+
+/// What the writer thread produced.
+struct Written {
+    zip: File,
+    manifest: File,
+    entries: u64,
+    bytes: u64,
+    skipped: u64,
+    completed: W3cDateTime,
+}
+
+/// Builds the package of `items` (in manifest order) with manifest header `header`, uploads
+/// it to `zip` and the copy of its manifest to `manifest`.
+///
+/// When the header has `at` (a Resource Dump Manifest, spec 11.2), its `completed` is set to
+/// when the last bitstream had been read. Items whose blob is missing or does not hash to
+/// its address, or for which neither `path` is usable, are left out with a warning and
+/// counted in [`PackageInfo::skipped`]; anything else that fails (the store, local I/O, a
+/// manifest entry the writer's strict validation refuses) fails the package.
+pub(crate) async fn build(
+    objects: &Arc<dyn ObjectStore>,
+    header: Header,
+    items: Vec<Item>,
+    zip: &Path,
+    manifest: &Path,
+) -> Result<Built, Error> {
+    let zip_file = temp_file(zip)?;
+    let copy_file = temp_file(manifest)?;
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let name = zip.to_string();
+    let writer =
+        tokio::task::spawn_blocking(move || write_package(zip_file, copy_file, &name, header, rx));
+    let mut skipped = 0u64;
+    for item in items {
+        let ready = match item.body {
+            None => None,
+            Some(body) => match fetch_verified(objects, &body).await? {
+                Some(file) => Some(Ready { file, body }),
+                None => {
+                    skipped += 1;
+                    continue;
+                }
+            },
+        };
+        if tx
+            .send(Msg::Item(Box::new(item.entry), ready))
+            .await
+            .is_err()
+        {
+            // The writer stopped early; its error is reported below.
+            break;
+        }
+    }
+    // A failed send means the writer is gone; its own error says why.
+    let _ = tx.send(Msg::Finish).await;
+    drop(tx);
+    let written = writer.await.map_err(|e| Error::Io {
+        what: format!("writing package {zip}"),
+        source: io::Error::other(e),
+    })??;
+    let up = upload(objects, zip, written.zip).await?;
+    upload(objects, manifest, written.manifest).await?;
+    Ok(Built {
+        info: PackageInfo {
+            zip: zip.to_string(),
+            manifest: manifest.to_string(),
+            length: up.length,
+            md5: up.md5,
+            sha256: up.sha256,
+            entries: written.entries,
+            bytes: written.bytes,
+            skipped: skipped + written.skipped,
+        },
+        completed: written.completed,
+    })
+}
+
+fn temp_file(for_object: &Path) -> Result<File, Error> {
+    tempfile::tempfile().map_err(|source| Error::Io {
+        what: format!("creating a temporary file for {for_object}"),
+        source,
+    })
+}
+
+/// The blob `body.sha256` copied into a temporary file, or `None` (warned) when it is
+/// missing or its bytes are not what its address and length say.
+async fn fetch_verified(
+    objects: &Arc<dyn ObjectStore>,
+    body: &Body,
+) -> Result<Option<File>, Error> {
+    let path = Blobs::path(&body.sha256);
+    let mut stream = match Blobs::new(objects.clone()).get(&body.sha256).await {
+        Ok(s) => s,
+        Err(rsagg_store::Error::ObjectStore {
+            source: object_store::Error::NotFound { .. },
+            ..
+        }) => {
+            tracing::warn!(blob = %path, "blob missing; left out of the dump package");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut file = temp_file(&path)?;
+    let mut sha256 = sha2::Sha256::new();
+    let mut length = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| object_error(&path, e))?;
+        length += chunk.len() as u64;
+        if length > body.length {
+            break;
+        }
+        sha256.update(&chunk);
+        // Small writes to a local temporary file; the download is the slow part.
+        file.write_all(&chunk).map_err(|source| Error::Io {
+            what: format!("copying {path} to a temporary file"),
+            source,
+        })?;
+    }
+    let got = hex(HashAlgorithm::Sha256, &sha256.finalize());
+    if length != body.length || got != body.sha256 {
+        tracing::warn!(
+            blob = %path,
+            expected_length = body.length,
+            length,
+            sha256 = %got,
+            "blob does not match its address; left out of the dump package"
+        );
+        return Ok(None);
+    }
+    Ok(Some(file))
+}
+
+/// The writer thread: adds the items as they come, then writes the manifest (and its copy).
+fn write_package(
+    zip: File,
+    copy: File,
+    name: &str,
+    mut header: Header,
+    mut rx: mpsc::Receiver<Msg>,
+) -> Result<Written, Error> {
+    let mut writer = PackageWriter::with_name(zip, name);
+    let mut names = Names::default();
+    let mut entries = Vec::new();
+    let (mut bytes, mut skipped) = (0u64, 0u64);
+    loop {
+        match rx.blocking_recv() {
+            None => {
+                return Err(Error::Io {
+                    what: format!("writing package {name}"),
+                    source: io::Error::other("abandoned: the items stopped coming"),
+                });
+            }
+            Some(Msg::Finish) => break,
+            Some(Msg::Item(mut entry, ready)) => {
+                if let Some(mut ready) = ready {
+                    match add(&mut writer, &mut names, &mut ready, name)? {
+                        Some(path) => {
+                            entry.md.get_or_insert_with(Md::default).path = Some(path);
+                            bytes += ready.body.length;
+                        }
+                        None => {
+                            tracing::warn!(
+                                package = name,
+                                loc = %entry.loc,
+                                path = %ready.body.path,
+                                fallback = %ready.body.fallback,
+                                "no usable name in the package; item left out"
+                            );
+                            skipped += 1;
+                            continue;
+                        }
+                    }
+                }
+                entries.push(*entry);
+            }
+        }
+    }
+    let mut completed = W3cDateTime::now();
+    if let Some(md) = header.md.as_mut()
+        && let Some(at) = md.at
+    {
+        // A clock stepping back must not give `completed` before `at` (spec 11.2).
+        if completed.cmp_instant(&at).is_lt() {
+            completed = at;
+        }
+        md.completed = Some(completed);
+    }
+    let count = entries.len() as u64;
+    let mut copy = BufWriter::new(copy);
+    let zip = writer.finish_with_copy(&header, &mut entries.into_iter(), &mut copy)?;
+    let manifest = copy.into_inner().map_err(|e| Error::Io {
+        what: format!("writing the manifest copy of {name}"),
+        source: e.into_error(),
+    })?;
+    Ok(Written {
+        zip,
+        manifest,
+        entries: count,
+        bytes,
+        skipped,
+        completed,
+    })
+}
+
+/// Adds `ready` under its preferred path, else its fallback; `None` when neither is usable
+/// (refused by the writer's name checks, or clashing with a file already in the package).
+fn add(
+    writer: &mut PackageWriter,
+    names: &mut Names,
+    ready: &mut Ready,
+    package: &str,
+) -> Result<Option<String>, Error> {
+    for path in [&ready.body.path, &ready.body.fallback] {
+        if !names.fits(path) {
+            continue;
+        }
+        ready.file.rewind().map_err(|source| Error::Io {
+            what: format!("reading the bitstream for {path} of {package}"),
+            source,
+        })?;
+        match writer.add(path, &mut ready.file) {
+            Ok(_) => {
+                names.insert(path);
+                return Ok(Some(path.clone()));
+            }
+            // Refused before a byte was read: the writer is still usable.
+            Err(rsagg_dump::Error::UnsafeName { .. } | rsagg_dump::Error::Duplicate { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(None)
+}
+
+/// The names in a package so far, so that no file is also a directory of another
+/// (`a` and `a/b`): the ZIP would hold both, but no file system unpacking it could (spec
+/// 11.2: `path` is where the bitstream would reside if the package were unpacked).
+#[derive(Default)]
+struct Names {
+    files: HashSet<String>,
+    dirs: HashSet<String>,
+}
+
+impl Names {
+    fn fits(&self, path: &str) -> bool {
+        let name = path.strip_prefix('/').unwrap_or(path);
+        name != MANIFEST
+            && !self.files.contains(name)
+            && !self.dirs.contains(name)
+            && !name
+                .match_indices('/')
+                .any(|(i, _)| self.files.contains(&name[..i]))
+    }
+
+    fn insert(&mut self, path: &str) {
+        let name = path.strip_prefix('/').unwrap_or(path);
+        for (i, _) in name.match_indices('/') {
+            self.dirs.insert(name[..i].to_owned());
+        }
+        self.files.insert(name.to_owned());
+    }
+}
+
+/// Length and digests of an uploaded file.
+struct Uploaded {
+    length: u64,
+    md5: String,
+    sha256: String,
+}
+
+/// Uploads the local `file` to `path`, hashing what it reads: one `PUT` up to [`PART`]
+/// bytes, a multipart upload of [`PART`]-sized parts beyond (aborted on failure).
+async fn upload(
+    objects: &Arc<dyn ObjectStore>,
+    path: &Path,
+    file: File,
+) -> Result<Uploaded, Error> {
+    let local = |source| Error::Io {
+        what: format!("reading the local file for {path}"),
+        source,
+    };
+    let size = file.metadata().map_err(local)?.len();
+    let mut file = tokio::fs::File::from_std(file);
+    file.rewind().await.map_err(local)?;
+    let mut md5 = md5::Md5::new();
+    let mut sha256 = sha2::Sha256::new();
+    let mut length = 0u64;
+    if size <= PART as u64 {
+        let mut all = Vec::with_capacity(size as usize);
+        file.read_to_end(&mut all).await.map_err(local)?;
+        md5.update(&all);
+        sha256.update(&all);
+        length = all.len() as u64;
+        objects
+            .put(path, all.into())
+            .await
+            .map_err(|e| object_error(path, e))?;
+    } else {
+        let mp = objects
+            .put_multipart(path)
+            .await
+            .map_err(|e| object_error(path, e))?;
+        let mut w = WriteMultipart::new_with_chunk_size(mp, PART);
+        let mut buf = vec![0u8; READ_CHUNK];
+        let sent: Result<(), Error> = async {
+            loop {
+                let n = file.read(&mut buf).await.map_err(local)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                md5.update(&buf[..n]);
+                sha256.update(&buf[..n]);
+                length += n as u64;
+                w.wait_for_capacity(PARTS_IN_FLIGHT)
+                    .await
+                    .map_err(|e| object_error(path, e))?;
+                w.write(&buf[..n]);
+            }
+        }
+        .await;
+        if let Err(e) = sent {
+            if let Err(abort) = w.abort().await {
+                tracing::warn!(%path, error = %abort, "could not abort a multipart upload");
+            }
+            return Err(e);
+        }
+        w.finish().await.map_err(|e| object_error(path, e))?;
+    }
+    if length != size {
+        return Err(local(io::Error::other(format!(
+            "read {length} bytes of a {size}-byte file"
+        ))));
+    }
+    Ok(Uploaded {
+        length,
+        md5: hex(HashAlgorithm::Md5, &md5.finalize()),
+        sha256: hex(HashAlgorithm::Sha256, &sha256.finalize()),
+    })
+}
+
+/// Lowercase hex, as `rs:md hash` values are written.
+pub(crate) fn hex(algorithm: HashAlgorithm, digest: &[u8]) -> String {
+    HashValue::from_bytes(algorithm, digest).digest
+}
+
+/// `rs:md hash` with both digests rsagg keeps (md5 for the spec's examples and older
+/// clients, sha-256 for strength; spec 7).
+pub(crate) fn hashes(md5: &str, sha256: &str) -> Hashes {
+    let value = |algorithm, digest: &str| HashValue {
+        algorithm,
+        digest: digest.to_owned(),
+    };
+    Hashes(vec![
+        value(HashAlgorithm::Md5, md5),
+        value(HashAlgorithm::Sha256, sha256),
+    ])
+}
+
+/// The entry of a dump document (Resource Dump 11.1, Change Dump 13.1) for package `p`:
+/// `<loc>` the ZIP, `rs:md` `type`, `length` and `hash` of it besides the times in `md`,
+/// and `rs:ln rel="contents"` to the copy of its manifest.
+pub(crate) fn dump_entry(base_url: &str, p: &PackageInfo, md: Md) -> UrlEntry {
+    UrlEntry {
+        loc: format!("{base_url}{}", p.zip),
+        md: Some(Md {
+            hash: Some(hashes(&p.md5, &p.sha256)),
+            length: Some(p.length),
+            mime_type: Some("application/zip".into()),
+            ..md
+        }),
+        links: vec![Link {
+            mime_type: Some("application/xml".into()),
+            ..Link::new("contents", format!("{base_url}{}", p.manifest))
+        }],
+        ..UrlEntry::default()
+    }
+}
+
+/// The `rs:ln rel="up"` every dump document and manifest has, to the collection's Capability
+/// List (spec 11.1, 11.2, 13.1, 13.2).
+pub(crate) fn up_link(base_url: &str) -> Link {
+    Link::new("up", format!("{base_url}capabilitylist.xml"))
+}
+
+/// Writes the `<urlset>` document `header` + `entries` to `path`.
+pub(crate) async fn put_document(
+    objects: &Arc<dyn ObjectStore>,
+    path: &str,
+    header: &Header,
+    entries: impl Iterator<Item = UrlEntry>,
+) -> Result<(), Error> {
+    let mut xml = Vec::new();
+    rsagg_sitemap::writer::encode_header(header, &mut xml);
+    for e in entries {
+        rsagg_sitemap::writer::encode_entry(Root::Urlset, &e, &mut xml);
+    }
+    xml.extend_from_slice(b"</urlset>\n");
+    let path = Path::from(path);
+    objects
+        .put(&path, xml.into())
+        .await
+        .map_err(|e| object_error(&path, e))?;
+    Ok(())
+}
+
+/// The JSON object at `path`, or `None` when there is none.
+pub(crate) async fn read_json<T: DeserializeOwned>(
+    objects: &Arc<dyn ObjectStore>,
+    path: &str,
+) -> Result<Option<T>, Error> {
+    let path = Path::from(path);
+    let bytes = match objects.get(&path).await {
+        Ok(r) => r.bytes().await.map_err(|e| object_error(&path, e))?,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(object_error(&path, e)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| Error::Io {
+            what: format!("reading {path}"),
+            source: io::Error::other(e),
+        })
+}
+
+/// Writes `value` as JSON to `path`.
+pub(crate) async fn write_json<T: Serialize>(
+    objects: &Arc<dyn ObjectStore>,
+    path: &str,
+    value: &T,
+) -> Result<(), Error> {
+    let path = Path::from(path);
+    let body = serde_json::to_vec(value).map_err(|e| Error::Io {
+        what: format!("encoding {path}"),
+        source: io::Error::other(e),
+    })?;
+    objects
+        .put(&path, body.into())
+        .await
+        .map_err(|e| object_error(&path, e))?;
+    Ok(())
+}
+
+/// Unix seconds of `t`, the unit of the retired lists.
+pub(crate) fn unix_secs(t: &W3cDateTime) -> i64 {
+    t.instant().0
+}
+
+/// Deletes the retired objects whose grace period has passed (retired at `t` unix seconds,
+/// deleted once `t + grace <= now`), so a Destination that read the previous document can
+/// still fetch what it named. An entry ending in `/` is a prefix: everything under it goes.
+/// Entries that could not be deleted stay for the next time. Returns how many entries went.
+pub(crate) async fn sweep(
+    objects: &Arc<dyn ObjectStore>,
+    retired: &mut Vec<(String, i64)>,
+    now: i64,
+    grace: std::time::Duration,
+) -> usize {
+    let grace = i64::try_from(grace.as_secs()).unwrap_or(i64::MAX);
+    let mut kept = Vec::with_capacity(retired.len());
+    let mut gone = 0;
+    for (name, t) in retired.drain(..) {
+        if t.saturating_add(grace) > now {
+            kept.push((name, t));
+            continue;
+        }
+        match delete(objects, &name).await {
+            Ok(()) => gone += 1,
+            Err(e) => {
+                tracing::warn!(object = %name, error = %e, "could not delete a retired object");
+                kept.push((name, t));
+            }
+        }
+    }
+    *retired = kept;
+    gone
+}
+
+async fn delete(objects: &Arc<dyn ObjectStore>, name: &str) -> Result<(), object_store::Error> {
+    let targets: Vec<Path> = if name.ends_with('/') {
+        let prefix = Path::from(name);
+        let mut listed = objects.list(Some(&prefix));
+        let mut all = Vec::new();
+        while let Some(meta) = listed.next().await {
+            all.push(meta?.location);
+        }
+        all
+    } else {
+        vec![Path::from(name)]
+    };
+    for path in targets {
+        match objects.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// An object-store failure on `path`.
+pub(crate) fn object_error(path: &Path, e: object_store::Error) -> Error {
+    Error::Io {
+        what: format!("object {path}"),
+        source: io::Error::other(e),
+    }
+}
+
+/// What the tests of the dumps share: a real store and state, real blobs, and readers that
+/// check everything rsagg wrote (strict validation of every document, the safe package
+/// reader, every item's bytes against its blob and the manifest's hashes).
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::io::Read;
+
+    use bytes::Bytes;
+    use rsagg_dump::{Limits, Package};
+    use rsagg_model::{Change, Mode, Severity};
+    use rsagg_store::{
+        Applied, BlobInfo, Commit, LogEntry, ResourceRecord, ResourceStatus, State, UpstreamMeta,
+    };
+
+    pub(crate) use super::hex;
+    use super::*;
+    pub use object_store::ObjectStoreExt;
+    pub use rsagg_model::HashAlgorithm;
+    pub use rsagg_store::Blobs;
+
+    pub const BASE: &str = "https://agg.example.org/c/";
+    pub const UPSTREAM: &str = "up";
+    const SET: &str = "http://up.example.org/capabilitylist.xml";
+
+    /// A fresh in-memory store with a state opened on it.
+    pub async fn store() -> (Arc<dyn ObjectStore>, State) {
+        let objects = rsagg_store::open_object_store("memory://").unwrap().objects;
+        let state = State::open(objects.clone(), "memory").await.unwrap();
+        (objects, state)
+    }
+
+    pub fn uri(name: &str) -> String {
+        format!("http://up.example.org/res/{name}")
+    }
+
+    /// Stores `body` as a blob.
+    pub async fn blob(objects: &Arc<dyn ObjectStore>, body: &[u8]) -> BlobInfo {
+        let chunks = futures::stream::iter([Ok::<_, std::convert::Infallible>(
+            Bytes::copy_from_slice(body),
+        )]);
+        Blobs::new(objects.clone())
+            .put_stream("test", chunks, false)
+            .await
+            .unwrap()
+    }
+
+    pub fn record(name: &str, copy: BlobInfo, status: ResourceStatus) -> ResourceRecord {
+        ResourceRecord {
+            upstream: UPSTREAM.into(),
+            uri: uri(name),
+            status,
+            copy: Some(copy),
+            mime_type: Some("text/plain".into()),
+            set: SET.into(),
+            lastmod: W3cDateTime::now(),
+            seq: 0,
+            upstream_meta: UpstreamMeta {
+                lastmod: Some(W3cDateTime::parse("2020-01-01").unwrap().value),
+                links: vec![Link::new("describedby", format!("{}.meta", uri(name)))],
+                ..UpstreamMeta::default()
+            },
+        }
+    }
+
+    /// Stores `body` and commits the change of resource `name` to it.
+    pub async fn change(
+        objects: &Arc<dyn ObjectStore>,
+        state: &State,
+        name: &str,
+        change: Change,
+        body: &[u8],
+    ) -> LogEntry {
+        let status = if change == Change::Deleted {
+            ResourceStatus::Deleted
+        } else {
+            ResourceStatus::Present
+        };
+        let copy = blob(objects, body).await;
+        let record = record(name, copy, status);
+        let mut written = state
+            .commit(Commit {
+                upstream: UPSTREAM.into(),
+                set: SET.into(),
+                changes: vec![Applied { change, record }],
+                ..Commit::default()
+            })
+            .await
+            .unwrap();
+        written.pop().unwrap()
+    }
+
+    pub async fn get(objects: &Arc<dyn ObjectStore>, path: &str) -> Vec<u8> {
+        objects
+            .get(&Path::from(path))
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec()
+    }
+
+    pub async fn exists(objects: &Arc<dyn ObjectStore>, path: &str) -> bool {
+        match objects.head(&Path::from(path)).await {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(e) => panic!("{path}: {e}"),
+        }
+    }
+
+    /// Parses `xml` strictly and asserts it has no error.
+    pub fn parse(xml: &[u8]) -> (Header, Vec<UrlEntry>) {
+        let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "rsagg's own");
+        let mut r = rsagg_sitemap::SyncReader::open(xml, opts).unwrap();
+        let header = r.header().clone();
+        let mut entries = Vec::new();
+        while let Some(e) = r.next_entry().unwrap() {
+            entries.push(e);
+        }
+        let errors: Vec<_> = r
+            .take_problems()
+            .into_iter()
+            .filter(|p| p.severity == Severity::Error)
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{errors:#?}\n{}",
+            String::from_utf8_lossy(xml)
+        );
+        (header, entries)
+    }
+
+    /// A package as read back, with the bytes of every item that has a bitstream.
+    pub struct ReadBack {
+        pub header: Header,
+        pub entries: Vec<UrlEntry>,
+        /// Per entry: the bytes in the ZIP (`None` for a deletion).
+        pub bodies: Vec<Option<Vec<u8>>>,
+    }
+
+    fn sha256_hex(bytes: &[u8]) -> String {
+        hex(HashAlgorithm::Sha256, &sha2::Sha256::digest(bytes))
+    }
+
+    fn md5_hex(bytes: &[u8]) -> String {
+        hex(HashAlgorithm::Md5, &md5::Md5::digest(bytes))
+    }
+
+    /// Reads the package `entry` of a dump document names (`<loc>` under [`BASE`]) back
+    /// with the safe reader and checks it all: `length` and `hash` of the document's entry
+    /// against the ZIP, no problems, every item's bytes against the manifest's `length` and
+    /// `hash` and against the blob they claim to be, and the manifest copy the `contents`
+    /// link names against the manifest in the package.
+    pub async fn read_package(objects: &Arc<dyn ObjectStore>, entry: &UrlEntry) -> ReadBack {
+        let zip_name = entry.loc.strip_prefix(BASE).unwrap();
+        let zip = get(objects, zip_name).await;
+        let md = entry.md.as_ref().unwrap();
+        assert_eq!(md.length, Some(zip.len() as u64), "{zip_name}");
+        assert_eq!(md.mime_type.as_deref(), Some("application/zip"));
+        assert_eq!(
+            md.hash.as_ref().unwrap(),
+            &hashes(&md5_hex(&zip), &sha256_hex(&zip)),
+            "{zip_name}"
+        );
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&zip).unwrap();
+        file.rewind().unwrap();
+        let mut package = Package::open(file, zip_name, Limits::default()).unwrap();
+        assert!(package.problems().is_empty(), "{:#?}", package.problems());
+        let header = package.header().clone();
+        let entries: Vec<UrlEntry> = package.entries().iter().map(|i| i.entry.clone()).collect();
+        let mut bodies = Vec::new();
+        for (i, item) in package.entries().to_vec().iter().enumerate() {
+            if item.is_deletion() {
+                assert!(item.path.is_none(), "a deletion has no path (spec 13.2)");
+                bodies.push(None);
+                continue;
+            }
+            let mut bytes = Vec::new();
+            package
+                .open_item(i)
+                .unwrap()
+                .read_to_end(&mut bytes)
+                .unwrap();
+            let md = item.entry.md.as_ref().unwrap();
+            assert_eq!(md.length, Some(bytes.len() as u64));
+            let sha = sha256_hex(&bytes);
+            assert_eq!(md.hash.as_ref().unwrap(), &hashes(&md5_hex(&bytes), &sha));
+            assert_eq!(
+                get(objects, Blobs::path(&sha).as_ref()).await,
+                bytes,
+                "the blob"
+            );
+            bodies.push(Some(bytes));
+        }
+        // The manifest copy says the same as the manifest in the package (spec 11.1, 13.1).
+        let contents = entry.link("contents").unwrap();
+        assert_eq!(contents.mime_type.as_deref(), Some("application/xml"));
+        let (copy_header, copy_entries) =
+            parse(&get(objects, contents.href.strip_prefix(BASE).unwrap()).await);
+        assert_eq!(copy_header, header);
+        assert_eq!(copy_entries, entries);
+        ReadBack {
+            header,
+            entries,
+            bodies,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_file_is_also_a_directory_of_another() {
+        let mut n = Names::default();
+        assert!(n.fits("/r/a/b"));
+        n.insert("/r/a/b");
+        assert!(!n.fits("/r/a/b"), "twice");
+        assert!(!n.fits("/r/a"), "a directory of a file already in");
+        assert!(!n.fits("/r"), "a directory of a file already in");
+        assert!(!n.fits("/r/a/b/c"), "below a file already in");
+        assert!(n.fits("/r/a/c"));
+        assert!(n.fits("/r/ab"));
+        assert!(!n.fits("/manifest.xml"), "reserved");
+    }
+}

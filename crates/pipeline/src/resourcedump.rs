@@ -1,0 +1,727 @@
+//! rsagg's Resource Dump (spec 11.1, 11.2): the whole collection as ZIP packages, rebuilt at
+//! most every `publish.resource_dump_interval`.
+//!
+//! The dump is a snapshot: every present copy, each package holding at most
+//! `dump_package_entries` resources and `dump_package_bytes` bitstream bytes (a single larger
+//! resource gets a package of its own). Its manifest entries are the Resource List entries
+//! (spec 14.8: rsagg's own URI, its own `lastmod` and hashes, the `via` link) plus the `path`
+//! of the bitstream in the ZIP, which is the copy's URI path below `collection.base_url`
+//! (`/r/{upstream}/{scheme}/{host}{path}`, unique by construction, see `uris.rs`), or
+//! `/sha256/{hex}` when that is not a safe name in a ZIP.
+//!
+//! A rebuild is a new generation: its packages go under `resourcedump/g{gen}/` first, then
+//! `resourcedump.xml` is replaced, so a reader never sees a dump naming packages that are not
+//! there yet, nor a mix of generations. The previous generation stays fetchable for
+//! `publish.grace` (a Destination may be half-way through it) and is deleted by a later
+//! publish. `published/resourcedump.json` keeps what is out there; `resourcedump.xml` can be
+//! rewritten from it alone, which is how a publish interrupted between the two recovers.
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::path::Path;
+use rsagg_model::{Capability, Header, Md, Root, W3cDateTime};
+use rsagg_store::State;
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::config::PublishConfig;
+use crate::links::LinkPolicy;
+pub use crate::package::PackageInfo;
+use crate::package::{self, Body, Item};
+use crate::publish::resource_entry;
+use crate::uris::own_uri;
+
+/// Where [`ResourceDumpMeta`] is kept.
+pub const RESOURCEDUMP_META: &str = "published/resourcedump.json";
+/// The Resource Dump document, under `collection.base_url`.
+pub const RESOURCEDUMP_DOC: &str = "resourcedump.xml";
+/// Packages one Resource Dump may name (spec 7: 50,000 entries per document). Beyond it a
+/// Resource Dump Index would be needed; larger packages are the simpler answer, so a
+/// publish that gets there fails and says so.
+pub const MAX_PACKAGES: usize = 50_000;
+
+/// What a Resource Dump rebuild did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ResourceDumpReport {
+    /// Packages in the new dump.
+    pub packages: u64,
+    /// Resources (bitstreams) in them.
+    pub resources: u64,
+    /// Bytes of the packages (what a Destination downloads).
+    pub bytes: u64,
+    /// Resources left out because their blob was missing or did not match its address, or
+    /// no safe name could be found for them (each is logged as a warning).
+    pub skipped: u64,
+}
+
+/// `published/resourcedump.json`: the dump out there and what is waiting for deletion.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResourceDumpMeta {
+    /// The last generation number given out (a generation that failed half-way keeps its
+    /// number, so no two builds ever write to the same objects).
+    pub generation: u64,
+    /// Every generation up to this one is either `current` or retired (or deleted).
+    pub clean_upto: u64,
+    /// The generation `resourcedump.xml` names.
+    pub current: Option<u64>,
+    /// When that generation's snapshot started (`rs:md at`).
+    pub at: Option<W3cDateTime>,
+    /// When it completed (`rs:md completed`).
+    pub completed: Option<W3cDateTime>,
+    /// Its packages, in order.
+    pub packages: Vec<DumpPackage>,
+    /// True while `resourcedump.xml` may not yet reflect this meta (it is written after it).
+    pub doc_pending: bool,
+    /// Objects or prefixes (ending in `/`) no document names any more, with when they were
+    /// retired (unix seconds).
+    pub retired: Vec<(String, i64)>,
+}
+
+/// One package of the Resource Dump.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpPackage {
+    /// The objects and what they hold.
+    #[serde(flatten)]
+    pub info: PackageInfo,
+    /// When collecting its resources started (`rs:md at` of the package and its manifest).
+    pub at: W3cDateTime,
+    /// When its last bitstream had been read (`rs:md completed`).
+    pub completed: W3cDateTime,
+}
+
+fn generation_prefix(generation: u64) -> String {
+    format!("resourcedump/g{generation}/")
+}
+
+/// Publishes the Resource Dump of the collection at `base_url` from `state` into `objects`
+/// when it is due: `None` when `cfg.resource_dump` is off or (unless `force`) the last dump
+/// is younger than `cfg.resource_dump_interval`. Retired generations past `cfg.grace` are
+/// deleted either way.
+pub async fn publish(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    policy: &LinkPolicy,
+    cfg: &PublishConfig,
+    force: bool,
+) -> Result<Option<ResourceDumpReport>, Error> {
+    if !cfg.resource_dump {
+        return Ok(None);
+    }
+    let mut meta: ResourceDumpMeta = package::read_json(objects, RESOURCEDUMP_META)
+        .await?
+        .unwrap_or_default();
+    let start = W3cDateTime::now();
+    let mut dirty = false;
+    if meta.doc_pending {
+        write_document(objects, base_url, &meta).await?;
+        meta.doc_pending = false;
+        dirty = true;
+    }
+    let due = force
+        || meta.current.is_none()
+        || meta.at.is_none_or(|at| {
+            start.unix_nanos() - at.unix_nanos() >= cfg.resource_dump_interval.as_nanos() as i128
+        });
+    if !due {
+        let swept = package::sweep(
+            objects,
+            &mut meta.retired,
+            package::unix_secs(&start),
+            cfg.grace,
+        )
+        .await;
+        if dirty || swept > 0 {
+            package::write_json(objects, RESOURCEDUMP_META, &meta).await?;
+        }
+        return Ok(None);
+    }
+
+    // A new generation. Its number is recorded before anything is written under it, and
+    // generations an interrupted publish left behind are retired.
+    let generation = meta.generation + 1;
+    meta.generation = generation;
+    let now = package::unix_secs(&start);
+    for g in meta.clean_upto + 1..generation {
+        let prefix = generation_prefix(g);
+        if meta.current != Some(g) && !meta.retired.iter().any(|(p, _)| *p == prefix) {
+            meta.retired.push((prefix, now));
+        }
+    }
+    package::write_json(objects, RESOURCEDUMP_META, &meta).await?;
+
+    let (packages, report) = build(state, objects, base_url, policy, cfg, generation).await?;
+    let done = W3cDateTime::now();
+    if let Some(old) = meta.current.replace(generation) {
+        meta.retired
+            .push((generation_prefix(old), package::unix_secs(&done)));
+    }
+    meta.clean_upto = generation - 1;
+    meta.at = Some(start);
+    meta.completed = Some(if done.cmp_instant(&start).is_lt() {
+        start
+    } else {
+        done
+    });
+    meta.packages = packages;
+    meta.doc_pending = true;
+    package::write_json(objects, RESOURCEDUMP_META, &meta).await?;
+    write_document(objects, base_url, &meta).await?;
+    meta.doc_pending = false;
+    package::sweep(
+        objects,
+        &mut meta.retired,
+        package::unix_secs(&done),
+        cfg.grace,
+    )
+    .await;
+    package::write_json(objects, RESOURCEDUMP_META, &meta).await?;
+    Ok(Some(report))
+}
+
+/// Builds and uploads the packages of `generation`: every present copy, in slot order, cut
+/// at the configured bounds.
+async fn build(
+    state: &State,
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    policy: &LinkPolicy,
+    cfg: &PublishConfig,
+    generation: u64,
+) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
+    let mut out = Packages {
+        objects,
+        base_url,
+        generation,
+        packages: Vec::new(),
+        report: ResourceDumpReport::default(),
+    };
+    let mut batch: Vec<Item> = Vec::new();
+    let mut batch_bytes = 0u64;
+    let mut batch_at = W3cDateTime::now();
+    let mut members = state.present_in_slots(0..=u16::MAX).await?;
+    while let Some((_, upstream, uri)) = members.next().await? {
+        let Some(record) = state.resource(&upstream, &uri).await? else {
+            continue;
+        };
+        let held = |u: &str| own_uri(base_url, &upstream, u);
+        let (Some(entry), Some(copy)) = (
+            resource_entry(base_url, &record, policy, held),
+            record.copy.as_ref(),
+        ) else {
+            continue;
+        };
+        let full = batch.len() as u64 >= cfg.dump_package_entries.max(1)
+            || batch_bytes.saturating_add(copy.length) > cfg.dump_package_bytes;
+        if !batch.is_empty() && full {
+            out.flush(std::mem::take(&mut batch), batch_at).await?;
+            batch_bytes = 0;
+        }
+        if batch.is_empty() {
+            batch_at = W3cDateTime::now();
+        }
+        // `own_uri` builds every `<loc>` on `base_url`, so the rest is the copy's path.
+        let own_path = entry.loc.strip_prefix(base_url).unwrap_or(&entry.loc);
+        batch.push(Item {
+            body: Some(Body {
+                sha256: copy.sha256.clone(),
+                length: copy.length,
+                path: format!("/{own_path}"),
+                fallback: format!("/sha256/{}", copy.sha256),
+            }),
+            entry,
+        });
+        batch_bytes = batch_bytes.saturating_add(copy.length);
+    }
+    if !batch.is_empty() {
+        out.flush(batch, batch_at).await?;
+    }
+    Ok((out.packages, out.report))
+}
+
+/// The packages of one generation as they are made.
+struct Packages<'a> {
+    objects: &'a Arc<dyn ObjectStore>,
+    base_url: &'a str,
+    generation: u64,
+    packages: Vec<DumpPackage>,
+    report: ResourceDumpReport,
+}
+
+impl Packages<'_> {
+    async fn flush(&mut self, items: Vec<Item>, at: W3cDateTime) -> Result<(), Error> {
+        let k = self.packages.len() + 1;
+        if k > MAX_PACKAGES {
+            return Err(Error::Dump(rsagg_dump::Error::Invalid {
+                package: RESOURCEDUMP_DOC.into(),
+                section: "11.1",
+                message: format!(
+                    "the collection needs more than {MAX_PACKAGES} packages; raise \
+                     publish.dump_package_bytes or publish.dump_package_entries"
+                ),
+            }));
+        }
+        let mut header = Header::new(Root::Urlset, Capability::ResourceDumpManifest);
+        if let Some(md) = header.md.as_mut() {
+            md.at = Some(at);
+        }
+        header.links.push(package::up_link(self.base_url));
+        let prefix = generation_prefix(self.generation);
+        let zip = Path::from(format!("{prefix}part-{k:05}.zip"));
+        let manifest = Path::from(format!("{prefix}part-{k:05}-manifest.xml"));
+        let built = package::build(self.objects, header, items, &zip, &manifest).await?;
+        self.report.packages += 1;
+        self.report.resources += built.info.entries;
+        self.report.bytes += built.info.length;
+        self.report.skipped += built.info.skipped;
+        tracing::debug!(
+            package = %zip,
+            entries = built.info.entries,
+            bytes = built.info.length,
+            "resource dump package written"
+        );
+        self.packages.push(DumpPackage {
+            info: built.info,
+            at,
+            completed: built.completed,
+        });
+        Ok(())
+    }
+}
+
+/// `resourcedump.xml` from `meta` (spec 11.1): `at`/`completed` of the snapshot, one entry
+/// per package with its `at`, `completed`, `length`, `type`, `hash` and the link to its
+/// manifest copy.
+async fn write_document(
+    objects: &Arc<dyn ObjectStore>,
+    base_url: &str,
+    meta: &ResourceDumpMeta,
+) -> Result<(), Error> {
+    let mut header = Header::new(Root::Urlset, Capability::ResourceDump);
+    if let Some(md) = header.md.as_mut() {
+        md.at = meta.at;
+        md.completed = meta.completed;
+    }
+    header.links.push(package::up_link(base_url));
+    let entries = meta.packages.iter().map(|p| {
+        package::dump_entry(
+            base_url,
+            &p.info,
+            Md {
+                at: Some(p.at),
+                completed: Some(p.completed),
+                ..Md::default()
+            },
+        )
+    });
+    package::put_document(objects, RESOURCEDUMP_DOC, &header, entries).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use rsagg_model::{Change, UrlEntry};
+
+    use super::*;
+    use crate::package::testing::*;
+
+    fn cfg(entries: u64, bytes: u64) -> PublishConfig {
+        PublishConfig {
+            dump_package_entries: entries,
+            dump_package_bytes: bytes,
+            ..PublishConfig::default()
+        }
+    }
+
+    async fn run(
+        objects: &Arc<dyn ObjectStore>,
+        state: &State,
+        cfg: &PublishConfig,
+        force: bool,
+    ) -> Option<ResourceDumpReport> {
+        publish(state, objects, BASE, &LinkPolicy::default(), cfg, force)
+            .await
+            .unwrap()
+    }
+
+    /// `resourcedump.xml`, strictly valid, with every package read back and checked.
+    /// Returns the packages' names and, per package, its manifest entries with their bytes.
+    async fn dump(objects: &Arc<dyn ObjectStore>) -> (Vec<String>, Vec<Vec<(UrlEntry, Vec<u8>)>>) {
+        let (header, entries) = parse(&get(objects, RESOURCEDUMP_DOC).await);
+        assert_eq!(header.capability(), Some(&Capability::ResourceDump));
+        let md = header.md.as_ref().unwrap();
+        let (at, completed) = (md.at.unwrap(), md.completed.unwrap());
+        assert!(completed.cmp_instant(&at).is_ge());
+        assert_eq!(
+            header.link("up").unwrap().href,
+            format!("{BASE}capabilitylist.xml")
+        );
+        let mut names = Vec::new();
+        let mut packages = Vec::new();
+        for e in &entries {
+            names.push(e.loc.strip_prefix(BASE).unwrap().to_owned());
+            let back = read_package(objects, e).await;
+            assert_eq!(
+                back.header.capability(),
+                Some(&Capability::ResourceDumpManifest)
+            );
+            let pmd = back.header.md.as_ref().unwrap();
+            assert_eq!(Some(pmd.at.unwrap()), e.md.as_ref().unwrap().at);
+            assert!(pmd.completed.is_some());
+            packages.push(
+                back.entries
+                    .into_iter()
+                    .zip(back.bodies)
+                    .map(|(e, b)| (e, b.expect("a resource dump has a bitstream per entry")))
+                    .collect(),
+            );
+        }
+        (names, packages)
+    }
+
+    fn body(i: usize, len: usize) -> Vec<u8> {
+        let mut b = format!("resource {i} ").into_bytes();
+        b.resize(len.max(b.len()), b'0' + (i % 10) as u8);
+        b
+    }
+
+    #[tokio::test]
+    async fn packages_are_cut_by_entries_and_every_item_is_the_resource_list_entry_plus_path() {
+        let (objects, state) = store().await;
+        for i in 0..7 {
+            change(
+                &objects,
+                &state,
+                &i.to_string(),
+                Change::Created,
+                &body(i, 20),
+            )
+            .await;
+        }
+        let report = run(&objects, &state, &cfg(3, 1 << 20), false)
+            .await
+            .unwrap();
+        assert_eq!(
+            (report.packages, report.resources, report.skipped),
+            (3, 7, 0)
+        );
+        let (names, packages) = dump(&objects).await;
+        assert_eq!(
+            names,
+            [
+                "resourcedump/g1/part-00001.zip",
+                "resourcedump/g1/part-00002.zip",
+                "resourcedump/g1/part-00003.zip"
+            ]
+        );
+        let sizes: Vec<usize> = packages.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [3, 3, 1]);
+        let zip_bytes: u64 = {
+            let mut n = 0;
+            for name in &names {
+                n += get(&objects, name).await.len() as u64;
+            }
+            n
+        };
+        assert_eq!(report.bytes, zip_bytes);
+        // Every present resource once, described as in the Resource List, at its own path.
+        let mut seen = BTreeMap::new();
+        for (entry, bytes) in packages.into_iter().flatten() {
+            let record = state
+                .resource(UPSTREAM, &uri(entry.loc.rsplit('/').next().unwrap()))
+                .await
+                .unwrap()
+                .unwrap();
+            let held = |u: &str| own_uri(BASE, UPSTREAM, u);
+            let mut expected = resource_entry(BASE, &record, &LinkPolicy::default(), held).unwrap();
+            let own_path = expected.loc.strip_prefix(BASE).unwrap().to_owned();
+            expected.md.as_mut().unwrap().path = Some(format!("/{own_path}"));
+            assert_eq!(entry, expected);
+            let name = entry.loc.rsplit('/').next().unwrap();
+            assert_eq!(own_path, format!("r/up/http/up.example.org/res/{name}"));
+            assert!(seen.insert(entry.loc, bytes).is_none(), "listed twice");
+        }
+        assert_eq!(seen.len(), 7);
+    }
+
+    #[tokio::test]
+    async fn packages_are_cut_by_bytes_and_an_oversized_resource_gets_one_of_its_own() {
+        let (objects, state) = store().await;
+        // Slot order decides the order in the dump; sizes by name.
+        let sizes = [("a", 30), ("b", 30), ("big", 500), ("c", 30), ("d", 30)];
+        for (i, (name, len)) in sizes.iter().enumerate() {
+            change(&objects, &state, name, Change::Created, &body(i, *len)).await;
+        }
+        let report = run(&objects, &state, &cfg(100, 70), true).await.unwrap();
+        assert_eq!(report.resources, 5);
+        let (_, packages) = dump(&objects).await;
+        let mut big_alone = false;
+        for p in &packages {
+            let total: usize = p.iter().map(|(_, b)| b.len()).sum();
+            if p.iter().any(|(e, _)| e.loc.ends_with("/big")) {
+                assert_eq!(p.len(), 1, "the oversized resource shares its package");
+                big_alone = true;
+            } else {
+                assert!(total <= 70, "{total} bytes in a package bounded at 70");
+            }
+        }
+        assert!(big_alone);
+        // 4 × 30 bytes never fit two in 70 with the big one between: 2 + 1 + 2 at best.
+        assert!(packages.len() >= 3, "{} packages", packages.len());
+        assert_eq!(packages.iter().map(Vec::len).sum::<usize>(), 5);
+    }
+
+    #[tokio::test]
+    async fn the_dump_waits_for_its_interval_unless_forced_and_is_off_when_disabled() {
+        let (objects, state) = store().await;
+        change(&objects, &state, "1", Change::Created, b"one").await;
+        let c = PublishConfig {
+            resource_dump_interval: Duration::from_secs(3600),
+            ..cfg(10, 1 << 20)
+        };
+        assert!(
+            run(&objects, &state, &c, false).await.is_some(),
+            "the first is due"
+        );
+        let first = get(&objects, RESOURCEDUMP_DOC).await;
+        change(&objects, &state, "2", Change::Created, b"two").await;
+        assert_eq!(run(&objects, &state, &c, false).await, None, "not due yet");
+        assert_eq!(get(&objects, RESOURCEDUMP_DOC).await, first, "left alone");
+        let forced = run(&objects, &state, &c, true).await.unwrap();
+        assert_eq!(forced.resources, 2);
+        let (names, _) = dump(&objects).await;
+        assert_eq!(names, ["resourcedump/g2/part-00001.zip"]);
+        // An interval of zero is always due.
+        let always = PublishConfig {
+            resource_dump_interval: Duration::ZERO,
+            ..c.clone()
+        };
+        assert!(run(&objects, &state, &always, false).await.is_some());
+        let off = PublishConfig {
+            resource_dump: false,
+            ..c
+        };
+        assert_eq!(run(&objects, &state, &off, true).await, None);
+        let meta: ResourceDumpMeta = package::read_json(&objects, RESOURCEDUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(meta.current, Some(3), "disabled leaves the dump as it was");
+    }
+
+    #[tokio::test]
+    async fn a_new_generation_replaces_the_old_one_which_goes_after_the_grace_period() {
+        let (objects, state) = store().await;
+        change(&objects, &state, "1", Change::Created, b"one").await;
+        let long = PublishConfig {
+            grace: Duration::from_secs(3600),
+            ..cfg(10, 1 << 20)
+        };
+        run(&objects, &state, &long, true).await.unwrap();
+        run(&objects, &state, &long, true).await.unwrap();
+        let (names, _) = dump(&objects).await;
+        assert_eq!(names, ["resourcedump/g2/part-00001.zip"]);
+        // Within the grace period the previous generation is still there.
+        assert!(exists(&objects, "resourcedump/g1/part-00001.zip").await);
+        assert!(exists(&objects, "resourcedump/g1/part-00001-manifest.xml").await);
+        let meta: ResourceDumpMeta = package::read_json(&objects, RESOURCEDUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(meta.retired.len(), 1);
+        assert_eq!(meta.retired[0].0, "resourcedump/g1/");
+
+        let none = PublishConfig {
+            grace: Duration::ZERO,
+            ..long
+        };
+        run(&objects, &state, &none, true).await.unwrap();
+        let (names, _) = dump(&objects).await;
+        assert_eq!(names, ["resourcedump/g3/part-00001.zip"]);
+        for gone in [
+            "g1/part-00001.zip",
+            "g1/part-00001-manifest.xml",
+            "g2/part-00001.zip",
+        ] {
+            assert!(
+                !exists(&objects, &format!("resourcedump/{gone}")).await,
+                "{gone}"
+            );
+        }
+        let meta: ResourceDumpMeta = package::read_json(&objects, RESOURCEDUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(meta.retired.is_empty(), "{:?}", meta.retired);
+        assert!(!meta.doc_pending);
+    }
+
+    #[tokio::test]
+    async fn a_generation_an_interrupted_publish_left_behind_is_retired() {
+        let (objects, state) = store().await;
+        change(&objects, &state, "1", Change::Created, b"one").await;
+        let c = PublishConfig {
+            grace: Duration::ZERO,
+            ..cfg(10, 1 << 20)
+        };
+        run(&objects, &state, &c, true).await.unwrap();
+        // A publish that reserved generation 2, wrote a package and died.
+        let mut meta: ResourceDumpMeta = package::read_json(&objects, RESOURCEDUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        meta.generation = 2;
+        package::write_json(&objects, RESOURCEDUMP_META, &meta)
+            .await
+            .unwrap();
+        let orphan = Path::from("resourcedump/g2/part-00001.zip");
+        objects
+            .put(&orphan, b"partial".to_vec().into())
+            .await
+            .unwrap();
+        run(&objects, &state, &c, true).await.unwrap();
+        let (names, _) = dump(&objects).await;
+        assert_eq!(names, ["resourcedump/g3/part-00001.zip"]);
+        assert!(!exists(&objects, orphan.as_ref()).await);
+        assert!(!exists(&objects, "resourcedump/g1/part-00001.zip").await);
+    }
+
+    #[tokio::test]
+    async fn deleted_resources_are_not_in_the_dump() {
+        let (objects, state) = store().await;
+        for name in ["1", "2", "3"] {
+            change(&objects, &state, name, Change::Created, name.as_bytes()).await;
+        }
+        change(&objects, &state, "2", Change::Deleted, b"2").await;
+        let report = run(&objects, &state, &cfg(10, 1 << 20), true)
+            .await
+            .unwrap();
+        assert_eq!(report.resources, 2);
+        let (_, packages) = dump(&objects).await;
+        let mut locs: Vec<String> = packages.into_iter().flatten().map(|(e, _)| e.loc).collect();
+        locs.sort();
+        assert_eq!(
+            locs,
+            [
+                format!("{BASE}r/up/http/up.example.org/res/1"),
+                format!("{BASE}r/up/http/up.example.org/res/3")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn corrupt_and_missing_blobs_are_left_out_and_counted() {
+        let (objects, state) = store().await;
+        let mut sha = BTreeMap::new();
+        for (name, body) in [
+            ("1", "shared"),
+            ("2", "two"),
+            ("3", "three"),
+            ("4", "shared"),
+        ] {
+            let e = change(&objects, &state, name, Change::Created, body.as_bytes()).await;
+            sha.insert(name, e.copy.unwrap().sha256);
+        }
+        // Same length, other bytes.
+        let bad = sha["2"].clone();
+        let mut corrupted = get(&objects, Blobs::path(&bad).as_ref()).await;
+        corrupted[0] ^= 1;
+        objects
+            .put(&Blobs::path(&bad), corrupted.into())
+            .await
+            .unwrap();
+        objects.delete(&Blobs::path(&sha["3"])).await.unwrap();
+        // Names 1 and 4 have the same body: one blob, both in the dump.
+        let report = run(&objects, &state, &cfg(10, 1 << 20), true)
+            .await
+            .unwrap();
+        assert_eq!((report.resources, report.skipped), (2, 2));
+        let (_, packages) = dump(&objects).await;
+        let mut locs: Vec<String> = packages
+            .into_iter()
+            .flatten()
+            .map(|(e, _)| e.loc.rsplit('/').next().unwrap().to_owned())
+            .collect();
+        locs.sort();
+        assert_eq!(locs, ["1", "4"]);
+    }
+
+    #[tokio::test]
+    async fn names_that_cannot_be_files_fall_back_to_the_sha256_path() {
+        let (objects, state) = store().await;
+        // A trailing slash gives an empty last component; `dir` and `dir/x` cannot both be
+        // files. Slot order decides which of those two comes first.
+        change(&objects, &state, "dir/", Change::Created, b"index").await;
+        change(&objects, &state, "dir", Change::Created, b"a file").await;
+        change(&objects, &state, "dir/x", Change::Created, b"below").await;
+        let report = run(&objects, &state, &cfg(10, 1 << 20), true)
+            .await
+            .unwrap();
+        assert_eq!((report.resources, report.skipped), (3, 0));
+        let (_, packages) = dump(&objects).await;
+        let paths: BTreeMap<String, String> = packages
+            .into_iter()
+            .flatten()
+            .map(|(e, bytes)| {
+                let path = e.md.unwrap().path.unwrap();
+                (String::from_utf8(bytes).unwrap(), path)
+            })
+            .collect();
+        let sha_path = |body: &[u8]| {
+            format!(
+                "/sha256/{}",
+                hex(
+                    HashAlgorithm::Sha256,
+                    &<sha2::Sha256 as md5::Digest>::digest(body)
+                )
+            )
+        };
+        assert_eq!(paths["index"], sha_path(b"index"));
+        let own = |name: &str| format!("/r/up/http/up.example.org/res/{name}");
+        let (file, below) = (&paths["a file"], &paths["below"]);
+        assert!(
+            (*file == own("dir") && *below == sha_path(b"below"))
+                || (*file == sha_path(b"a file") && *below == own("dir/x")),
+            "{paths:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_package_larger_than_an_upload_part_goes_up_in_parts_on_a_local_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url::Url::from_directory_path(dir.path()).unwrap();
+        let objects = rsagg_store::open_object_store(url.as_str())
+            .unwrap()
+            .objects;
+        let state = State::open(objects.clone(), url.as_str()).await.unwrap();
+        // Incompressible, so the ZIP is larger than one part.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let big: Vec<u8> = (0..(package::PART + (1 << 20)))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        change(&objects, &state, "big", Change::Created, &big).await;
+        change(&objects, &state, "small", Change::Created, b"small").await;
+        let report = run(&objects, &state, &cfg(10, 1 << 30), true)
+            .await
+            .unwrap();
+        assert_eq!((report.packages, report.resources), (1, 2));
+        assert!(
+            report.bytes > package::PART as u64,
+            "{} bytes",
+            report.bytes
+        );
+        let (_, packages) = dump(&objects).await;
+        let bodies: Vec<usize> = packages[0].iter().map(|(_, b)| b.len()).collect();
+        assert!(bodies.contains(&big.len()), "{bodies:?}");
+        state.close().await.unwrap();
+    }
+}

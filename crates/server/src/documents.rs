@@ -1,0 +1,305 @@
+//! The documents: published objects served by path, and the two documents made on the fly.
+//!
+//! Only the documents a Destination reads are served, by an allowlist of names: the store
+//! also holds the state database (`state/`), the blobs (`blobs/`, served only as copies, by
+//! their own URIs), the publisher's metadata (`published/`) and run statistics (`stats/`),
+//! none of which is anyone's business over HTTP.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use rsagg_model::{Capability, Header, Md, Root, UrlEntry};
+
+use crate::collection::Collection;
+use crate::http::{Validators, not_found, store_failed};
+
+/// Documents at the top of a collection, served from the object of the same name.
+const TOP: &[&str] = &[
+    "capabilitylist.xml",
+    "resourcelist.xml",
+    "changelist.xml",
+    "changelist-open.xml",
+    "resourcedump.xml",
+    "changedump.xml",
+    "sourcedescription.xml",
+];
+
+/// Folders of parts, packages and manifests, served with everything under them.
+const FOLDERS: &[&str] = &[
+    "resourcelist/",
+    "changelist/",
+    "resourcedump/",
+    "changedump/",
+];
+
+/// Why a path is not served.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Not percent-decodable to UTF-8 (a malformed request: 400).
+    BadEncoding,
+    /// Not a document (404).
+    NotListed,
+}
+
+/// The object behind `rest` (the request path after the collection's base path, still
+/// percent-encoded), when `rest` names a published document.
+pub(crate) fn object_for(rest: &str) -> Result<Path, Refused> {
+    let name = percent_decode(rest).ok_or(Refused::BadEncoding)?;
+    let listed = TOP.contains(&name.as_str())
+        || FOLDERS.iter().any(|f| {
+            name.strip_prefix(f).is_some_and(|inner| {
+                // No empty, `.` or `..` segment: nothing may climb out of the folder.
+                !inner.is_empty()
+                    && inner
+                        .split('/')
+                        .all(|s| !s.is_empty() && s != "." && s != "..")
+            })
+        });
+    if !listed {
+        return Err(Refused::NotListed);
+    }
+    Path::parse(&name).map_err(|_| Refused::NotListed)
+}
+
+/// Decodes `%XX` escapes; `None` when an escape is malformed or the result is not UTF-8.
+pub(crate) fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            // Two hex digits: ASCII, so the slice is a str and the value fits a byte.
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The media type of a published object, by its extension.
+fn content_type(path: &Path) -> &'static str {
+    match path.extension() {
+        Some("xml") => "application/xml",
+        Some("zip") => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Answers GET or HEAD (`head`) of the published object `path`: streamed from the store with
+/// its length and validators, `304` when the request's conditions say the client has it.
+pub(crate) async fn serve_object(
+    objects: &Arc<dyn ObjectStore>,
+    path: &Path,
+    head: bool,
+    request: &HeaderMap,
+) -> Response {
+    let conditional = request.contains_key(header::IF_NONE_MATCH)
+        || request.contains_key(header::IF_MODIFIED_SINCE);
+    // HEAD, and a conditional GET (likely answered 304), ask for the metadata only; an
+    // unconditional GET gets bytes and metadata in one request.
+    let meta = if head || conditional {
+        match objects.head(path).await {
+            Ok(meta) => Some(meta),
+            Err(object_store::Error::NotFound { .. }) => return not_found(),
+            Err(e) => return failed(path, e),
+        }
+    } else {
+        None
+    };
+    if let Some(meta) = &meta {
+        let v = Validators::of_object(meta);
+        if v.not_modified(request) {
+            return v.not_modified_response(HeaderMap::new());
+        }
+        if head {
+            return ok(path, meta.size, &v, Body::empty());
+        }
+    }
+    match objects.get(path).await {
+        Ok(r) => {
+            let v = Validators::of_object(&r.meta);
+            let size = r.meta.size;
+            ok(path, size, &v, Body::from_stream(r.into_stream()))
+        }
+        Err(object_store::Error::NotFound { .. }) => not_found(),
+        Err(e) => failed(path, e),
+    }
+}
+
+fn failed(path: &Path, source: object_store::Error) -> Response {
+    let e = crate::Error::ObjectStore {
+        path: path.to_string(),
+        source,
+    };
+    store_failed("reading a published document", &e)
+}
+
+fn ok(path: &Path, size: u64, v: &Validators, body: Body) -> Response {
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(path)),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    v.apply(h);
+    r
+}
+
+/// A document made once at start-up (the set of collections served does not change while
+/// the server runs), with an `ETag` from its bytes so pollers get `304`s.
+#[derive(Debug, Clone)]
+pub(crate) struct Generated {
+    body: Bytes,
+    content_type: &'static str,
+    validators: Validators,
+}
+
+impl Generated {
+    fn new(body: Vec<u8>, content_type: &'static str) -> Generated {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        body.hash(&mut h);
+        Generated {
+            validators: Validators {
+                etag: format!("\"{:016x}-{:x}\"", h.finish(), body.len()),
+                last_modified: None,
+            },
+            body: Bytes::from(body),
+            content_type,
+        }
+    }
+
+    /// Answers GET or HEAD (`head`).
+    pub(crate) fn respond(&self, head: bool, request: &HeaderMap) -> Response {
+        if self.validators.not_modified(request) {
+            return self.validators.not_modified_response(HeaderMap::new());
+        }
+        let body = if head {
+            Body::empty()
+        } else {
+            Body::from(self.body.clone())
+        };
+        let mut r = Response::new(body);
+        let h = r.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(self.content_type),
+        );
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(self.body.len()));
+        self.validators.apply(h);
+        r
+    }
+}
+
+/// The Source Description (spec 8): one `<url>` per collection, pointing at its Capability
+/// List. Served at `/.well-known/resourcesync` (spec 6.3.2), so a Destination finds every
+/// collection from the server's root.
+pub(crate) fn source_description(collections: &[Collection]) -> Generated {
+    let header = Header::new(Root::Urlset, Capability::Description);
+    let mut xml = Vec::new();
+    rsagg_sitemap::writer::encode_header(&header, &mut xml);
+    for c in collections {
+        let e = UrlEntry {
+            loc: format!("{}capabilitylist.xml", c.base_url()),
+            md: Some(Md {
+                capability: Some(Capability::CapabilityList),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        };
+        rsagg_sitemap::writer::encode_entry(Root::Urlset, &e, &mut xml);
+    }
+    xml.extend_from_slice(b"</urlset>\n");
+    Generated::new(xml, "application/xml")
+}
+
+/// `robots.txt` with a `Sitemap:` line per collection's Resource List (spec 6.3.4), the
+/// discovery path of crawlers that know Sitemaps but not ResourceSync.
+pub(crate) fn robots(collections: &[Collection]) -> Generated {
+    let mut text = String::from("User-agent: *\nAllow: /\n\n");
+    for c in collections {
+        text.push_str("Sitemap: ");
+        text.push_str(c.base_url());
+        text.push_str("resourcelist.xml\n");
+    }
+    Generated::new(text.into_bytes(), "text/plain; charset=utf-8")
+}
+
+/// `405 Method Not Allowed` for anything but GET and HEAD: the server is read-only.
+pub(crate) fn method_not_allowed() -> Response {
+    let mut r = crate::http::text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_published_documents_are_objects() {
+        let ok = |rest: &str| object_for(rest).map(|p| p.to_string());
+        assert_eq!(ok("resourcelist.xml").unwrap(), "resourcelist.xml");
+        assert_eq!(ok("changelist-open.xml").unwrap(), "changelist-open.xml");
+        assert_eq!(
+            ok("resourcelist/part-00000-g3.xml").unwrap(),
+            "resourcelist/part-00000-g3.xml"
+        );
+        assert_eq!(
+            ok("changedump/p%2D1.zip").unwrap(),
+            "changedump/p-1.zip",
+            "escapes are decoded"
+        );
+        for refused in [
+            "",
+            "state/manifest/00000000000000000001.manifest",
+            "blobs/sha256/ab/abcd",
+            "published/resourcelist.json",
+            "stats/last-run.json",
+            "resourcelist/",
+            "resourcelist//x.xml",
+            "resourcelist/../state/x",
+            "resourcelist/%2E%2E/state/x",
+            "resourcelist/a%2F..%2F..%2Fstate",
+            "resourcelist.xml/x",
+            "Resourcelist.xml",
+        ] {
+            assert_eq!(
+                object_for(refused),
+                Err(Refused::NotListed),
+                "{refused:?} must not be served"
+            );
+        }
+        assert_eq!(object_for("resourcelist/%zz"), Err(Refused::BadEncoding));
+        assert_eq!(
+            object_for("resourcelist/%ff.xml"),
+            Err(Refused::BadEncoding)
+        );
+        assert_eq!(
+            object_for("resourcelist/%+1.xml"),
+            Err(Refused::BadEncoding)
+        );
+        assert_eq!(object_for("resourcelist/%4"), Err(Refused::BadEncoding));
+    }
+
+    #[test]
+    fn content_types_follow_the_extension() {
+        assert_eq!(content_type(&Path::from("a/b.xml")), "application/xml");
+        assert_eq!(content_type(&Path::from("a/b.zip")), "application/zip");
+        assert_eq!(content_type(&Path::from("a/b")), "application/octet-stream");
+    }
+}

@@ -1,0 +1,114 @@
+//! rsagg-server: HTTP serving of what pipelines published (`rsagg serve`).
+//!
+//! The server is read-only and reads only published objects from each pipeline's store: it
+//! never opens the state database, so it can run beside (and never fences) the job that
+//! writes it. Requests are routed by path only (the server may sit behind a proxy), each
+//! collection under the path of its `collection.base_url`:
+//!
+//! ```text
+//! /.well-known/resourcesync      the Source Description of every collection served (spec 8)
+//! /robots.txt                    a Sitemap: line per Resource List (spec 6.3.4)
+//! {base}capabilitylist.xml, {base}resourcelist.xml, …, {base}resourcelist/…, …
+//!                                the published object at the same path (an allowlist)
+//! {base}r/{upstream}/…           a resource copy, found through the published Resource List
+//! ```
+//!
+//! # Layout
+//!
+//! - `collection.rs`: a served collection (name, base URL and path, object store) and the
+//!   checks that several can be served together.
+//! - `documents.rs`: the published documents (allowlisted paths, streamed from the store) and
+//!   the two documents made on the fly (Source Description, `robots.txt`).
+//! - `copies.rs`: finding a copy through the published Resource List, with a bounded cache of
+//!   parsed parts.
+//! - `http.rs`: validators (`ETag`, `Last-Modified`), conditional GET and small responses.
+//! - `router.rs`: the axum router dispatching by path, and [`Server`] (bind, serve, graceful
+//!   shutdown).
+
+mod collection;
+mod copies;
+mod documents;
+mod http;
+mod router;
+
+pub use collection::{Collection, check_collections};
+pub use router::{DEFAULT_LISTEN, Server, router};
+
+/// Errors of the server crate: configuration of the collections served, and failures of the
+/// stores behind a request (which answer that request with an error status, never stop the
+/// server).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A collection's base URL cannot be served.
+    #[error("collection `{name}`: base URL `{url}`: {message}")]
+    BaseUrl {
+        /// The collection.
+        name: String,
+        /// The base URL as configured.
+        url: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Two collections would answer the same requests.
+    #[error("collections `{first}` and `{second}` {message}")]
+    Conflict {
+        /// The collection given first.
+        first: String,
+        /// The collection given later.
+        second: String,
+        /// What they share.
+        message: String,
+    },
+    /// A store could not be opened.
+    #[error(transparent)]
+    Store(#[from] rsagg_store::Error),
+    /// An object store request failed.
+    #[error("object `{path}`: {source}")]
+    ObjectStore {
+        /// Object path.
+        path: String,
+        /// Underlying error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// A published document could not be read.
+    #[error("published document `{path}`: {source}")]
+    Document {
+        /// Object path.
+        path: String,
+        /// Why.
+        #[source]
+        source: rsagg_sitemap::Error,
+    },
+    /// The publisher's metadata could not be decoded.
+    #[error("published metadata `{path}`: {source}")]
+    Metadata {
+        /// Object path.
+        path: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A background task (parsing a document) did not finish.
+    #[error("{what}: {source}")]
+    Task {
+        /// What the task was doing.
+        what: String,
+        /// Why it did not finish.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// The listen address could not be bound.
+    #[error("cannot listen on `{addr}`: {source}")]
+    Bind {
+        /// The address as given.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server stopped on an I/O error.
+    #[error("server: {0}")]
+    Serve(#[source] std::io::Error),
+}

@@ -1,0 +1,601 @@
+//! The router against real published content: a real state database on a real store
+//! (a `file://` directory), records committed with blobs written first, the Resource List
+//! published in several parts with an index, then HTTP requests through the axum router.
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use rsagg_model::{Capability, Change, Mode, Root, Severity, UrlEntry, W3cDateTime};
+use rsagg_pipeline::links::LinkPolicy;
+use rsagg_pipeline::resourcelist::publish_with;
+use rsagg_server::{Collection, router};
+use rsagg_store::{Applied, BlobInfo, Blobs, Commit, ResourceRecord, ResourceStatus, State};
+use tower::ServiceExt;
+
+const BASE: &str = "https://agg.example.org/maps/";
+const SET: &str = "http://up.example.org/capabilitylist.xml";
+
+/// The upstream URIs of the fixture; the last has an empty path, which rsagg's URI for the
+/// copy spells with a `/`.
+fn uris() -> Vec<String> {
+    let mut u: Vec<String> = (0..7)
+        .map(|i| format!("http://up.example.org/res/{i}.txt"))
+        .collect();
+    u.push("http://bare.example.org".into());
+    u
+}
+
+fn body_of(uri: &str) -> Vec<u8> {
+    format!("the bytes of {uri}\n").into_bytes()
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    objects: Arc<dyn ObjectStore>,
+    state: State,
+    /// Per URI: the stored blob and rsagg's lastmod for it.
+    copies: Vec<(String, BlobInfo, W3cDateTime)>,
+}
+
+fn record(uri: &str, copy: &BlobInfo, status: ResourceStatus) -> ResourceRecord {
+    ResourceRecord {
+        upstream: "up".into(),
+        uri: uri.into(),
+        status,
+        copy: Some(copy.clone()),
+        mime_type: Some("text/plain".into()),
+        set: SET.into(),
+        lastmod: W3cDateTime::now(),
+        seq: 0,
+        upstream_meta: Default::default(),
+    }
+}
+
+async fn commit(state: &State, changes: Vec<(Change, ResourceRecord)>) -> Vec<W3cDateTime> {
+    state
+        .commit(Commit {
+            upstream: "up".into(),
+            set: SET.into(),
+            changes: changes
+                .into_iter()
+                .map(|(change, record)| Applied { change, record })
+                .collect(),
+            ..Commit::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.at)
+        .collect()
+}
+
+async fn publish(f: &Fixture) {
+    // Two entries a part: several parts and an index.
+    publish_with(&f.state, &f.objects, BASE, &LinkPolicy::default(), 2)
+        .await
+        .unwrap();
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let url = url::Url::from_directory_path(dir.path())
+        .unwrap()
+        .to_string();
+    let objects = rsagg_store::open_object_store(&url).unwrap().objects;
+    let state = State::open(objects.clone(), &url).await.unwrap();
+    let blobs = Blobs::new(objects.clone());
+    let mut infos = Vec::new();
+    let mut changes = Vec::new();
+    for uri in uris() {
+        let body = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(body_of(&uri)))]);
+        let info = blobs.put_stream(&uri, body, false).await.unwrap();
+        changes.push((
+            Change::Created,
+            record(&uri, &info, ResourceStatus::Present),
+        ));
+        infos.push((uri, info));
+    }
+    let ats = commit(&state, changes).await;
+    let copies = infos
+        .into_iter()
+        .zip(ats)
+        .map(|((uri, info), at)| (uri, info, at))
+        .collect();
+    let f = Fixture {
+        _dir: dir,
+        objects,
+        state,
+        copies,
+    };
+    publish(&f).await;
+    f
+}
+
+fn app(f: &Fixture) -> Router {
+    router(vec![
+        Collection::new("maps", BASE, f.objects.clone()).unwrap(),
+    ])
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn header(&self, name: header::HeaderName) -> &str {
+        self.headers
+            .get(&name)
+            .unwrap_or_else(|| panic!("no {name} in {:?}", self.headers))
+            .to_str()
+            .unwrap()
+    }
+}
+
+async fn request(
+    app: &Router,
+    method: Method,
+    path: &str,
+    headers: &[(header::HeaderName, &str)],
+) -> Answer {
+    let mut b = Request::builder().method(method).uri(path);
+    for (k, v) in headers {
+        b = b.header(k, *v);
+    }
+    let r = app
+        .clone()
+        .oneshot(b.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = r.status();
+    let headers = r.headers().clone();
+    let body = axum::body::to_bytes(r.into_body(), usize::MAX)
+        .await
+        .unwrap()
+        .to_vec();
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+async fn get(app: &Router, path: &str) -> Answer {
+    request(app, Method::GET, path, &[]).await
+}
+
+/// The request path of a URI under the base URL's host.
+fn path_of(loc: &str) -> &str {
+    loc.strip_prefix("https://agg.example.org").unwrap()
+}
+
+/// Parses `xml` strictly: its root, capability and entries; no errors allowed.
+fn parse_strict(xml: &[u8]) -> (Root, Option<Capability>, Vec<UrlEntry>) {
+    let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "served");
+    let mut r = rsagg_sitemap::SyncReader::open(xml, opts).unwrap();
+    let root = r.header().root;
+    let capability = r.header().capability().cloned();
+    let mut entries = Vec::new();
+    while let Some(e) = r.next_entry().unwrap() {
+        entries.push(e);
+    }
+    let errors: Vec<_> = r
+        .take_problems()
+        .into_iter()
+        .filter(|p| p.severity == Severity::Error)
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{errors:#?}\n{}",
+        String::from_utf8_lossy(xml)
+    );
+    (root, capability, entries)
+}
+
+fn own_path(uri: &str) -> String {
+    let own = rsagg_pipeline::uris::own_uri(BASE, "up", uri).unwrap();
+    path_of(&own).to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_documents_are_served_with_validators() {
+    let f = fixture().await;
+    let app = app(&f);
+
+    let top = get(&app, "/maps/resourcelist.xml").await;
+    assert_eq!(top.status, StatusCode::OK);
+    assert_eq!(top.header(header::CONTENT_TYPE), "application/xml");
+    let stored = f
+        .objects
+        .get(&Path::from("resourcelist.xml"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(top.body, stored.to_vec(), "the published bytes, as stored");
+    assert_eq!(top.header(header::CONTENT_LENGTH), stored.len().to_string());
+    let etag = top.header(header::ETAG).to_owned();
+    assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+    let last_modified = top.header(header::LAST_MODIFIED).to_owned();
+    httpdate::parse_http_date(&last_modified).unwrap();
+
+    // An index over several parts, each served under the base and strictly valid.
+    let (root, _, parts) = parse_strict(&top.body);
+    assert_eq!(root, Root::Sitemapindex);
+    assert!(parts.len() >= 2, "{} parts", parts.len());
+    let mut listed = 0;
+    for p in &parts {
+        assert!(
+            p.loc.starts_with(&format!("{BASE}resourcelist/part-")),
+            "{}",
+            p.loc
+        );
+        let part = get(&app, path_of(&p.loc)).await;
+        assert_eq!(part.status, StatusCode::OK, "{}", p.loc);
+        assert_eq!(part.header(header::CONTENT_TYPE), "application/xml");
+        let (root, capability, entries) = parse_strict(&part.body);
+        assert_eq!(
+            (root, capability),
+            (Root::Urlset, Some(Capability::ResourceList))
+        );
+        listed += entries.len();
+    }
+    assert_eq!(listed, uris().len());
+
+    // HEAD: the same headers, no body.
+    let head = request(&app, Method::HEAD, "/maps/resourcelist.xml", &[]).await;
+    assert_eq!(head.status, StatusCode::OK);
+    assert!(head.body.is_empty());
+    assert_eq!(
+        head.header(header::CONTENT_LENGTH),
+        stored.len().to_string()
+    );
+    assert_eq!(head.header(header::ETAG), etag);
+
+    // Conditional GETs.
+    let inm = request(
+        &app,
+        Method::GET,
+        "/maps/resourcelist.xml",
+        &[(header::IF_NONE_MATCH, &etag)],
+    )
+    .await;
+    assert_eq!(inm.status, StatusCode::NOT_MODIFIED);
+    assert!(inm.body.is_empty());
+    assert_eq!(inm.header(header::ETAG), etag);
+    let other = request(
+        &app,
+        Method::GET,
+        "/maps/resourcelist.xml",
+        &[(header::IF_NONE_MATCH, "\"something-else\"")],
+    )
+    .await;
+    assert_eq!(other.status, StatusCode::OK);
+    assert_eq!(other.body, stored.to_vec());
+    let ims = request(
+        &app,
+        Method::GET,
+        "/maps/resourcelist.xml",
+        &[(header::IF_MODIFIED_SINCE, &last_modified)],
+    )
+    .await;
+    assert_eq!(ims.status, StatusCode::NOT_MODIFIED);
+    let old = request(
+        &app,
+        Method::GET,
+        "/maps/resourcelist.xml",
+        &[(header::IF_MODIFIED_SINCE, "Thu, 01 Jan 2015 00:00:00 GMT")],
+    )
+    .await;
+    assert_eq!(old.status, StatusCode::OK);
+
+    // A rewrite of the document changes its validators.
+    f.objects
+        .put(
+            &Path::from("resourcelist.xml"),
+            b"<changed/>".to_vec().into(),
+        )
+        .await
+        .unwrap();
+    let again = request(
+        &app,
+        Method::GET,
+        "/maps/resourcelist.xml",
+        &[(header::IF_NONE_MATCH, &etag)],
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.body, b"<changed/>");
+    f.state.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_allowlisted_paths_are_served() {
+    let f = fixture().await;
+    let app = app(&f);
+
+    // Objects that exist in the store but are nobody's business over HTTP.
+    let state_object = f
+        .objects
+        .list(Some(&Path::from("state")))
+        .try_next()
+        .await
+        .unwrap()
+        .expect("the state database wrote objects")
+        .location;
+    let blob = Blobs::path(&f.copies[0].1.sha256);
+    f.objects.head(&blob).await.unwrap();
+    f.objects
+        .head(&Path::from("published/resourcelist.json"))
+        .await
+        .unwrap();
+    for path in [
+        format!("/maps/{state_object}"),
+        format!("/maps/{blob}"),
+        "/maps/published/resourcelist.json".to_owned(),
+        "/maps/resourcelist/../published/resourcelist.json".to_owned(),
+        "/maps/resourcelist/%2E%2E/published/resourcelist.json".to_owned(),
+        "/maps/resourcelist/..%2Fpublished%2Fresourcelist.json".to_owned(),
+        "/maps/".to_owned(),
+        "/maps".to_owned(),
+        "/maps/nothing.xml".to_owned(),
+        // Allowlisted but never published.
+        "/maps/changelist.xml".to_owned(),
+        "/maps/resourcelist/part-99999-g1.xml".to_owned(),
+        // Another collection's path, and rsagg's own paths outside any base.
+        "/texts/resourcelist.xml".to_owned(),
+        "/resourcelist.xml".to_owned(),
+        "/state/".to_owned(),
+    ] {
+        let a = get(&app, &path).await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{path}");
+        assert!(
+            !a.body.starts_with(b"<?xml") && !a.body.starts_with(b"{"),
+            "{path}: {}",
+            String::from_utf8_lossy(&a.body)
+        );
+    }
+    let bad = get(&app, "/maps/resourcelist/%zz.xml").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(!bad.body.is_empty());
+
+    for method in [Method::POST, Method::PUT, Method::DELETE] {
+        let a = request(&app, method.clone(), "/maps/resourcelist.xml", &[]).await;
+        assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED, "{method}");
+        assert_eq!(a.header(header::ALLOW), "GET, HEAD");
+    }
+    // The store is unchanged by them.
+    assert!(
+        f.objects
+            .head(&Path::from("resourcelist.xml"))
+            .await
+            .is_ok()
+    );
+    f.state.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_are_served_as_the_published_list_describes_them() {
+    let f = fixture().await;
+    let app = app(&f);
+    let link = format!("<{BASE}capabilitylist.xml>; rel=\"resourcesync\"");
+
+    for (uri, info, at) in &f.copies {
+        let path = own_path(uri);
+        let a = get(&app, &path).await;
+        assert_eq!(a.status, StatusCode::OK, "{path}");
+        assert_eq!(a.body, body_of(uri), "{path}");
+        assert_eq!(a.header(header::CONTENT_TYPE), "text/plain");
+        assert_eq!(a.header(header::CONTENT_LENGTH), info.length.to_string());
+        assert_eq!(a.header(header::ETAG), format!("\"{}\"", info.sha256));
+        assert_eq!(a.header(header::LINK), link);
+        let (secs, _) = at.instant();
+        let lastmod = UNIX_EPOCH + Duration::from_secs(secs as u64);
+        assert_eq!(
+            a.header(header::LAST_MODIFIED),
+            httpdate::fmt_http_date(lastmod),
+            "{path}"
+        );
+    }
+
+    let (uri, info, _) = &f.copies[0];
+    let path = own_path(uri);
+    let head = request(&app, Method::HEAD, &path, &[]).await;
+    assert_eq!(head.status, StatusCode::OK);
+    assert!(head.body.is_empty());
+    assert_eq!(head.header(header::CONTENT_LENGTH), info.length.to_string());
+    assert_eq!(head.header(header::ETAG), format!("\"{}\"", info.sha256));
+    assert_eq!(head.header(header::LINK), link);
+
+    let etag = format!("\"{}\"", info.sha256);
+    let inm = request(&app, Method::GET, &path, &[(header::IF_NONE_MATCH, &etag)]).await;
+    assert_eq!(inm.status, StatusCode::NOT_MODIFIED);
+    assert!(inm.body.is_empty());
+    assert_eq!(inm.header(header::ETAG), etag);
+    assert_eq!(inm.header(header::LINK), link);
+    let lm = get(&app, &path)
+        .await
+        .header(header::LAST_MODIFIED)
+        .to_owned();
+    let ims = request(
+        &app,
+        Method::GET,
+        &path,
+        &[(header::IF_MODIFIED_SINCE, &lm)],
+    )
+    .await;
+    assert_eq!(ims.status, StatusCode::NOT_MODIFIED);
+    let older = request(
+        &app,
+        Method::GET,
+        &path,
+        &[(header::IF_MODIFIED_SINCE, "Thu, 01 Jan 2015 00:00:00 GMT")],
+    )
+    .await;
+    assert_eq!(older.status, StatusCode::OK);
+    assert_eq!(older.body, body_of(uri));
+
+    // Not listed, or not a copy path at all.
+    for missing in [
+        own_path("http://up.example.org/res/never.txt"),
+        own_path("https://up.example.org/res/0.txt"),
+        "/maps/r/other/http/up.example.org/res/0.txt".to_owned(),
+        "/maps/r/up".to_owned(),
+        "/maps/r/up/http/up.example.org/res/%41.txt".to_owned(),
+    ] {
+        assert_eq!(
+            get(&app, &missing).await.status,
+            StatusCode::NOT_FOUND,
+            "{missing}"
+        );
+    }
+    assert_eq!(
+        get(&app, "/maps/r/up/http/up.example.org/res/%g0.txt")
+            .await
+            .status,
+        StatusCode::BAD_REQUEST
+    );
+    f.state.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_resource_is_gone_once_published() {
+    let f = fixture().await;
+    let app = app(&f);
+    let (uri, info, _) = &f.copies[1];
+    let path = own_path(uri);
+    assert_eq!(get(&app, &path).await.status, StatusCode::OK);
+
+    commit(
+        &f.state,
+        vec![(Change::Deleted, record(uri, info, ResourceStatus::Deleted))],
+    )
+    .await;
+    publish(&f).await;
+    // At once: the server checks the metadata's version on every lookup.
+
+    let gone = get(&app, &path).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+    assert!(!gone.body.windows(9).any(|w| w == b"the bytes"));
+    // The bytes are still in the store (history, grace period): 404 comes from the list.
+    assert!(
+        Blobs::new(f.objects.clone())
+            .exists(&info.sha256)
+            .await
+            .unwrap()
+    );
+    // The others are still there.
+    let (uri0, _, _) = &f.copies[0];
+    let still = get(&app, &own_path(uri0)).await;
+    assert_eq!(still.status, StatusCode::OK);
+    assert_eq!(still.body, body_of(uri0));
+    f.state.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_well_known_uri_and_robots_txt_name_every_collection() {
+    let f = fixture().await;
+    let texts: Arc<dyn ObjectStore> = rsagg_store::open_object_store("memory://").unwrap().objects;
+    // A collection at the root of the server: the more specific base path still wins.
+    let root: Arc<dyn ObjectStore> = rsagg_store::open_object_store("memory://").unwrap().objects;
+    root.put(
+        &Path::from("resourcelist.xml"),
+        b"root list".to_vec().into(),
+    )
+    .await
+    .unwrap();
+    let app = router(vec![
+        Collection::new("root", "https://agg.example.org/", root).unwrap(),
+        Collection::new("maps", BASE, f.objects.clone()).unwrap(),
+        Collection::new("texts", "https://agg.example.org/texts/", texts).unwrap(),
+    ]);
+
+    let sd = get(&app, "/.well-known/resourcesync").await;
+    assert_eq!(sd.status, StatusCode::OK);
+    assert_eq!(sd.header(header::CONTENT_TYPE), "application/xml");
+    let (root_el, capability, entries) = parse_strict(&sd.body);
+    assert_eq!(
+        (root_el, capability),
+        (Root::Urlset, Some(Capability::Description))
+    );
+    let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+    assert_eq!(
+        locs,
+        [
+            "https://agg.example.org/capabilitylist.xml",
+            "https://agg.example.org/maps/capabilitylist.xml",
+            "https://agg.example.org/texts/capabilitylist.xml",
+        ]
+    );
+    assert!(entries.iter().all(|e| {
+        e.md.as_ref().and_then(|m| m.capability.as_ref()) == Some(&Capability::CapabilityList)
+    }));
+    let etag = sd.header(header::ETAG).to_owned();
+    let again = request(
+        &app,
+        Method::GET,
+        "/.well-known/resourcesync",
+        &[(header::IF_NONE_MATCH, &etag)],
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+    let head = request(&app, Method::HEAD, "/.well-known/resourcesync", &[]).await;
+    assert!(head.body.is_empty());
+    assert_eq!(
+        head.header(header::CONTENT_LENGTH),
+        sd.body.len().to_string()
+    );
+
+    let robots = get(&app, "/robots.txt").await;
+    assert_eq!(robots.status, StatusCode::OK);
+    assert!(
+        robots
+            .header(header::CONTENT_TYPE)
+            .starts_with("text/plain")
+    );
+    let text = String::from_utf8(robots.body).unwrap();
+    let sitemaps: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("Sitemap: "))
+        .collect();
+    assert_eq!(
+        sitemaps,
+        [
+            "https://agg.example.org/resourcelist.xml",
+            "https://agg.example.org/maps/resourcelist.xml",
+            "https://agg.example.org/texts/resourcelist.xml",
+        ],
+        "{text}"
+    );
+
+    // Each path goes to its own collection.
+    assert_eq!(get(&app, "/resourcelist.xml").await.body, b"root list");
+    let maps = get(&app, "/maps/resourcelist.xml").await;
+    assert_eq!(maps.status, StatusCode::OK);
+    assert!(maps.body.starts_with(b"<?xml"));
+    assert_eq!(
+        get(&app, "/texts/resourcelist.xml").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        get(&app, &own_path(&f.copies[0].0)).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get(&app, "/texts/r/up/http/up.example.org/res/0.txt")
+            .await
+            .status,
+        StatusCode::NOT_FOUND,
+        "nothing published there"
+    );
+    f.state.close().await.unwrap();
+}
