@@ -416,3 +416,82 @@ fn several_upstreams_feed_one_collection_and_serve_lists_every_pipeline() -> Res
     assert_eq!(bytes, b"alpha");
     Ok(())
 }
+
+#[test]
+fn closed_change_lists_an_index_and_change_dumps_are_published_valid_and_served() -> Result<()> {
+    let site = source()?;
+    let port = RsaggServer::pick_port()?;
+    let base = format!("http://127.0.0.1:{port}/small/");
+    let case = Case::published_at(
+        Store::file("closing")?,
+        &[upstream(UP, &site.url("/.well-known/resourcesync"), "")],
+        &base,
+        "[publish]\nchangelist_max_entries = 2\n",
+    )?;
+    case.run()?.assert_ok();
+    site.write("/res/a.txt", "alpha-2")?;
+    site.changes(
+        "/changelist.xml",
+        "changelist",
+        "2025-12-31T00:00:00Z",
+        &[change_item(
+            &site.url("/res/a.txt"),
+            "updated",
+            "2026-01-02T00:00:00Z",
+            Some(b"alpha-2"),
+        )],
+    )?;
+    case.run()?.assert_ok();
+    assert_all_valid(&case)?;
+    let dir = store_dir(&case)?;
+
+    // Four changes, at most two per list: a closed list and the open one, in an index in
+    // forward chronological order whose closed parts' `until` is the next part's `from`.
+    let index = std::fs::read_to_string(dir.join("changelist.xml"))?;
+    assert!(index.contains("<sitemapindex"), "{index}");
+    let parts = entries(&dir.join("changelist.xml"))?;
+    assert_eq!(parts.len(), 2, "{index}");
+    for w in parts.windows(2) {
+        let (a, b) = (w[0].md.as_ref().unwrap(), w[1].md.as_ref().unwrap());
+        assert_eq!(a.until, b.from, "{index}");
+    }
+    assert!(parts[0].md.as_ref().unwrap().until.is_some(), "closed");
+    assert!(
+        parts[1].md.as_ref().unwrap().until.is_none(),
+        "the open one"
+    );
+    let open = std::fs::read(dir.join("changelist-open.xml"))?;
+    let open_part = parts[1].loc.strip_prefix(&base).context("open part")?;
+    assert_eq!(open, std::fs::read(dir.join(open_part))?, "the alias");
+
+    // A Change Dump package per closed list, with its manifest.
+    let dumps = entries(&dir.join("changedump.xml"))?;
+    assert_eq!(dumps.len(), 1, "one per closed list");
+    let caps = std::fs::read_to_string(dir.join("capabilitylist.xml"))?;
+    for doc in [
+        "resourcelist.xml",
+        "changelist.xml",
+        "resourcedump.xml",
+        "changedump.xml",
+    ] {
+        assert!(caps.contains(&format!("{base}{doc}")), "{caps}");
+    }
+
+    // Everything the Capability List leads to is served.
+    let server = RsaggServer::start(port, &[&case.toml], &case.store.env()?)?;
+    let mut urls: Vec<String> = parts.iter().map(|p| p.loc.clone()).collect();
+    for d in &dumps {
+        urls.push(d.loc.clone());
+        urls.extend(
+            d.links
+                .iter()
+                .filter(|l| l.rel == "contents")
+                .map(|l| l.href.clone()),
+        );
+    }
+    for u in &urls {
+        let (code, _) = http_get(u)?;
+        assert_eq!(code, 200, "{u}\n{}", server.log_tail(10));
+    }
+    Ok(())
+}
