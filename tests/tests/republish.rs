@@ -495,3 +495,98 @@ fn closed_change_lists_an_index_and_change_dumps_are_published_valid_and_served(
     }
     Ok(())
 }
+
+/// Kills the child (by PID) if the test ends before it exits.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn run_follow_listen_serves_what_it_publishes_and_stops_on_sigterm() -> Result<()> {
+    let site = source()?;
+    let port = RsaggServer::pick_port()?;
+    let base = format!("http://127.0.0.1:{port}/live/");
+    let case = Case::published_at(
+        Store::file("follow")?,
+        &[upstream(
+            UP,
+            &site.url("/.well-known/resourcesync"),
+            "poll_interval = \"1s\"",
+        )],
+        &base,
+        "",
+    )?;
+    let child = std::process::Command::new(rsagg_e2e::rsagg_bin()?)
+        .arg("run")
+        .arg(&case.toml)
+        .args(["--follow", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let mut child = KillOnDrop(child);
+    let mut stdout = std::io::BufReader::new(child.0.stdout.take().context("stdout")?);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line)?;
+    assert_eq!(line.trim(), format!("listening http://127.0.0.1:{port}"));
+
+    // The first pass publishes; the copies are then served by the same process.
+    let copy = format!(
+        "{base}r/{UP}/{}",
+        site.url("/res/a.txt").replacen("://", "/", 1)
+    );
+    let t0 = std::time::Instant::now();
+    loop {
+        let (code, body) = http_get(&copy)?;
+        if code == 200 {
+            assert_eq!(body, b"alpha");
+            break;
+        }
+        ensure!(t0.elapsed().as_secs() < 30, "{copy} never served ({code})");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // A change upstream shows at the next poll.
+    site.write("/res/b.txt", "bravo-2")?;
+    site.changes(
+        "/changelist.xml",
+        "changelist",
+        "2025-12-31T00:00:00Z",
+        &[change_item(
+            &site.url("/res/b.txt"),
+            "updated",
+            "2026-01-02T00:00:00Z",
+            Some(b"bravo-2"),
+        )],
+    )?;
+    let copy_b = copy.replace("/res/a.txt", "/res/b.txt");
+    let t0 = std::time::Instant::now();
+    loop {
+        let (_, body) = http_get(&copy_b)?;
+        if body == b"bravo-2" {
+            break;
+        }
+        ensure!(t0.elapsed().as_secs() < 30, "the update never showed");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+
+    // SIGTERM: the process stops within its bound, exit 0 (the last pass went well).
+    let pid = child.0.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()?;
+    ensure!(killed.success());
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait()? {
+            break s;
+        }
+        ensure!(t0.elapsed().as_secs() < 40, "still running after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    Ok(())
+}

@@ -17,9 +17,18 @@ pub struct RunArgs {
     /// One pass, then exit (the default).
     #[arg(long, conflicts_with = "follow")]
     once: bool,
-    /// Keep going: harvest again at the upstreams' poll interval until SIGINT/SIGTERM.
+    /// Keep going: harvest and publish again at the upstreams' poll interval until
+    /// SIGINT/SIGTERM.
     #[arg(long)]
     follow: bool,
+    /// With --follow: also serve what the pipeline publishes (everything `rsagg serve`
+    /// serves) on this address (`HOST:PORT`; port 0 picks one, reported on stdout).
+    #[arg(long, requires = "follow")]
+    listen: Option<String>,
+    /// How long a pass may still run after SIGINT/SIGTERM before it is abandoned (what was
+    /// committed stays; the rest is fetched again by the next run).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
     /// Exit 1 when resources were quarantined.
     #[arg(long)]
     fail_on_quarantine: bool,
@@ -94,15 +103,53 @@ pub async fn run(args: RunArgs) -> ExitCode {
         .filter_map(|u| u.poll_interval)
         .min()
         .unwrap_or(Duration::from_secs(300));
-    loop {
+    // One signal listener for the whole process: the passes and the server watch it.
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown().await;
+        let _ = stop_tx.send(true);
+    });
+    let server = match &args.listen {
+        Some(listen) => match start_server(&p, listen, stop.clone()).await {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                eprintln!("rsagg run: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let code = loop {
         let bar = progress_bar(&opts);
-        let result = run_once(&p, &opts).await;
+        let pass = run_once(&p, &opts);
+        tokio::pin!(pass);
+        let mut stopping = stop.clone();
+        let result = tokio::select! {
+            r = &mut pass => Some(r),
+            () = stopped(&mut stopping) => {
+                eprintln!(
+                    "rsagg run: stopping: the current pass may finish within {}",
+                    humantime::format_duration(args.shutdown_grace)
+                );
+                match tokio::time::timeout(args.shutdown_grace, pass).await {
+                    Ok(r) => Some(r),
+                    Err(_) => None,
+                }
+            }
+        };
         if let Some((bar, ticker)) = bar {
             ticker.abort();
             bar.finish_and_clear();
         }
         let code = match result {
-            Ok(report) => {
+            None => {
+                eprintln!(
+                    "rsagg run: pass abandoned at shutdown; what it committed is kept, the rest \
+                     is fetched again by the next run"
+                );
+                break 1;
+            }
+            Some(Ok(report)) => {
                 if args.json {
                     match serde_json::to_string(&report) {
                         Ok(j) => println!("{j}"),
@@ -113,23 +160,61 @@ pub async fn run(args: RunArgs) -> ExitCode {
                 }
                 report.exit_code(&opts)
             }
-            Err(e) if e.is_fenced() => {
+            Some(Err(e)) if e.is_fenced() => {
                 eprintln!("rsagg run: {e}");
-                return ExitCode::from(3);
+                break 3;
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 eprintln!("rsagg run: {e}");
                 1
             }
         };
-        if !args.follow {
-            return ExitCode::from(u8::try_from(code).unwrap_or(1));
+        if !args.follow || *stop.borrow() {
+            break code;
         }
+        let mut stopping = stop.clone();
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
-            () = shutdown() => return ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            () = stopped(&mut stopping) => break code,
+        }
+    };
+    if let Some(server) = server {
+        if *stop.borrow() {
+            // Shutting down on the same signal: in-flight responses get a moment to finish.
+            let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        } else {
+            // Fenced out: this process must stop, its server with it.
+            server.abort();
         }
     }
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Resolves once the stop flag is set.
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    // An error means the sender is gone, which never happens while the process runs.
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Serves what `p` publishes on `listen` (`run --follow --listen`), until `stop` is set.
+/// Prints `listening http://HOST:PORT` once connections are accepted.
+async fn start_server(
+    p: &Pipeline,
+    listen: &str,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    let collection = rsagg_server::Collection::from_pipeline(p).map_err(|e| e.to_string())?;
+    let server = rsagg_server::Server::bind(listen, vec![collection])
+        .await
+        .map_err(|e| e.to_string())?;
+    let addr = server.local_addr().map_err(|e| e.to_string())?;
+    crate::serve::announce(addr).map_err(|e| format!("stdout: {e}"))?;
+    Ok(tokio::spawn(async move {
+        let mut stop = stop;
+        if let Err(e) = server.run(async move { stopped(&mut stop).await }).await {
+            tracing::error!(error = %e, "the server stopped");
+        }
+    }))
 }
 
 /// A spinner with the count and rate of resources processed, on a terminal only (long

@@ -60,15 +60,9 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    // The one line tests and scripts wait for (`--listen 127.0.0.1:0` picks the port).
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "listening http://{addr}")
-        .and_then(|()| out.flush())
-        .is_err()
-    {
+    if announce(addr).is_err() {
         return ExitCode::from(1);
     }
-    drop(out);
     match server.run(crate::run::shutdown()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -76,4 +70,12 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Prints the one line tests and scripts wait for (`--listen 127.0.0.1:0` picks the port),
+/// `listening http://HOST:PORT`, and flushes it.
+pub(crate) fn announce(addr: std::net::SocketAddr) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "listening http://{addr}")?;
+    out.flush()
 }
