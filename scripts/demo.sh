@@ -48,7 +48,7 @@ echo
 echo "== every document rsagg published, judged strictly"
 (cd "$out/store" && find . -name '*.xml' -not -path './state/*' | sort) | while read -r doc; do
   printf '%-48s ' "${doc#./}"
-  "$rsagg" validate --strict "$out/store/$doc" | head -1
+  "$rsagg" validate --strict "$out/store/$doc" | tail -1
 done
 echo
 echo "== rsagg serve pipelines/demo.toml --listen 127.0.0.1:$RSAGG_DEMO_PORT"
