@@ -261,8 +261,13 @@ async fn parse_file(
     )
     .await?;
     let mut n = 0;
-    while let Some(e) = r.next_entry().await? {
-        on_entry(&e);
+    // Matched by reference: the entry is used where the reader put it, not moved again.
+    loop {
+        match &r.next_entry().await {
+            Ok(Some(e)) => on_entry(e),
+            Ok(None) => break,
+            Err(e) => bail!("{}: {e}", path.display()),
+        }
         n += 1;
     }
     let t = r.tally();

@@ -144,8 +144,10 @@ impl<R: BufRead> SyncReader<R> {
                 return Ok(None);
             }
         }
-        let e = self.builder.build(&self.batch, self.next)?;
-        self.next += 1;
-        Ok(Some(e))
+        let e = self.builder.build(&self.batch, self.next);
+        if e.is_ok() {
+            self.next += 1;
+        }
+        e
     }
 }

@@ -159,8 +159,11 @@ impl DocumentReader {
                     self.builder.absorb(&mut b);
                     self.bytes = b.bytes;
                     let old = std::mem::replace(&mut self.batch, b);
-                    // Full or closed: the batch is simply dropped.
-                    let _ = self.recycle.try_send(old);
+                    // Full or closed: the batch is simply dropped. The first, empty placeholder
+                    // is not worth sending back: it would be grown again from nothing.
+                    if old.entries.capacity() > 0 {
+                        let _ = self.recycle.try_send(old);
+                    }
                     self.next = 0;
                 }
                 Some(Msg::Failed(e)) => {
@@ -173,9 +176,11 @@ impl DocumentReader {
                 }
             }
         }
-        let e = self.builder.build(&self.batch, self.next)?;
-        self.next += 1;
-        Ok(Some(e))
+        let e = self.builder.build(&self.batch, self.next);
+        if e.is_ok() {
+            self.next += 1;
+        }
+        e
     }
 
     /// Problems found so far (up to `max_problems`). Problems of the tokenizer may run ahead
