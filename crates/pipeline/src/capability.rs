@@ -10,12 +10,13 @@
 
 use std::sync::Arc;
 
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry};
+use rsagg_store::documents::put;
 use url::Url;
 
 use crate::Error;
+use crate::publish::document;
 
 /// What a publish has out there, for the Capability List to advertise.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,16 +46,20 @@ pub fn source_description_url(base_url: &str) -> String {
     }
 }
 
-/// The Capability List of the collection at `base_url` (spec 9.1; Change Notification 5 for
-/// the channel).
-pub fn capability_list(base_url: &str, what: &Advertised) -> Vec<u8> {
-    let mut header = Header::new(Root::Urlset, Capability::CapabilityList);
-    header
-        .links
-        .push(Link::new("up", source_description_url(base_url)));
-    let mut xml = Vec::new();
-    rsagg_sitemap::writer::encode_header(&header, &mut xml);
-    let entry = |loc: String, capability: Capability, links: Vec<Link>| UrlEntry {
+/// Where the Capability List of the collection at `base_url` is.
+pub fn capability_list_url(base_url: &str) -> String {
+    format!("{base_url}capabilitylist.xml")
+}
+
+/// The `rs:ln rel="up"` every other document of the collection has, to its Capability List
+/// (spec 10.1, 11.1, 11.2, 12.1, 12.2, 13.1, 13.2).
+pub(crate) fn up_link(base_url: &str) -> Link {
+    Link::new("up", capability_list_url(base_url))
+}
+
+/// The entry naming a document of capability `capability` at `loc` (spec 8, 9.1).
+fn capability_entry(loc: String, capability: Capability, links: Vec<Link>) -> UrlEntry {
+    UrlEntry {
         loc,
         md: Some(Md {
             capability: Some(capability),
@@ -62,7 +67,17 @@ pub fn capability_list(base_url: &str, what: &Advertised) -> Vec<u8> {
         }),
         links,
         ..UrlEntry::default()
-    };
+    }
+}
+
+/// The Capability List of the collection at `base_url` (spec 9.1; Change Notification 5 for
+/// the channel).
+pub fn capability_list(base_url: &str, what: &Advertised) -> Vec<u8> {
+    let mut header = Header::new(Root::Urlset, Capability::CapabilityList);
+    header
+        .links
+        .push(Link::new("up", source_description_url(base_url)));
+    let mut entries = Vec::new();
     // The order of the spec's examples (9.1): resource list, dump, change list, dump.
     for (present, name, capability) in [
         (
@@ -79,40 +94,34 @@ pub fn capability_list(base_url: &str, what: &Advertised) -> Vec<u8> {
         (what.change_dump, "changedump.xml", Capability::ChangeDump),
     ] {
         if present {
-            let e = entry(format!("{base_url}{name}"), capability, Vec::new());
-            rsagg_sitemap::writer::encode_entry(Root::Urlset, &e, &mut xml);
+            entries.push(capability_entry(
+                format!("{base_url}{name}"),
+                capability,
+                Vec::new(),
+            ));
         }
     }
     if let Some((topic, hub)) = &what.notification {
-        let e = entry(
+        entries.push(capability_entry(
             topic.clone(),
             Capability::ChangeNotification,
             vec![Link::new("hub", hub.clone())],
-        );
-        rsagg_sitemap::writer::encode_entry(Root::Urlset, &e, &mut xml);
+        ));
     }
-    xml.extend_from_slice(b"</urlset>\n");
-    xml
+    document(&header, entries)
 }
 
-/// A Source Description (spec 8) listing the Capability Lists at `capability_lists`.
-pub fn source_description<'a>(capability_lists: impl IntoIterator<Item = &'a str>) -> Vec<u8> {
+/// A Source Description (spec 8) listing the Capability Lists at `capability_lists`: of this
+/// collection alone in its store, of every collection served at the server's
+/// `/.well-known/resourcesync`.
+pub fn source_description(
+    capability_lists: impl IntoIterator<Item = impl Into<String>>,
+) -> Vec<u8> {
     let header = Header::new(Root::Urlset, Capability::Description);
-    let mut xml = Vec::new();
-    rsagg_sitemap::writer::encode_header(&header, &mut xml);
-    for loc in capability_lists {
-        let e = UrlEntry {
-            loc: loc.to_owned(),
-            md: Some(Md {
-                capability: Some(Capability::CapabilityList),
-                ..Md::default()
-            }),
-            ..UrlEntry::default()
-        };
-        rsagg_sitemap::writer::encode_entry(Root::Urlset, &e, &mut xml);
-    }
-    xml.extend_from_slice(b"</urlset>\n");
-    xml
+    let entries = capability_lists
+        .into_iter()
+        .map(|loc| capability_entry(loc.into(), Capability::CapabilityList, Vec::new()));
+    document(&header, entries)
 }
 
 /// Writes `capabilitylist.xml` and `sourcedescription.xml` of the collection at `base_url`.
@@ -121,50 +130,19 @@ pub async fn publish(
     base_url: &str,
     what: &Advertised,
 ) -> Result<(), Error> {
-    let cl = format!("{base_url}capabilitylist.xml");
-    for (name, body) in [
-        ("sourcedescription.xml", source_description([cl.as_str()])),
-        ("capabilitylist.xml", capability_list(base_url, what)),
-    ] {
-        let path = Path::from(name);
-        objects
-            .put(&path, body.into())
-            .await
-            .map_err(|e| Error::Io {
-                what: format!("object {path}"),
-                source: std::io::Error::other(e),
-            })?;
-    }
+    let store = objects.as_ref();
+    let description = source_description([capability_list_url(base_url)]);
+    put(store, "sourcedescription.xml", description).await?;
+    put(store, "capabilitylist.xml", capability_list(base_url, what)).await?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rsagg_model::{Mode, Severity};
+    use crate::publish::tests::strict;
 
     const BASE: &str = "https://agg.example.org/maps/";
-
-    fn strict(xml: &[u8]) -> (Header, Vec<UrlEntry>) {
-        let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "own document");
-        let mut r = rsagg_sitemap::SyncReader::open(xml, opts).unwrap();
-        let header = r.header().clone();
-        let mut entries = Vec::new();
-        while let Some(e) = r.next_entry().unwrap() {
-            entries.push(e);
-        }
-        let errors: Vec<_> = r
-            .take_problems()
-            .into_iter()
-            .filter(|p| p.severity == Severity::Error)
-            .collect();
-        assert!(
-            errors.is_empty(),
-            "{errors:#?}\n{}",
-            String::from_utf8_lossy(xml)
-        );
-        (header, entries)
-    }
 
     #[test]
     fn the_capability_list_advertises_only_what_exists_and_points_up() {

@@ -29,14 +29,17 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 use object_store::path::Path;
-use rsagg_model::{Capability, Change, Header, Link, Md, Root, UrlEntry, W3cDateTime};
+use rsagg_model::{Capability, Change, Header, Md, Root, W3cDateTime};
+use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{LogEntry, State};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+use crate::capability::up_link;
 use crate::config::PublishConfig;
-use crate::links::{LinkPolicy, via_link};
+use crate::links::LinkPolicy;
 use crate::package::{self, Body, Item, PackageInfo};
+use crate::publish::{MAX_DOCUMENT_ENTRIES, change_entry, document};
 use crate::published::{CHANGELISTS_META, ChangeListsMeta, ClosedList};
 use crate::uris::own_uri;
 
@@ -46,7 +49,7 @@ pub const CHANGEDUMP_META: &str = "published/changedump.json";
 pub const CHANGEDUMP_DOC: &str = "changedump.xml";
 /// Packages one Change Dump may name (spec 7: 50,000 entries per document); a Change Dump
 /// Index is not written, so a publish that would need one fails and says so.
-pub const MAX_PACKAGES: usize = 50_000;
+pub const MAX_PACKAGES: usize = MAX_DOCUMENT_ENTRIES as usize;
 
 /// What a Change Dump publish did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -109,7 +112,8 @@ pub async fn publish(
     policy: &LinkPolicy,
     cfg: &PublishConfig,
 ) -> Result<ChangeDumpReport, Error> {
-    let stored: Option<ChangeDumpMeta> = package::read_json(objects, CHANGEDUMP_META).await?;
+    let store = objects.as_ref();
+    let stored: Option<ChangeDumpMeta> = get_json(store, CHANGEDUMP_META).await?;
     // The very first publish writes the document even when there is nothing to list yet.
     let mut dirty = stored.is_none();
     let mut meta = stored.unwrap_or_default();
@@ -119,9 +123,7 @@ pub async fn publish(
         return Ok(report);
     }
     dirty |= meta.doc_pending;
-    let lists: ChangeListsMeta = package::read_json(objects, CHANGELISTS_META)
-        .await?
-        .unwrap_or_default();
+    let lists: ChangeListsMeta = get_json(store, CHANGELISTS_META).await?.unwrap_or_default();
 
     // Retention: the Change List publisher dropped these lists; their packages follow.
     let retained: HashSet<&str> = lists.closed.iter().map(|c| c.name.as_str()).collect();
@@ -163,7 +165,7 @@ pub async fn publish(
         // Recorded at once: packages are never made twice, even if a later list fails.
         meta.doc_pending = true;
         dirty = true;
-        package::write_json(objects, CHANGEDUMP_META, &meta).await?;
+        put_json(store, CHANGEDUMP_META, &meta).await?;
     }
     if count(&meta) as usize > MAX_PACKAGES {
         return Err(too_many());
@@ -171,19 +173,14 @@ pub async fn publish(
 
     if dirty {
         meta.doc_pending = true;
-        package::write_json(objects, CHANGEDUMP_META, &meta).await?;
-        write_document(objects, base_url, &meta, &lists).await?;
+        put_json(store, CHANGEDUMP_META, &meta).await?;
+        write_document(store, base_url, &meta, &lists).await?;
         meta.doc_pending = false;
     }
-    let swept = package::sweep(
-        objects,
-        &mut meta.retired,
-        package::unix_secs(&W3cDateTime::now()),
-        cfg.grace,
-    )
-    .await;
+    let now = package::unix_secs(&W3cDateTime::now());
+    let swept = sweep_retired(store, &mut meta.retired, now, cfg.grace).await?;
     if dirty || swept > 0 {
-        package::write_json(objects, CHANGEDUMP_META, &meta).await?;
+        put_json(store, CHANGEDUMP_META, &meta).await?;
     }
     report.packages_total = count(&meta);
     Ok(report)
@@ -234,17 +231,8 @@ async fn build_list(
         if !batch.is_empty() && full {
             // The next package starts with this change: its datetime is the cut.
             let until = latest(from, change.at);
-            let p = make(
-                objects,
-                base_url,
-                &stem,
-                packages.len() + 1,
-                batch,
-                from,
-                until,
-            );
-            packages.push(p.await?);
-            batch = Vec::new();
+            let items = std::mem::take(&mut batch);
+            make(objects, base_url, &stem, &mut packages, items, from, until).await?;
             batch_bytes = 0;
             from = until;
         }
@@ -259,16 +247,7 @@ async fn build_list(
     // The last (or only) package ends where the list ends; a list without changes still gets
     // its (empty) package, so the packages' intervals stay contiguous.
     let until = latest(from, list.until);
-    let last = make(
-        objects,
-        base_url,
-        &stem,
-        packages.len() + 1,
-        batch,
-        from,
-        until,
-    );
-    packages.push(last.await?);
+    make(objects, base_url, &stem, &mut packages, batch, from, until).await?;
     skipped += packages.iter().map(|p| p.info.skipped).sum::<u64>();
     Ok((packages, skipped))
 }
@@ -286,21 +265,24 @@ fn package_stem(list: &ClosedList) -> String {
     )
 }
 
+/// Makes the next package of a list (named from `stem`) of `items`, covering `from` to
+/// `until`, and appends it to `packages`.
 async fn make(
     objects: &Arc<dyn ObjectStore>,
     base_url: &str,
     stem: &str,
-    k: usize,
+    packages: &mut Vec<ChangePackage>,
     items: Vec<Item>,
     from: W3cDateTime,
     until: W3cDateTime,
-) -> Result<ChangePackage, Error> {
+) -> Result<(), Error> {
+    let k = packages.len() + 1;
     let mut header = Header::new(Root::Urlset, Capability::ChangeDumpManifest);
     if let Some(md) = header.md.as_mut() {
         md.from = Some(from);
         md.until = Some(until);
     }
-    header.links.push(package::up_link(base_url));
+    header.links.push(up_link(base_url));
     let zip = Path::from(format!("{stem}-{k:03}.zip"));
     let manifest = Path::from(format!("{stem}-{k:03}-manifest.xml"));
     let built = package::build(objects, header, items, &zip, &manifest).await?;
@@ -310,15 +292,17 @@ async fn make(
         bytes = built.info.length,
         "change dump package written"
     );
-    Ok(ChangePackage {
+    packages.push(ChangePackage {
         info: built.info,
         from,
         until,
-    })
+    });
+    Ok(())
 }
 
-/// The Change Dump Manifest entry of one logged change (spec 13.2), with its bitstream for
-/// a creation or update; `None` (warned) when it cannot be described.
+/// The Change Dump Manifest entry of one logged change (spec 13.2): the change's entry as
+/// the Change Lists have it ([`change_entry`]), with its bitstream for a creation or update;
+/// `None` (warned) when it cannot be described.
 async fn change_item(
     state: &State,
     base_url: &str,
@@ -331,57 +315,31 @@ async fn change_item(
         return Ok(None);
     };
     let record = state.resource(&change.upstream, &change.uri).await?;
-    let current = record.as_ref().filter(|r| r.seq == change.seq);
-    let mut links = vec![match current {
-        Some(r) => via_link(&change.uri, &r.upstream_meta),
-        None => Link::new("via", &change.uri),
-    }];
-    if let Some(r) = current {
-        let held = |u: &str| own_uri(base_url, &change.upstream, u);
-        links.extend(policy.apply(&r.upstream_meta.links, held));
-    }
-    let mut md = Md {
-        change: Some(change.change.clone()),
-        datetime: Some(change.at),
-        ..Md::default()
-    };
-    let mut body = None;
-    let mut lastmod = None;
-    if change.change != Change::Deleted {
-        let Some(copy) = &change.copy else {
+    let body = match (&change.change, &change.copy) {
+        (Change::Deleted, _) => None,
+        (_, None) => {
             tracing::warn!(uri = %change.uri, seq = change.seq,
                 "a logged creation or update without a copy; left out of the change dump");
             return Ok(None);
-        };
-        md.hash = Some(package::hashes(&copy.md5, &copy.sha256));
-        md.length = Some(copy.length);
-        md.mime_type = change.mime_type.clone();
-        lastmod = Some(change.at);
-        let own_path = loc.strip_prefix(base_url).unwrap_or(&loc);
-        body = Some(Body {
-            sha256: copy.sha256.clone(),
-            length: copy.length,
-            path: format!("/changes/{}/{own_path}", change.seq),
-            fallback: format!("/changes/{}/sha256/{}", change.seq, copy.sha256),
-        });
-    }
-    Ok(Some(Item {
-        entry: UrlEntry {
-            loc,
-            lastmod,
-            md: Some(md),
-            links,
-            ..UrlEntry::default()
-        },
-        body,
-    }))
+        }
+        (_, Some(copy)) => {
+            let own_path = loc.strip_prefix(base_url).unwrap_or(&loc);
+            Some(Body {
+                sha256: copy.sha256.clone(),
+                length: copy.length,
+                path: format!("/changes/{}/{own_path}", change.seq),
+                fallback: format!("/changes/{}/sha256/{}", change.seq, copy.sha256),
+            })
+        }
+    };
+    Ok(change_entry(base_url, change, record.as_ref(), policy).map(|entry| Item { entry, body }))
 }
 
 /// `changedump.xml` from `meta` (spec 13.1): open (no `until`, packages are added as lists
 /// close), `from` the first package's `from` — or, before there is a package, where the
 /// first one will start (the open Change List's `from`), else now.
 async fn write_document(
-    objects: &Arc<dyn ObjectStore>,
+    store: &dyn ObjectStore,
     base_url: &str,
     meta: &ChangeDumpMeta,
     lists: &ChangeListsMeta,
@@ -397,7 +355,7 @@ async fn write_document(
     if let Some(md) = header.md.as_mut() {
         md.from = Some(from);
     }
-    header.links.push(package::up_link(base_url));
+    header.links.push(up_link(base_url));
     let entries = packages().map(|p| {
         package::dump_entry(
             base_url,
@@ -409,12 +367,15 @@ async fn write_document(
             },
         )
     });
-    package::put_document(objects, CHANGEDUMP_DOC, &header, entries).await
+    put(store, CHANGEDUMP_DOC, document(&header, entries)).await?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use rsagg_model::{Link, UrlEntry};
 
     use super::*;
     use crate::package::testing::*;
@@ -450,7 +411,7 @@ mod tests {
             closed,
             ..ChangeListsMeta::default()
         };
-        package::write_json(objects, CHANGELISTS_META, &meta)
+        put_json(objects.as_ref(), CHANGELISTS_META, &meta)
             .await
             .unwrap();
     }
@@ -477,7 +438,7 @@ mod tests {
     /// `changedump.xml`, strictly valid, with every package read back and checked; returns
     /// the document's `from` and the packages.
     async fn dump(objects: &Arc<dyn ObjectStore>) -> (W3cDateTime, Vec<Read>) {
-        let (header, entries) = parse(&get(objects, CHANGEDUMP_DOC).await);
+        let (header, entries) = strict(&get(objects, CHANGEDUMP_DOC).await);
         assert_eq!(header.capability(), Some(&Capability::ChangeDump));
         let md = header.md.as_ref().unwrap();
         assert!(md.until.is_none(), "the Change Dump stays open");
@@ -646,38 +607,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_list_beyond_the_bounds_is_split_into_consecutive_sub_intervals() {
-        let (objects, state) = store().await;
-        let from = W3cDateTime::now();
-        let mut changes = Vec::new();
-        for i in 0..5 {
-            changes.push(
-                change(
-                    &objects,
-                    &state,
-                    &i.to_string(),
-                    Change::Created,
-                    b"0123456789",
-                )
-                .await,
-            );
-        }
-        changes.push(change(&objects, &state, "0", Change::Deleted, b"0123456789").await);
-        let until = W3cDateTime::now();
-        set_closed(
-            &objects,
-            vec![closed("changelist-1.xml", &changes, from, until)],
-        )
-        .await;
         // By entries: 2 per package.
-        let report = run(&objects, &state, &cfg(2, 1 << 20, 0)).await;
-        assert_eq!(report.packages_now, 3);
-        let (_, packages) = dump(&objects).await;
-        check_split(&packages, &changes, from, until, &[2, 2, 2]);
-
+        split_into_three(&cfg(2, 1 << 20, 0)).await;
         // By bytes: 25 bytes hold two 10-byte bitstreams; the deletion weighs nothing.
+        split_into_three(&cfg(100, 25, 0)).await;
+    }
+
+    /// On a fresh store, one closed list of five 10-byte creations and a deletion, which
+    /// `cfg` must cut into three packages of two changes each.
+    async fn split_into_three(cfg: &PublishConfig) {
         let (objects, state) = store().await;
-        let mut changes = Vec::new();
         let from = W3cDateTime::now();
+        let mut changes = Vec::new();
         for i in 0..5 {
             changes.push(
                 change(
@@ -697,7 +638,7 @@ mod tests {
             vec![closed("changelist-1.xml", &changes, from, until)],
         )
         .await;
-        let report = run(&objects, &state, &cfg(100, 25, 0)).await;
+        let report = run(&objects, &state, cfg).await;
         assert_eq!(report.packages_now, 3);
         let (_, packages) = dump(&objects).await;
         check_split(&packages, &changes, from, until, &[2, 2, 2]);
@@ -771,7 +712,7 @@ mod tests {
         assert_eq!(report.dropped, 0);
         assert!(!exists(&objects, &old).await && !exists(&objects, &old_manifest).await);
         assert!(exists(&objects, &packages[0].zip).await);
-        let meta: ChangeDumpMeta = package::read_json(&objects, CHANGEDUMP_META)
+        let meta: ChangeDumpMeta = get_json(objects.as_ref(), CHANGEDUMP_META)
             .await
             .unwrap()
             .unwrap();

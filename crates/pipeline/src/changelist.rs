@@ -69,9 +69,10 @@ use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{LogEntry, ResourceRecord, State};
 
 use crate::Error;
+use crate::capability::up_link;
 use crate::config::PublishConfig;
 use crate::links::LinkPolicy;
-use crate::publish::change_entry;
+use crate::publish::{MAX_DOCUMENT_ENTRIES, change_entry, document, end_tag};
 use crate::published::{CHANGELISTS_META, ChangeListsMeta, ClosedList, OpenList};
 
 /// `changelist.xml`: the open Change List, or the Change List Index once there are closed
@@ -81,10 +82,6 @@ pub const TOP: &str = "changelist.xml";
 pub const OPEN_ALIAS: &str = "changelist-open.xml";
 /// Folder (object prefix and path under `collection.base_url`) of the lists themselves.
 pub const DIR: &str = "changelist";
-/// Most entries of one document (spec 7: 50,000 per Sitemap). Bounds the entries of one
-/// Change List and the Change Lists one index names: without retention, the oldest closed
-/// lists leave the index once it would name more (the open list takes one place).
-const MAX_DOCUMENT_ENTRIES: u64 = 50_000;
 
 /// What a publish of the Change Lists did.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -125,6 +122,9 @@ pub async fn publish(
     let mut meta: ChangeListsMeta = get_json(store, CHANGELISTS_META).await?.unwrap_or_default();
     let now = W3cDateTime::now();
     let now_secs = now.instant().0;
+    // One document's bound is both the entries of one Change List and the Change Lists one
+    // index names: without retention, the oldest closed lists leave the index once it would
+    // name more (the open list takes one place).
     let max_entries = cfg.changelist_max_entries.clamp(1, MAX_DOCUMENT_ENTRIES);
     let retain = cfg
         .changelist_retain
@@ -248,10 +248,7 @@ async fn retire_interrupted(
     }
     let mut listing = store.list(Some(&object_store::path::Path::from(DIR)));
     while let Some(m) = listing.next().await {
-        let m = m.map_err(|source| rsagg_store::Error::ObjectStore {
-            path: DIR.to_owned(),
-            source,
-        })?;
+        let m = m.map_err(|e| rsagg_store::Error::object_store(DIR, e))?;
         let path = m.location.to_string();
         let orphan = m
             .location
@@ -330,9 +327,7 @@ impl ListBody {
             md.from = Some(self.from);
             md.until = until;
         }
-        header
-            .links
-            .push(Link::new("up", format!("{base_url}capabilitylist.xml")));
+        header.links.push(up_link(base_url));
         if indexed {
             // Spec 12.1: recommended when a Change List Index exists.
             header
@@ -344,7 +339,7 @@ impl ListBody {
         PutPayload::from_iter([
             Bytes::from(head),
             Bytes::from(self.xml),
-            Bytes::from_static(b"</urlset>\n"),
+            Bytes::from_static(end_tag(Root::Urlset)),
         ])
     }
 
@@ -379,29 +374,21 @@ fn index_document(base_url: &str, closed: &[ClosedList], open: &OpenList) -> Vec
     if let Some(md) = header.md.as_mut() {
         md.from = Some(closed.first().map_or(open.from, |c| c.from));
     }
-    header
-        .links
-        .push(Link::new("up", format!("{base_url}capabilitylist.xml")));
-    let mut xml = Vec::new();
-    rsagg_sitemap::writer::encode_header(&header, &mut xml);
+    header.links.push(up_link(base_url));
     let lists = closed
         .iter()
         .map(|c| (&c.name, c.from, Some(c.until)))
         .chain([(&open.name, open.from, None)]);
-    for (name, from, until) in lists {
-        let e = UrlEntry {
-            loc: format!("{base_url}{DIR}/{name}"),
-            md: Some(Md {
-                from: Some(from),
-                until,
-                ..Md::default()
-            }),
-            ..UrlEntry::default()
-        };
-        rsagg_sitemap::writer::encode_entry(Root::Sitemapindex, &e, &mut xml);
-    }
-    xml.extend_from_slice(b"</sitemapindex>\n");
-    xml
+    let entries = lists.map(|(name, from, until)| UrlEntry {
+        loc: format!("{base_url}{DIR}/{name}"),
+        md: Some(Md {
+            from: Some(from),
+            until,
+            ..Md::default()
+        }),
+        ..UrlEntry::default()
+    });
+    document(&header, entries)
 }
 
 #[cfg(test)]

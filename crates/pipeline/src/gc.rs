@@ -125,7 +125,7 @@ async fn sweep(
     let now = report.at.unix_nanos();
     let freed = objects
         .list(Some(&Path::from(prefix)))
-        .map_err(|e| io_err(prefix, e))
+        .map_err(|e| Error::from(rsagg_store::Error::object_store(prefix, e)))
         .map_ok(|m| {
             let candidate = garbage(&m) && old(&m, now, grace);
             async move {
@@ -252,20 +252,13 @@ async fn delete_if_still_old(
         Ok(m) if old(&m, now_nanos, grace) => {}
         Ok(_) => return Ok(None),
         Err(e) if gone(&e) => return Ok(None),
-        Err(e) => return Err(io_err(path.as_ref(), e)),
+        Err(e) => return Err(rsagg_store::Error::object_store(path, e).into()),
     }
     match objects.delete(path).await {
         Ok(()) => Ok(Some(listed.size)),
         Err(e) if gone(&e) => Ok(None),
-        Err(e) => Err(io_err(path.as_ref(), e)),
+        Err(e) => Err(rsagg_store::Error::object_store(path, e).into()),
     }
-}
-
-fn io_err(path: &str, e: object_store::Error) -> Error {
-    Error::Store(rsagg_store::Error::ObjectStore {
-        path: path.to_owned(),
-        source: e,
-    })
 }
 
 #[cfg(test)]

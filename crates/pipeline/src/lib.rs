@@ -14,7 +14,8 @@
 //! - `dumps.rs`: upstream Resource/Change Dump packages: download, check, stream the items.
 //! - `links.rs`: provenance (`via`) and the inherited-link policy of republished entries.
 //! - `uris.rs`: rsagg's own, reversible URIs for its copies.
-//! - `publish.rs`: how a copy or a change is described in rsagg's own documents (spec 14.8).
+//! - `publish.rs`: how a copy or a change is described in rsagg's own documents (spec 14.8),
+//!   and how a document is encoded.
 //! - `publisher.rs`: the publish stage: every document, in a reader-safe order.
 //! - `resourcelist.rs`: the Resource List (or index), part by part (hash-slot ranges), only
 //!   the parts that changed.
@@ -22,7 +23,8 @@
 //!   the index, the `changelist-open.xml` alias, retention.
 //! - `package.rs`, `resourcedump.rs`, `changedump.rs`: dump packages built from stored blobs;
 //!   the Resource Dump on its interval, a Change Dump per closed Change List.
-//! - `capability.rs`: the Capability List and the collection's Source Description.
+//! - `capability.rs`: the Capability List, the `up` link to it, and the Source Description
+//!   (of the collection, and of every collection `rsagg serve` serves).
 //! - `published.rs`: what the publisher keeps beside its documents.
 //! - `gc.rs`: blob garbage collection with a grace period.
 //! - `runner.rs`: `run --once`: all upstreams concurrently, publish, the run report and exit

@@ -1,6 +1,5 @@
 //! Building one of rsagg's own dump packages (spec 11.2, 13.2) from stored blobs, and the
-//! object-store chores the Resource Dump and the Change Dumps share (their meta objects, their
-//! documents, deleting what they no longer name once the grace period has passed).
+//! entry of a package in a dump document, which the Resource Dump and the Change Dumps share.
 //!
 //! A package is written to a local temporary file by [`rsagg_dump::PackageWriter`] on a
 //! blocking thread while blobs are fetched on the async side and handed over through a
@@ -23,16 +22,14 @@ use md5::Digest;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use rsagg_dump::PackageWriter;
-use rsagg_model::{
-    HashAlgorithm, HashValue, Hashes, Header, Link, Md, Root, UrlEntry, W3cDateTime,
-};
+use rsagg_model::{HashAlgorithm, HashValue, Header, Link, Md, UrlEntry, W3cDateTime};
 use rsagg_store::Blobs;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
 
 use crate::Error;
+use crate::publish::hashes;
 
 /// Part size of multipart uploads (S3 wants at least 5 MiB per part but the last); files up
 /// to this size go up with one `PUT`.
@@ -220,7 +217,7 @@ async fn fetch_verified(
     let mut sha256 = sha2::Sha256::new();
     let mut length = 0u64;
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| object_error(&path, e))?;
+        let chunk = chunk.map_err(|e| rsagg_store::Error::object_store(&path, e))?;
         length += chunk.len() as u64;
         if length > body.length {
             break;
@@ -397,6 +394,7 @@ async fn upload(
     let size = file.metadata().map_err(local)?.len();
     let mut file = tokio::fs::File::from_std(file);
     file.rewind().await.map_err(local)?;
+    let remote = |e| rsagg_store::Error::object_store(path, e);
     let mut md5 = md5::Md5::new();
     let mut sha256 = sha2::Sha256::new();
     let mut length = 0u64;
@@ -406,15 +404,9 @@ async fn upload(
         md5.update(&all);
         sha256.update(&all);
         length = all.len() as u64;
-        objects
-            .put(path, all.into())
-            .await
-            .map_err(|e| object_error(path, e))?;
+        objects.put(path, all.into()).await.map_err(remote)?;
     } else {
-        let mp = objects
-            .put_multipart(path)
-            .await
-            .map_err(|e| object_error(path, e))?;
+        let mp = objects.put_multipart(path).await.map_err(remote)?;
         let mut w = WriteMultipart::new_with_chunk_size(mp, PART);
         let mut buf = vec![0u8; READ_CHUNK];
         let sent: Result<(), Error> = async {
@@ -426,9 +418,7 @@ async fn upload(
                 md5.update(&buf[..n]);
                 sha256.update(&buf[..n]);
                 length += n as u64;
-                w.wait_for_capacity(PARTS_IN_FLIGHT)
-                    .await
-                    .map_err(|e| object_error(path, e))?;
+                w.wait_for_capacity(PARTS_IN_FLIGHT).await.map_err(remote)?;
                 w.write(&buf[..n]);
             }
         }
@@ -439,7 +429,7 @@ async fn upload(
             }
             return Err(e);
         }
-        w.finish().await.map_err(|e| object_error(path, e))?;
+        w.finish().await.map_err(remote)?;
     }
     if length != size {
         return Err(local(io::Error::other(format!(
@@ -456,19 +446,6 @@ async fn upload(
 /// Lowercase hex, as `rs:md hash` values are written.
 pub(crate) fn hex(algorithm: HashAlgorithm, digest: &[u8]) -> String {
     HashValue::from_bytes(algorithm, digest).digest
-}
-
-/// `rs:md hash` with both digests rsagg keeps (md5 for the spec's examples and older
-/// clients, sha-256 for strength; spec 7).
-pub(crate) fn hashes(md5: &str, sha256: &str) -> Hashes {
-    let value = |algorithm, digest: &str| HashValue {
-        algorithm,
-        digest: digest.to_owned(),
-    };
-    Hashes(vec![
-        value(HashAlgorithm::Md5, md5),
-        value(HashAlgorithm::Sha256, sha256),
-    ])
 }
 
 /// The entry of a dump document (Resource Dump 11.1, Change Dump 13.1) for package `p`:
@@ -491,132 +468,9 @@ pub(crate) fn dump_entry(base_url: &str, p: &PackageInfo, md: Md) -> UrlEntry {
     }
 }
 
-/// The `rs:ln rel="up"` every dump document and manifest has, to the collection's Capability
-/// List (spec 11.1, 11.2, 13.1, 13.2).
-pub(crate) fn up_link(base_url: &str) -> Link {
-    Link::new("up", format!("{base_url}capabilitylist.xml"))
-}
-
-/// Writes the `<urlset>` document `header` + `entries` to `path`.
-pub(crate) async fn put_document(
-    objects: &Arc<dyn ObjectStore>,
-    path: &str,
-    header: &Header,
-    entries: impl Iterator<Item = UrlEntry>,
-) -> Result<(), Error> {
-    let mut xml = Vec::new();
-    rsagg_sitemap::writer::encode_header(header, &mut xml);
-    for e in entries {
-        rsagg_sitemap::writer::encode_entry(Root::Urlset, &e, &mut xml);
-    }
-    xml.extend_from_slice(b"</urlset>\n");
-    let path = Path::from(path);
-    objects
-        .put(&path, xml.into())
-        .await
-        .map_err(|e| object_error(&path, e))?;
-    Ok(())
-}
-
-/// The JSON object at `path`, or `None` when there is none.
-pub(crate) async fn read_json<T: DeserializeOwned>(
-    objects: &Arc<dyn ObjectStore>,
-    path: &str,
-) -> Result<Option<T>, Error> {
-    let path = Path::from(path);
-    let bytes = match objects.get(&path).await {
-        Ok(r) => r.bytes().await.map_err(|e| object_error(&path, e))?,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(object_error(&path, e)),
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| Error::Io {
-            what: format!("reading {path}"),
-            source: io::Error::other(e),
-        })
-}
-
-/// Writes `value` as JSON to `path`.
-pub(crate) async fn write_json<T: Serialize>(
-    objects: &Arc<dyn ObjectStore>,
-    path: &str,
-    value: &T,
-) -> Result<(), Error> {
-    let path = Path::from(path);
-    let body = serde_json::to_vec(value).map_err(|e| Error::Io {
-        what: format!("encoding {path}"),
-        source: io::Error::other(e),
-    })?;
-    objects
-        .put(&path, body.into())
-        .await
-        .map_err(|e| object_error(&path, e))?;
-    Ok(())
-}
-
 /// Unix seconds of `t`, the unit of the retired lists.
 pub(crate) fn unix_secs(t: &W3cDateTime) -> i64 {
     t.instant().0
-}
-
-/// Deletes the retired objects whose grace period has passed (retired at `t` unix seconds,
-/// deleted once `t + grace <= now`), so a Destination that read the previous document can
-/// still fetch what it named. An entry ending in `/` is a prefix: everything under it goes.
-/// Entries that could not be deleted stay for the next time. Returns how many entries went.
-pub(crate) async fn sweep(
-    objects: &Arc<dyn ObjectStore>,
-    retired: &mut Vec<(String, i64)>,
-    now: i64,
-    grace: std::time::Duration,
-) -> usize {
-    let grace = i64::try_from(grace.as_secs()).unwrap_or(i64::MAX);
-    let mut kept = Vec::with_capacity(retired.len());
-    let mut gone = 0;
-    for (name, t) in retired.drain(..) {
-        if t.saturating_add(grace) > now {
-            kept.push((name, t));
-            continue;
-        }
-        match delete(objects, &name).await {
-            Ok(()) => gone += 1,
-            Err(e) => {
-                tracing::warn!(object = %name, error = %e, "could not delete a retired object");
-                kept.push((name, t));
-            }
-        }
-    }
-    *retired = kept;
-    gone
-}
-
-async fn delete(objects: &Arc<dyn ObjectStore>, name: &str) -> Result<(), object_store::Error> {
-    let targets: Vec<Path> = if name.ends_with('/') {
-        let prefix = Path::from(name);
-        let mut listed = objects.list(Some(&prefix));
-        let mut all = Vec::new();
-        while let Some(meta) = listed.next().await {
-            all.push(meta?.location);
-        }
-        all
-    } else {
-        vec![Path::from(name)]
-    };
-    for path in targets {
-        match objects.delete(&path).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// An object-store failure on `path`.
-pub(crate) fn object_error(path: &Path, e: object_store::Error) -> Error {
-    Error::Io {
-        what: format!("object {path}"),
-        source: io::Error::other(e),
-    }
 }
 
 /// What the tests of the dumps share: a real store and state, real blobs, and readers that
@@ -628,13 +482,14 @@ pub(crate) mod testing {
 
     use bytes::Bytes;
     use rsagg_dump::{Limits, Package};
-    use rsagg_model::{Change, Mode, Severity};
+    use rsagg_model::Change;
     use rsagg_store::{
         Applied, BlobInfo, Commit, LogEntry, ResourceRecord, ResourceStatus, State, UpstreamMeta,
     };
 
     pub(crate) use super::hex;
     use super::*;
+    pub(crate) use crate::publish::tests::strict;
     pub use object_store::ObjectStoreExt;
     pub use rsagg_model::HashAlgorithm;
     pub use rsagg_store::Blobs;
@@ -729,28 +584,6 @@ pub(crate) mod testing {
         }
     }
 
-    /// Parses `xml` strictly and asserts it has no error.
-    pub fn parse(xml: &[u8]) -> (Header, Vec<UrlEntry>) {
-        let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "rsagg's own");
-        let mut r = rsagg_sitemap::SyncReader::open(xml, opts).unwrap();
-        let header = r.header().clone();
-        let mut entries = Vec::new();
-        while let Some(e) = r.next_entry().unwrap() {
-            entries.push(e);
-        }
-        let errors: Vec<_> = r
-            .take_problems()
-            .into_iter()
-            .filter(|p| p.severity == Severity::Error)
-            .collect();
-        assert!(
-            errors.is_empty(),
-            "{errors:#?}\n{}",
-            String::from_utf8_lossy(xml)
-        );
-        (header, entries)
-    }
-
     /// A package as read back, with the bytes of every item that has a bitstream.
     pub struct ReadBack {
         pub header: Header,
@@ -818,7 +651,7 @@ pub(crate) mod testing {
         let contents = entry.link("contents").unwrap();
         assert_eq!(contents.mime_type.as_deref(), Some("application/xml"));
         let (copy_header, copy_entries) =
-            parse(&get(objects, contents.href.strip_prefix(BASE).unwrap()).await);
+            strict(&get(objects, contents.href.strip_prefix(BASE).unwrap()).await);
         assert_eq!(copy_header, header);
         assert_eq!(copy_entries, entries);
         ReadBack {

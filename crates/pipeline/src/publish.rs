@@ -8,12 +8,38 @@
 //!
 //! An entry describing a change (Change Lists, spec 12.1; Change Dump Manifests, 13.2) says
 //! the same of the copy that change made, with rsagg's datetime of the change.
+//!
+//! Every document made whole in memory is encoded by [`document`].
 
-use rsagg_model::{Change, HashAlgorithm, HashValue, Hashes, Link, Md, UrlEntry};
+use rsagg_model::{Change, HashAlgorithm, HashValue, Hashes, Header, Link, Md, Root, UrlEntry};
 use rsagg_store::{BlobInfo, LogEntry, ResourceRecord, ResourceStatus};
 
 use crate::links::{LinkPolicy, via_link};
 use crate::uris::own_uri;
+
+/// Most entries of one document (spec 7: 50,000 per Sitemap): of a Change List, of the
+/// Change Lists an index names, of the packages a dump names.
+pub const MAX_DOCUMENT_ENTRIES: u64 = 50_000;
+
+/// The XML of the document `header` + `entries` (`<urlset>` or `<sitemapindex>`, as the
+/// header's root says).
+pub(crate) fn document(header: &Header, entries: impl IntoIterator<Item = UrlEntry>) -> Vec<u8> {
+    let mut xml = Vec::new();
+    rsagg_sitemap::writer::encode_header(header, &mut xml);
+    for e in entries {
+        rsagg_sitemap::writer::encode_entry(header.root, &e, &mut xml);
+    }
+    xml.extend_from_slice(end_tag(header.root));
+    xml
+}
+
+/// The end tag of a document with root `root`, for documents encoded piece by piece.
+pub(crate) fn end_tag(root: Root) -> &'static [u8] {
+    match root {
+        Root::Urlset => b"</urlset>\n",
+        Root::Sitemapindex => b"</sitemapindex>\n",
+    }
+}
 
 /// The Resource List entry for `record`, or `None` when the copy is deleted (a Resource List
 /// lists what exists; deletions go to Change Lists) or has no URI of its own. `held` gives
@@ -82,19 +108,25 @@ pub fn change_entry(
 /// that only check that, sha-256 as the address), `length` and `type` of rsagg's bytes,
 /// which is what a Destination checks what it fetched from `<loc>` against.
 pub fn copy_md(copy: &BlobInfo, mime_type: Option<&str>) -> Md {
-    let hash = |algorithm, digest: &str| HashValue {
-        algorithm,
-        digest: digest.to_owned(),
-    };
     Md {
-        hash: Some(Hashes(vec![
-            hash(HashAlgorithm::Md5, &copy.md5),
-            hash(HashAlgorithm::Sha256, &copy.sha256),
-        ])),
+        hash: Some(hashes(&copy.md5, &copy.sha256)),
         length: Some(copy.length),
         mime_type: mime_type.map(str::to_owned),
         ..Md::default()
     }
+}
+
+/// `rs:md hash` with both digests rsagg keeps (md5 for the spec's examples and older
+/// clients, sha-256 for strength; spec 7), of a copy or of a dump package.
+pub fn hashes(md5: &str, sha256: &str) -> Hashes {
+    let value = |algorithm, digest: &str| HashValue {
+        algorithm,
+        digest: digest.to_owned(),
+    };
+    Hashes(vec![
+        value(HashAlgorithm::Md5, md5),
+        value(HashAlgorithm::Sha256, sha256),
+    ])
 }
 
 /// The links of a republished entry for the version `record` holds (spec 14.8): the
@@ -113,7 +145,7 @@ pub fn entry_links(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use rsagg_model::{Header, Mode, Severity, W3cDateTime};
+    use rsagg_model::{Mode, Severity, W3cDateTime};
     use rsagg_store::UpstreamMeta;
 
     const BASE: &str = "https://agg.example.org/maps/";
@@ -214,16 +246,12 @@ pub(crate) mod tests {
 
     #[test]
     fn a_resource_list_of_such_entries_passes_strict_validation() {
-        use rsagg_model::{Capability, Root};
+        use rsagg_model::Capability;
         let mut header = Header::new(Root::Urlset, Capability::ResourceList);
         if let Some(md) = header.md.as_mut() {
             md.at = Some(W3cDateTime::now());
         }
-        header
-            .links
-            .push(Link::new("up", format!("{BASE}capabilitylist.xml")));
-        let mut xml = Vec::new();
-        rsagg_sitemap::writer::encode_header(&header, &mut xml);
+        header.links.push(crate::capability::up_link(BASE));
         let e = resource_entry(
             BASE,
             &record(ResourceStatus::Present),
@@ -231,9 +259,7 @@ pub(crate) mod tests {
             |_| None,
         )
         .unwrap();
-        rsagg_sitemap::writer::encode_entry(Root::Urlset, &e, &mut xml);
-        xml.extend_from_slice(b"</urlset>\n");
-        let (_, back) = strict(&xml);
+        let (_, back) = strict(&document(&header, [e.clone()]));
         assert_eq!(back, [e], "round-trips");
     }
 

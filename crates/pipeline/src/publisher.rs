@@ -28,6 +28,7 @@ use crate::changelist::ChangeListReport;
 use crate::gc::GcReport;
 use crate::links::LinkPolicy;
 use crate::resourcedump::ResourceDumpReport;
+use crate::resourcelist::PART_TARGET;
 use crate::{Error, Pipeline};
 
 /// What the publish stage did.
@@ -117,7 +118,7 @@ pub async fn publish(
     report.resource_list_parts = note(
         e,
         "resource list",
-        crate::resourcelist::publish(state, objects, base, &policy)
+        crate::resourcelist::publish_with(state, objects, base, &policy, PART_TARGET, cfg.grace)
             .await
             .map(|parts| parts.len()),
     );
@@ -168,10 +169,7 @@ async fn advertised(objects: &Arc<dyn ObjectStore>) -> Result<Advertised, Error>
         match objects.head(&Path::from(name)).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(Error::Io {
-                what: format!("object {name}"),
-                source: std::io::Error::other(e),
-            }),
+            Err(e) => Err(rsagg_store::Error::object_store(name, e)),
         }
     };
     Ok(Advertised {

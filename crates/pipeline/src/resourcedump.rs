@@ -22,14 +22,16 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use rsagg_model::{Capability, Header, Md, Root, W3cDateTime};
 use rsagg_store::State;
+use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+use crate::capability::up_link;
 use crate::config::PublishConfig;
 use crate::links::LinkPolicy;
 pub use crate::package::PackageInfo;
 use crate::package::{self, Body, Item};
-use crate::publish::resource_entry;
+use crate::publish::{MAX_DOCUMENT_ENTRIES, document, resource_entry};
 use crate::uris::own_uri;
 
 /// Where [`ResourceDumpMeta`] is kept.
@@ -39,7 +41,7 @@ pub const RESOURCEDUMP_DOC: &str = "resourcedump.xml";
 /// Packages one Resource Dump may name (spec 7: 50,000 entries per document). Beyond it a
 /// Resource Dump Index would be needed; larger packages are the simpler answer, so a
 /// publish that gets there fails and says so.
-pub const MAX_PACKAGES: usize = 50_000;
+pub const MAX_PACKAGES: usize = MAX_DOCUMENT_ENTRIES as usize;
 
 /// What a Resource Dump rebuild did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -110,13 +112,14 @@ pub async fn publish(
     if !cfg.resource_dump {
         return Ok(None);
     }
-    let mut meta: ResourceDumpMeta = package::read_json(objects, RESOURCEDUMP_META)
+    let store = objects.as_ref();
+    let mut meta: ResourceDumpMeta = get_json(store, RESOURCEDUMP_META)
         .await?
         .unwrap_or_default();
     let start = W3cDateTime::now();
     let mut dirty = false;
     if meta.doc_pending {
-        write_document(objects, base_url, &meta).await?;
+        write_document(store, base_url, &meta).await?;
         meta.doc_pending = false;
         dirty = true;
     }
@@ -126,15 +129,15 @@ pub async fn publish(
             start.unix_nanos() - at.unix_nanos() >= cfg.resource_dump_interval.as_nanos() as i128
         });
     if !due {
-        let swept = package::sweep(
-            objects,
+        let swept = sweep_retired(
+            store,
             &mut meta.retired,
             package::unix_secs(&start),
             cfg.grace,
         )
-        .await;
+        .await?;
         if dirty || swept > 0 {
-            package::write_json(objects, RESOURCEDUMP_META, &meta).await?;
+            put_json(store, RESOURCEDUMP_META, &meta).await?;
         }
         return Ok(None);
     }
@@ -150,7 +153,7 @@ pub async fn publish(
             meta.retired.push((prefix, now));
         }
     }
-    package::write_json(objects, RESOURCEDUMP_META, &meta).await?;
+    put_json(store, RESOURCEDUMP_META, &meta).await?;
 
     let (packages, report) = build(state, objects, base_url, policy, cfg, generation).await?;
     let done = W3cDateTime::now();
@@ -167,17 +170,17 @@ pub async fn publish(
     });
     meta.packages = packages;
     meta.doc_pending = true;
-    package::write_json(objects, RESOURCEDUMP_META, &meta).await?;
-    write_document(objects, base_url, &meta).await?;
+    put_json(store, RESOURCEDUMP_META, &meta).await?;
+    write_document(store, base_url, &meta).await?;
     meta.doc_pending = false;
-    package::sweep(
-        objects,
+    sweep_retired(
+        store,
         &mut meta.retired,
         package::unix_secs(&done),
         cfg.grace,
     )
-    .await;
-    package::write_json(objects, RESOURCEDUMP_META, &meta).await?;
+    .await?;
+    put_json(store, RESOURCEDUMP_META, &meta).await?;
     Ok(Some(report))
 }
 
@@ -267,7 +270,7 @@ impl Packages<'_> {
         if let Some(md) = header.md.as_mut() {
             md.at = Some(at);
         }
-        header.links.push(package::up_link(self.base_url));
+        header.links.push(up_link(self.base_url));
         let prefix = generation_prefix(self.generation);
         let zip = Path::from(format!("{prefix}part-{k:05}.zip"));
         let manifest = Path::from(format!("{prefix}part-{k:05}-manifest.xml"));
@@ -295,7 +298,7 @@ impl Packages<'_> {
 /// per package with its `at`, `completed`, `length`, `type`, `hash` and the link to its
 /// manifest copy.
 async fn write_document(
-    objects: &Arc<dyn ObjectStore>,
+    store: &dyn ObjectStore,
     base_url: &str,
     meta: &ResourceDumpMeta,
 ) -> Result<(), Error> {
@@ -304,7 +307,7 @@ async fn write_document(
         md.at = meta.at;
         md.completed = meta.completed;
     }
-    header.links.push(package::up_link(base_url));
+    header.links.push(up_link(base_url));
     let entries = meta.packages.iter().map(|p| {
         package::dump_entry(
             base_url,
@@ -316,7 +319,8 @@ async fn write_document(
             },
         )
     });
-    package::put_document(objects, RESOURCEDUMP_DOC, &header, entries).await
+    put(store, RESOURCEDUMP_DOC, document(&header, entries)).await?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -351,7 +355,7 @@ mod tests {
     /// `resourcedump.xml`, strictly valid, with every package read back and checked.
     /// Returns the packages' names and, per package, its manifest entries with their bytes.
     async fn dump(objects: &Arc<dyn ObjectStore>) -> (Vec<String>, Vec<Vec<(UrlEntry, Vec<u8>)>>) {
-        let (header, entries) = parse(&get(objects, RESOURCEDUMP_DOC).await);
+        let (header, entries) = strict(&get(objects, RESOURCEDUMP_DOC).await);
         assert_eq!(header.capability(), Some(&Capability::ResourceDump));
         let md = header.md.as_ref().unwrap();
         let (at, completed) = (md.at.unwrap(), md.completed.unwrap());
@@ -506,7 +510,7 @@ mod tests {
             ..c
         };
         assert_eq!(run(&objects, &state, &off, true).await, None);
-        let meta: ResourceDumpMeta = package::read_json(&objects, RESOURCEDUMP_META)
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCEDUMP_META)
             .await
             .unwrap()
             .unwrap();
@@ -528,7 +532,7 @@ mod tests {
         // Within the grace period the previous generation is still there.
         assert!(exists(&objects, "resourcedump/g1/part-00001.zip").await);
         assert!(exists(&objects, "resourcedump/g1/part-00001-manifest.xml").await);
-        let meta: ResourceDumpMeta = package::read_json(&objects, RESOURCEDUMP_META)
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCEDUMP_META)
             .await
             .unwrap()
             .unwrap();
@@ -552,7 +556,7 @@ mod tests {
                 "{gone}"
             );
         }
-        let meta: ResourceDumpMeta = package::read_json(&objects, RESOURCEDUMP_META)
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCEDUMP_META)
             .await
             .unwrap()
             .unwrap();
@@ -570,12 +574,12 @@ mod tests {
         };
         run(&objects, &state, &c, true).await.unwrap();
         // A publish that reserved generation 2, wrote a package and died.
-        let mut meta: ResourceDumpMeta = package::read_json(&objects, RESOURCEDUMP_META)
+        let mut meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCEDUMP_META)
             .await
             .unwrap()
             .unwrap();
         meta.generation = 2;
-        package::write_json(&objects, RESOURCEDUMP_META, &meta)
+        put_json(objects.as_ref(), RESOURCEDUMP_META, &meta)
             .await
             .unwrap();
         let orphan = Path::from("resourcedump/g2/part-00001.zip");

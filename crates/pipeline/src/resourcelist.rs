@@ -10,24 +10,28 @@
 //! that read the previous index can still fetch them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry, W3cDateTime};
+use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{State, slot_of};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+use crate::capability::up_link;
+use crate::config::PublishConfig;
 use crate::links::LinkPolicy;
-use crate::publish::resource_entry;
+use crate::publish::{document, end_tag, resource_entry};
 use crate::uris::own_uri;
 
 /// Entries per part before the collection is cut into twice as many parts (below the
 /// spec's 50,000 so a part stays within the limit until the next publish).
 pub const PART_TARGET: u64 = 40_000;
-/// How long parts a new index no longer names stay fetchable.
-pub const GRACE_SECONDS: i64 = 3600;
-const META: &str = "published/resourcelist.json";
+/// Where [`Published`] is kept (public so a reader, `rsagg serve`, finds the parts).
+pub const META: &str = "published/resourcelist.json";
+/// Folder (object prefix and path under `collection.base_url`) of the parts.
+const DIR: &str = "resourcelist";
 
 /// What was last published, kept beside the documents.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -39,30 +43,46 @@ pub struct Published {
     /// Per part: object name (under `resourcelist/`) and entries; empty before the first
     /// publish.
     pub parts: Vec<(String, u64)>,
-    /// Parts no longer named, with when they were retired (unix seconds).
+    /// Parts no longer named (by name, as in `parts`), with when they were retired (unix
+    /// seconds).
     pub retired: Vec<(String, i64)>,
 }
 
-/// Publishes the Resource List of the collection at `base_url` from `state` into `objects`.
-/// Returns which parts were rewritten.
+/// The object path of part `name` (also its path under `collection.base_url`).
+pub fn part_path(name: &str) -> String {
+    format!("{DIR}/{name}")
+}
+
+/// The name of the part at object path `path` (the inverse of [`part_path`]).
+fn part_name(mut path: String) -> String {
+    path.split_off(DIR.len() + 1)
+}
+
+/// Publishes the Resource List of the collection at `base_url` from `state` into `objects`,
+/// with parts of [`PART_TARGET`] entries and the default `publish.grace` for the parts a new
+/// index no longer names. Returns which parts were rewritten.
 pub async fn publish(
     state: &State,
     objects: &Arc<dyn ObjectStore>,
     base_url: &str,
     policy: &LinkPolicy,
 ) -> Result<Vec<usize>, Error> {
-    publish_with(state, objects, base_url, policy, PART_TARGET).await
+    let grace = PublishConfig::default().grace;
+    publish_with(state, objects, base_url, policy, PART_TARGET, grace).await
 }
 
-/// [`publish`] with another part size (tests use small ones).
+/// [`publish`] with another part size (tests use small ones) and grace period (the publish
+/// stage passes `publish.grace`).
 pub async fn publish_with(
     state: &State,
     objects: &Arc<dyn ObjectStore>,
     base_url: &str,
     policy: &LinkPolicy,
     part_target: u64,
+    grace: Duration,
 ) -> Result<Vec<usize>, Error> {
-    let mut meta = read_meta(objects).await?;
+    let store = objects.as_ref();
+    let mut meta: Published = get_json(store, META).await?.unwrap_or_default();
     let last = state.last_seq().await;
     let mut dirty: Vec<usize> = if meta.parts.is_empty() {
         vec![0]
@@ -111,20 +131,22 @@ pub async fn publish_with(
         dirty = (0..n * 2).collect();
     }
     if !dirty.is_empty() {
-        write_top(objects, base_url, &meta, now, single).await?;
+        write_top(store, base_url, &meta, now, single).await?;
     }
     meta.seq = last;
     // Retired parts past their grace period go; the others wait for a later publish.
-    let cutoff = now.instant().0 - GRACE_SECONDS;
-    let (gone, keep): (Vec<_>, Vec<_>) = meta.retired.drain(..).partition(|(_, t)| *t < cutoff);
-    meta.retired = keep;
-    for (name, _) in gone {
-        let path = Path::from(format!("resourcelist/{name}"));
-        if let Err(e) = objects.delete(&path).await {
-            tracing::warn!(%path, error = %e, "could not delete a retired part");
-        }
-    }
-    write_meta(objects, &meta).await?;
+    // `Published` keeps them by name: swept by object path, kept by name again.
+    let mut retired: Vec<_> = meta
+        .retired
+        .drain(..)
+        .map(|(name, t)| (part_path(&name), t))
+        .collect();
+    sweep_retired(store, &mut retired, now.instant().0, grace).await?;
+    meta.retired = retired
+        .into_iter()
+        .map(|(path, t)| (part_name(path), t))
+        .collect();
+    put_json(store, META, &meta).await?;
     Ok(dirty)
 }
 
@@ -156,9 +178,7 @@ async fn write_part(
         md.at = Some(now);
         md.completed = Some(now);
     }
-    header
-        .links
-        .push(Link::new("up", format!("{base_url}capabilitylist.xml")));
+    header.links.push(up_link(base_url));
     if parts > 1 {
         header
             .links
@@ -178,27 +198,22 @@ async fn write_part(
             count += 1;
         }
     }
-    xml.extend_from_slice(b"</urlset>\n");
+    xml.extend_from_slice(end_tag(Root::Urlset));
     let name = format!("part-{k:05}-g{generation}.xml");
-    let path = Path::from(format!("resourcelist/{name}"));
     let xml = bytes::Bytes::from(xml);
-    objects
-        .put(&path, xml.clone().into())
-        .await
-        .map_err(|e| io_err(&path, e))?;
+    put(objects.as_ref(), &part_path(&name), xml.clone()).await?;
     Ok((name, count, xml))
 }
 
 /// `resourcelist.xml`: the single part's document (`single`, just written) when there is
 /// one part, else the index.
 async fn write_top(
-    objects: &Arc<dyn ObjectStore>,
+    store: &dyn ObjectStore,
     base_url: &str,
     meta: &Published,
     now: W3cDateTime,
     single: Option<bytes::Bytes>,
 ) -> Result<(), Error> {
-    let top = Path::from("resourcelist.xml");
     let body = if let (1, Some(xml)) = (meta.parts.len(), single) {
         xml
     } else {
@@ -207,65 +222,19 @@ async fn write_top(
             md.at = Some(now);
             md.completed = Some(now);
         }
-        header
-            .links
-            .push(Link::new("up", format!("{base_url}capabilitylist.xml")));
-        let mut xml = Vec::new();
-        rsagg_sitemap::writer::encode_header(&header, &mut xml);
-        for (name, _) in &meta.parts {
-            let e = UrlEntry {
-                loc: format!("{base_url}resourcelist/{name}"),
-                md: Some(Md {
-                    at: Some(now),
-                    ..Md::default()
-                }),
-                ..UrlEntry::default()
-            };
-            rsagg_sitemap::writer::encode_entry(Root::Sitemapindex, &e, &mut xml);
-        }
-        xml.extend_from_slice(b"</sitemapindex>\n");
-        bytes::Bytes::from(xml)
+        header.links.push(up_link(base_url));
+        let entries = meta.parts.iter().map(|(name, _)| UrlEntry {
+            loc: format!("{base_url}{}", part_path(name)),
+            md: Some(Md {
+                at: Some(now),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        });
+        bytes::Bytes::from(document(&header, entries))
     };
-    objects
-        .put(&top, body.into())
-        .await
-        .map_err(|e| io_err(&top, e))?;
+    put(store, "resourcelist.xml", body).await?;
     Ok(())
-}
-
-async fn read_meta(objects: &Arc<dyn ObjectStore>) -> Result<Published, Error> {
-    let path = Path::from(META);
-    match objects.get(&path).await {
-        Ok(r) => {
-            let bytes = r.bytes().await.map_err(|e| io_err(&path, e))?;
-            serde_json::from_slice(&bytes).map_err(|e| Error::Io {
-                what: format!("reading {path}"),
-                source: std::io::Error::other(e),
-            })
-        }
-        Err(object_store::Error::NotFound { .. }) => Ok(Published::default()),
-        Err(e) => Err(io_err(&path, e)),
-    }
-}
-
-async fn write_meta(objects: &Arc<dyn ObjectStore>, meta: &Published) -> Result<(), Error> {
-    let path = Path::from(META);
-    let body = serde_json::to_vec(meta).map_err(|e| Error::Io {
-        what: format!("encoding {path}"),
-        source: std::io::Error::other(e),
-    })?;
-    objects
-        .put(&path, body.into())
-        .await
-        .map_err(|e| io_err(&path, e))?;
-    Ok(())
-}
-
-fn io_err(path: &Path, e: object_store::Error) -> Error {
-    Error::Io {
-        what: format!("object {path}"),
-        source: std::io::Error::other(e),
-    }
 }
 
 #[cfg(test)]

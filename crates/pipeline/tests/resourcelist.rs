@@ -3,6 +3,7 @@
 //! changed.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -13,6 +14,8 @@ use rsagg_pipeline::resourcelist::publish_with;
 use rsagg_store::{Applied, BlobInfo, Commit, ResourceRecord, ResourceStatus, State};
 
 const BASE: &str = "https://agg.example.org/c/";
+/// Long enough that a part a new index no longer names is still there in the test.
+const GRACE: Duration = Duration::from_secs(3600);
 
 fn record(i: usize, status: ResourceStatus) -> ResourceRecord {
     ResourceRecord {
@@ -100,7 +103,7 @@ async fn lists_then_indexes_and_rewrites_only_changed_parts() {
 
     // Small collection: one part, published as a plain list.
     create(&state, 0..5).await;
-    publish_with(&state, &objects, BASE, &policy, 10)
+    publish_with(&state, &objects, BASE, &policy, 10, GRACE)
         .await
         .unwrap();
     let (root, entries) = parse(&get(&objects, "resourcelist.xml").await);
@@ -113,7 +116,7 @@ async fn lists_then_indexes_and_rewrites_only_changed_parts() {
 
     // Past the part size: an index of several parts, every resource listed once.
     create(&state, 5..60).await;
-    publish_with(&state, &objects, BASE, &policy, 10)
+    publish_with(&state, &objects, BASE, &policy, 10, GRACE)
         .await
         .unwrap();
     let (root, parts) = parse(&get(&objects, "resourcelist.xml").await);
@@ -137,7 +140,7 @@ async fn lists_then_indexes_and_rewrites_only_changed_parts() {
         vec![(Change::Deleted, record(7, ResourceStatus::Deleted))],
     )
     .await;
-    let rewritten = publish_with(&state, &objects, BASE, &policy, 10)
+    let rewritten = publish_with(&state, &objects, BASE, &policy, 10, GRACE)
         .await
         .unwrap();
     assert_eq!(rewritten.len(), 1, "{rewritten:?}");
@@ -157,7 +160,7 @@ async fn lists_then_indexes_and_rewrites_only_changed_parts() {
 
     // Nothing changed: nothing rewritten.
     assert!(
-        publish_with(&state, &objects, BASE, &policy, 10)
+        publish_with(&state, &objects, BASE, &policy, 10, GRACE)
             .await
             .unwrap()
             .is_empty()

@@ -21,7 +21,7 @@ use axum::response::Response;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_model::{HashAlgorithm, Mode, W3cDateTime};
-use rsagg_pipeline::resourcelist::{Published, part_of};
+use rsagg_pipeline::resourcelist::{META, Published, part_of, part_path};
 use rsagg_pipeline::uris::{own_uri, parse_own_path};
 use rsagg_store::{Blobs, slot_of};
 use tokio::sync::OnceCell;
@@ -30,8 +30,6 @@ use crate::Error;
 use crate::collection::Collection;
 use crate::http::{Validators, store_failed, system_time, text};
 
-/// The publisher's description of the current Resource List parts.
-pub(crate) const META: &str = "published/resourcelist.json";
 /// Parsed parts kept. A part lists up to ~40,000 resources (a few MB parsed), and requests
 /// for copies cluster on few parts only when clients walk a list in order; eight bounds
 /// memory while serving such walks from memory.
@@ -175,7 +173,7 @@ impl Copies {
     }
 
     async fn read_part(&self, name: &str) -> Result<Arc<PartIndex>, Error> {
-        let path = Path::from(format!("resourcelist/{name}"));
+        let path = Path::from(part_path(name));
         let os_err = |source| Error::ObjectStore {
             path: path.to_string(),
             source,

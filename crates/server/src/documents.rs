@@ -14,7 +14,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use rsagg_model::{Capability, Header, Md, Root, UrlEntry};
+use rsagg_pipeline::capability::{self, capability_list_url};
 
 use crate::collection::Collection;
 use crate::http::{Validators, not_found, store_failed};
@@ -208,22 +208,10 @@ impl Generated {
 /// List. Served at `/.well-known/resourcesync` (spec 6.3.2), so a Destination finds every
 /// collection from the server's root.
 pub(crate) fn source_description(collections: &[Collection]) -> Generated {
-    let header = Header::new(Root::Urlset, Capability::Description);
-    let mut xml = Vec::new();
-    rsagg_sitemap::writer::encode_header(&header, &mut xml);
-    for c in collections {
-        let e = UrlEntry {
-            loc: format!("{}capabilitylist.xml", c.base_url()),
-            md: Some(Md {
-                capability: Some(Capability::CapabilityList),
-                ..Md::default()
-            }),
-            ..UrlEntry::default()
-        };
-        rsagg_sitemap::writer::encode_entry(Root::Urlset, &e, &mut xml);
-    }
-    xml.extend_from_slice(b"</urlset>\n");
-    Generated::new(xml, "application/xml")
+    let lists = collections
+        .iter()
+        .map(|c| capability_list_url(c.base_url()));
+    Generated::new(capability::source_description(lists), "application/xml")
 }
 
 /// `robots.txt` with a `Sitemap:` line per collection's Resource List (spec 6.3.4), the

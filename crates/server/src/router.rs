@@ -13,6 +13,7 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
+use rsagg_pipeline::capability::capability_list_url;
 use tokio::net::TcpListener;
 
 use crate::Error;
@@ -63,8 +64,8 @@ pub fn router(collections: Vec<Collection>) -> Router {
         .into_iter()
         .map(|collection| {
             let link = format!(
-                "<{}capabilitylist.xml>; rel=\"resourcesync\"",
-                collection.base_url()
+                "<{}>; rel=\"resourcesync\"",
+                capability_list_url(collection.base_url())
             );
             Served {
                 copies: Copies::new(&collection),

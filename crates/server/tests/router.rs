@@ -21,6 +21,8 @@ use tower::ServiceExt;
 
 const BASE: &str = "https://agg.example.org/maps/";
 const SET: &str = "http://up.example.org/capabilitylist.xml";
+/// The default `publish.grace`: parts a new index no longer names stay fetchable.
+const GRACE: Duration = Duration::from_secs(3600);
 
 /// The upstream URIs of the fixture; the last has an empty path, which rsagg's URI for the
 /// copy spells with a `/`.
@@ -78,7 +80,7 @@ async fn commit(state: &State, changes: Vec<(Change, ResourceRecord)>) -> Vec<W3
 
 async fn publish(f: &Fixture) {
     // Two entries a part: several parts and an index.
-    publish_with(&f.state, &f.objects, BASE, &LinkPolicy::default(), 2)
+    publish_with(&f.state, &f.objects, BASE, &LinkPolicy::default(), 2, GRACE)
         .await
         .unwrap();
 }

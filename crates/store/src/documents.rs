@@ -7,11 +7,13 @@
 //!   reader following links never meets a name that does not exist yet;
 //! - an object no longer named is *retired* (remembered with the time it stopped being
 //!   named) and deleted only after a grace period, so a Destination that read the previous
-//!   document can still fetch what it names ([`sweep_retired`]).
+//!   document can still fetch what it names ([`sweep_retired`]); a retired entry ending in
+//!   `/` stands for everything under it (a whole generation of packages).
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::Serialize;
@@ -20,10 +22,7 @@ use serde::de::DeserializeOwned;
 use crate::Error;
 
 fn os_err(path: &Path) -> impl FnOnce(object_store::Error) -> Error + '_ {
-    move |source| Error::ObjectStore {
-        path: path.to_string(),
-        source,
-    }
+    move |source| Error::object_store(path, source)
 }
 
 /// Reads the JSON object at `path`; `None` when there is none.
@@ -72,8 +71,9 @@ pub async fn put(
 
 /// Deletes the retired objects (`(object path, unix seconds when retired)`) whose grace
 /// period has passed at `now` (unix seconds) and removes them from `retired`; the others
-/// stay for a later call. An object already gone counts as deleted. Returns how many were
-/// deleted.
+/// stay for a later call. An entry ending in `/` is a prefix: everything under it goes. An
+/// object already gone counts as deleted; an entry that could not be deleted stays for the
+/// next call (a publish does not fail over a leftover). Returns how many entries went.
 pub async fn sweep_retired(
     objects: &dyn ObjectStore,
     retired: &mut Vec<(String, i64)>,
@@ -88,18 +88,39 @@ pub async fn sweep_retired(
             kept.push((name, at));
             continue;
         }
-        let p = Path::from(name.as_str());
-        match objects.delete(&p).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => deleted += 1,
+        match delete(objects, &name).await {
+            Ok(()) => deleted += 1,
             Err(e) => {
-                // Kept for the next sweep; a publish does not fail over a leftover.
-                tracing::warn!(path = %p, error = %e, "could not delete a retired object");
+                tracing::warn!(object = %name, error = %e, "could not delete a retired object");
                 kept.push((name, at));
             }
         }
     }
     *retired = kept;
     Ok(deleted)
+}
+
+/// Deletes the object `name`, or everything under it when it ends in `/`; what is already
+/// gone is no error.
+async fn delete(objects: &dyn ObjectStore, name: &str) -> Result<(), object_store::Error> {
+    let targets: Vec<Path> = if name.ends_with('/') {
+        let prefix = Path::from(name);
+        let mut listed = objects.list(Some(&prefix));
+        let mut all = Vec::new();
+        while let Some(meta) = listed.next().await {
+            all.push(meta?.location);
+        }
+        all
+    } else {
+        vec![Path::from(name)]
+    };
+    for path in targets {
+        match objects.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -144,5 +165,31 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((n, retired.len()), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_retired_prefix_takes_everything_under_it() {
+        let objects = InMemory::new();
+        for name in ["g1/a.zip", "g1/sub/b.xml", "g10/c.zip", "g2/d.zip"] {
+            put(&objects, name, Bytes::from_static(b"x")).await.unwrap();
+        }
+        let mut retired = vec![("g1/".to_owned(), 0), ("g2/".to_owned(), 100)];
+        let n = sweep_retired(&objects, &mut retired, 100, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(retired, [("g2/".to_owned(), 100)]);
+        for (name, there) in [
+            ("g1/a.zip", false),
+            ("g1/sub/b.xml", false),
+            ("g10/c.zip", true),
+            ("g2/d.zip", true),
+        ] {
+            assert_eq!(
+                objects.head(&Path::from(name)).await.is_ok(),
+                there,
+                "{name}"
+            );
+        }
     }
 }

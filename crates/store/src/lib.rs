@@ -99,6 +99,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// The object store failed on `path`: the one way every crate maps an
+    /// [`object_store::Error`] to an error naming the object.
+    pub fn object_store(path: impl std::fmt::Display, source: object_store::Error) -> Error {
+        Error::ObjectStore {
+            path: path.to_string(),
+            source,
+        }
+    }
+
     /// True when this writer was fenced out by another (exit code 3 of `rsagg run`).
     pub fn is_fenced(&self) -> bool {
         matches!(self, Error::Fenced { .. })
