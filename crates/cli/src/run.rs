@@ -131,10 +131,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
                     "rsagg run: stopping: the current pass may finish within {}",
                     humantime::format_duration(args.shutdown_grace)
                 );
-                match tokio::time::timeout(args.shutdown_grace, pass).await {
-                    Ok(r) => Some(r),
-                    Err(_) => None,
-                }
+                tokio::time::timeout(args.shutdown_grace, pass).await.ok()
             }
         };
         if let Some((bar, ticker)) = bar {
