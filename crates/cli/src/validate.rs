@@ -1,5 +1,6 @@
 //! `rsagg validate PATH|URL [--strict] [--json]`: parse and check one document.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use rsagg_model::{Mode, Problem, Rule, Severity};
@@ -79,14 +80,16 @@ pub async fn run(args: Args) -> ExitCode {
     };
     if args.json {
         match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => {
+                let _ = writeln!(std::io::stdout().lock(), "{s}");
+            }
             Err(e) => {
                 eprintln!("rsagg validate: {e}");
                 return ExitCode::from(2);
             }
         }
     } else {
-        print_human(&args.target, &report);
+        let _ = print_human(&mut std::io::stdout().lock(), &args.target, &report);
     }
     if report.valid {
         ExitCode::SUCCESS
@@ -193,7 +196,9 @@ fn fatal_problem(e: &Error) -> Problem {
     }
 }
 
-fn print_human(target: &str, r: &Report) {
+/// Writes the human report. A reader that stops early (`| head`) closes the pipe: the
+/// write error ends the output instead of a panic, and the exit status still tells.
+fn print_human(out: &mut impl std::io::Write, target: &str, r: &Report) -> std::io::Result<()> {
     for p in &r.problems {
         let sev = match p.severity {
             Severity::Error => "error",
@@ -204,26 +209,28 @@ fn print_human(target: &str, r: &Report) {
         } else {
             format!("section {}", p.section)
         };
-        println!(
+        writeln!(
+            out,
             "{target}:{}:{}: {sev}[{}]: {} ({section})",
             p.line, p.column, p.code, p.message
-        );
+        )?;
     }
     let shown = r.problems.len() as u64;
     let total = r.errors + r.warnings;
     if total > shown {
-        println!("… {} more problems not shown", total - shown);
+        writeln!(out, "… {} more problems not shown", total - shown)?;
     }
     let what = match (&r.document.kind, &r.document.capability) {
         (Some(k), _) => (*k).to_owned(),
         (None, _) => "document".to_owned(),
     };
-    println!(
+    writeln!(
+        out,
         "{target}: {} {what}, {} entries, {} errors, {} warnings ({} mode)",
         if r.valid { "valid" } else { "INVALID" },
         r.document.entries,
         r.errors,
         r.warnings,
         r.mode
-    );
+    )
 }
