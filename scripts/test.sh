@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: install the peers the tests need (into a cache outside the
-# clone), then build and run every test of the workspace.
+# clone), check deploy/ (scripts/deploy-check.sh), then build and run every test of the
+# workspace.
 #
 #   bash scripts/test.sh [extra cargo test arguments]
 #
@@ -8,6 +9,8 @@
 #   RSAGG_CACHE       default $HOME/.cache/rsagg
 #   CARGO_TARGET_DIR  default $RSAGG_CACHE/target
 #   PEERS_DIR         default $RSAGG_CACHE/peers (see scripts/peers.sh)
+#   DEPLOY_VENV       default $RSAGG_CACHE/deploy-venv (see scripts/deploy-check.sh;
+#                     DEPLOY_CHECK_SKIP_BUILD=1 skips its release build)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -21,6 +24,11 @@ bash scripts/peers.sh install
 # (tests/src/lib.rs), which starts and stops every peer itself on free loopback ports
 eval "$(bash scripts/peers.sh env)"
 echo "[test] peers ready after $(( $(date +%s) - start ))s" >&2
+
+# deploy/: hadolint on the Containerfile, kubernetes-validate on the manifests, and the release
+# build of the container's build stage run natively (same CARGO_TARGET_DIR, release profile).
+bash scripts/deploy-check.sh
+echo "[test] deploy checks passed after $(( $(date +%s) - start ))s" >&2
 
 # Two cores here and in CI: two test threads.
 cargo test --workspace --locked -- --test-threads=2 "$@"

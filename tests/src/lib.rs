@@ -10,6 +10,8 @@
 //!   extra headers, gzip, conditional GET and hit counters.
 //! - [`resync_sync`]: the reference Destination `resync-sync`.
 //! - [`rsagg_bin`]: the `rsagg` binary under test.
+//! - [`dump_dom`]: headless Chromium (Debian's `chromium`, from `scripts/peers.sh install`)
+//!   loading a page and printing its DOM.
 //!
 //! The Python peers come from `bash scripts/peers.sh install` (a venv under
 //! `${RSAGG_CACHE:-~/.cache/rsagg}/peers/venv`); `scripts/test.sh` installs them and exports
@@ -19,6 +21,7 @@
 //! No process outlives the test binary: every peer runs under a watchdog shell that stops it
 //! when the test process's end closes a pipe (see `proc.rs`), whether or not Drop runs.
 
+mod browser;
 mod fixture;
 mod proc;
 mod resync;
@@ -34,6 +37,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 
+pub use browser::{chromium_bin, dump_dom};
 pub use fixture::{Failure, FixtureServer, Gzip, RequestRecord};
 pub use resync::{ResyncOutput, resync_sync};
 pub use seaweed::Seaweed;

@@ -3,7 +3,9 @@
 //!
 //! # Layout
 //!
-//! - `main.rs`: argument parsing (clap), tracing set-up (`RSAGG_LOG`), the runtime.
+//! - `main.rs`: argument parsing (clap), the runtime.
+//! - `logging.rs`: tracing set-up: `RSAGG_LOG` (filter), `--log-format` / `RSAGG_LOG_FORMAT`
+//!   (`text` for people, `json` lines for collectors).
 //! - `validate.rs`: `rsagg validate`, its human and JSON reports and exit codes (the contract
 //!   of DESIGN.md).
 //! - `input.rs`: opening a path, stdin or http(s) URL as async input, gzip inflated.
@@ -13,6 +15,7 @@
 //! `hub` arrives with the Notify issue.
 
 mod input;
+mod logging;
 mod run;
 mod serve;
 mod validate;
@@ -29,8 +32,29 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// A ResourceSync aggregator: harvests upstream Sources into object storage and republishes
 /// them as a Source of its own.
 #[derive(Debug, Parser)]
-#[command(name = "rsagg", version, about, long_about = None)]
+#[command(
+    name = "rsagg",
+    version,
+    about,
+    long_about = None,
+    after_help = "Logging (on stderr):\n  \
+        RSAGG_LOG         what is logged, tracing's EnvFilter syntax \
+        (default `warn,rsagg_pipeline=info`; e.g. `info`, `info,rsagg_fetch=debug`)\n  \
+        RSAGG_LOG_FORMAT  `text` (default; coloured on a terminal) or `json` \
+        (one JSON object per line); --log-format wins over it"
+)]
 struct Cli {
+    /// Log line format on stderr: `text` for people, `json` for one JSON object per line
+    /// (log collectors). Filter with RSAGG_LOG.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = logging::FORMAT_ENV,
+        default_value_t = logging::LogFormat::Text,
+        value_name = "FORMAT"
+    )]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -57,13 +81,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RSAGG_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rsagg_pipeline=info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -82,6 +82,11 @@ pub struct UpstreamReport {
     pub warnings: Vec<String>,
     /// The first error, when the verdict is failed.
     pub error: Option<String>,
+    /// The upstream's checkpoint after the run: the last upstream instant processed (the
+    /// oldest among its sets; `None` while some set has none yet). `serve` derives the
+    /// upstream's lag from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<W3cDateTime>,
     /// Another writer of the same state fenced this run out (exit code 3).
     #[serde(skip)]
     pub fenced: bool,
@@ -106,6 +111,7 @@ impl UpstreamReport {
             resyncs: Vec::new(),
             warnings: Vec::new(),
             error: None,
+            checkpoint: None,
             fenced: false,
         }
     }
@@ -266,7 +272,30 @@ pub(crate) async fn harvest(ctx: Arc<Ctx>, up_arc: Arc<UpstreamConfig>) -> Upstr
             report.fail(format!("set {}: {e}", set.url));
         }
     }
+    report.checkpoint = oldest_checkpoint(&ctx.state, &h.up.name, &sets).await;
     report
+}
+
+/// The oldest checkpoint instant among `sets` of `upstream`; `None` when some set has none
+/// (never synchronised) or the state cannot tell.
+async fn oldest_checkpoint(
+    state: &State,
+    upstream: &str,
+    sets: &[CapabilitySet],
+) -> Option<W3cDateTime> {
+    let mut oldest: Option<W3cDateTime> = None;
+    for set in sets {
+        let t = state
+            .checkpoint(upstream, set.url.as_str())
+            .await
+            .ok()
+            .flatten()?
+            .instant?;
+        if oldest.as_ref().is_none_or(|o| t.cmp_instant(o).is_lt()) {
+            oldest = Some(t);
+        }
+    }
+    oldest
 }
 
 /// One upstream's harvest; cheap to clone, so each resource's work can run as its own task

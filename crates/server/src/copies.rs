@@ -36,7 +36,7 @@ use crate::http::{Validators, store_failed, system_time, text};
 pub(crate) const PARTS_CACHED: usize = 8;
 /// The version of the metadata object a cached copy was read at (entity tag, modification
 /// time, size), or `None` when there was none.
-type MetaVersion = Option<(Option<String>, chrono::DateTime<chrono::Utc>, u64)>;
+pub(crate) type MetaVersion = Option<(Option<String>, chrono::DateTime<chrono::Utc>, u64)>;
 
 /// What the published Resource List says of a copy.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,6 +8,13 @@
 //! ```text
 //! /.well-known/resourcesync      the Source Description of every collection served (spec 8)
 //! /robots.txt                    a Sitemap: line per Resource List (spec 6.3.4)
+//! /healthz                       liveness: 200 `ok` while the process answers
+//! /readyz                        readiness: 200 when every collection's store answers,
+//!                                else 503 naming the collections whose store does not
+//! /metrics                       Prometheus text (0.0.4): last run per collection and
+//!                                upstream, lag, quarantine, publish and GC figures, and
+//!                                the server's request counters
+//! /status                        HTML status page per collection (no script)
 //! {base}capabilitylist.xml, {base}resourcelist.xml, …, {base}resourcelist/…, …
 //!                                the published object at the same path (an allowlist)
 //! {base}r/{upstream}/…           a resource copy, found through the published Resource List
@@ -21,6 +28,10 @@
 //!   the two documents made on the fly (Source Description, `robots.txt`).
 //! - `copies.rs`: finding a copy through the published Resource List, with a bounded cache of
 //!   parsed parts.
+//! - `stats.rs`: reading what the last run left (`stats/last-run.json`, `published/gc.json`),
+//!   cached by object version.
+//! - `metrics.rs`: `/metrics` (text format 0.0.4) and the request counters.
+//! - `status.rs`: `/status` (HTML, everything from upstreams escaped).
 //! - `http.rs`: validators (`ETag`, `Last-Modified`), conditional GET and small responses.
 //! - `router.rs`: the axum router dispatching by path, and [`Server`] (bind, serve, graceful
 //!   shutdown).
@@ -29,10 +40,13 @@ mod collection;
 mod copies;
 mod documents;
 mod http;
+mod metrics;
 mod router;
+mod stats;
+mod status;
 
 pub use collection::{Collection, check_collections};
-pub use router::{DEFAULT_LISTEN, Server, router};
+pub use router::{DEFAULT_LISTEN, HEALTHZ, METRICS, READYZ, STATUS, Server, router};
 
 /// Errors of the server crate: configuration of the collections served, and failures of the
 /// stores behind a request (which answer that request with an error status, never stop the
@@ -89,6 +103,16 @@ pub enum Error {
         /// Why.
         #[source]
         source: serde_json::Error,
+    },
+    /// An object is larger than the server reads (the stats object).
+    #[error("object `{path}`: {size} bytes, more than the {limit} read")]
+    TooLarge {
+        /// Object path.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The most read.
+        limit: u64,
     },
     /// A background task (parsing a document) did not finish.
     #[error("{what}: {source}")]

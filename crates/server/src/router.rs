@@ -1,18 +1,28 @@
 //! The router: dispatch by path to the collections served, and the listening server.
 //!
 //! Collections live under base paths that come from configuration, so instead of a fixed
-//! route table one handler takes every request: the two server-wide documents first, then
-//! the collection with the longest base path that prefixes the request path, then within
-//! it the copies (`r/…`) or the allowlisted documents. Everything else is 404.
+//! route table one handler takes every request: the server-wide paths first (the Source
+//! Description, `robots.txt`, the probes `/healthz` and `/readyz`, `/metrics`, `/status`),
+//! then the collection with the longest base path that prefixes the request path, then
+//! within it the copies (`r/…`) or the allowlisted documents. Everything else is 404.
+//!
+//! Every answer is counted (by collection, kind and status, with the body bytes sent) for
+//! `/metrics`.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
+use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
+use futures::TryStreamExt;
+use object_store::ObjectStoreExt;
 use rsagg_pipeline::capability::capability_list_url;
 use tokio::net::TcpListener;
 
@@ -24,14 +34,34 @@ use crate::documents::{
     source_description,
 };
 use crate::http::{not_found, store_failed, text};
+use crate::metrics::{CollectionMetrics, HttpCounters, Kind};
+use crate::stats::{Observed, StatsReader};
+use crate::status::CollectionStatus;
 
 /// Where `rsagg serve` listens unless told otherwise: loopback only, since exposing the
 /// server is a deployment decision (a proxy, or an explicit `--listen 0.0.0.0:8080`).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
+/// Liveness: answers `200 ok` whenever the process serves requests.
+pub const HEALTHZ: &str = "/healthz";
+/// Readiness: `200` when every collection's store answers, else `503` naming those that
+/// do not.
+pub const READYZ: &str = "/readyz";
+/// Prometheus text exposition (format 0.0.4).
+pub const METRICS: &str = "/metrics";
+/// The HTML status page.
+pub const STATUS: &str = "/status";
+
+/// How long `/readyz` waits for a store (probes usually give up after a few seconds).
+const READY_TIMEOUT: Duration = Duration::from_secs(3);
+
 struct Served {
     collection: Collection,
     copies: Copies,
+    stats: StatsReader,
+    http: HttpCounters,
+    /// Position among the collections as given (the order `/status` and `/metrics` use).
+    order: usize,
     /// `Link: <{base_url}capabilitylist.xml>; rel="resourcesync"` of the copies.
     link: HeaderValue,
 }
@@ -39,21 +69,32 @@ struct Served {
 struct App {
     /// Longest base path first, so the most specific collection answers.
     served: Vec<Served>,
+    /// Indexes into `served`, in the order the collections were given.
+    given: Vec<usize>,
     description: Generated,
     robots: Generated,
+    /// Requests outside every collection.
+    http: HttpCounters,
 }
 
 impl App {
-    fn collection_for<'a>(&'a self, path: &'a str) -> Option<(&'a Served, &'a str)> {
-        self.served.iter().find_map(move |s| {
+    fn collection_for<'a>(&'a self, path: &'a str) -> Option<(usize, &'a Served, &'a str)> {
+        self.served.iter().enumerate().find_map(move |(i, s)| {
             path.strip_prefix(s.collection.base_path())
-                .map(|rest| (s, rest))
+                .map(|rest| (i, s, rest))
         })
+    }
+
+    /// What the last run of every collection left, in the order given.
+    async fn observe(&self) -> Vec<(&Served, Observed)> {
+        let given = self.given.iter().map(|&i| &self.served[i]);
+        futures::future::join_all(given.map(|s| async move { (s, s.stats.observe().await) })).await
     }
 }
 
-/// The router serving `collections`: `/.well-known/resourcesync`, `/robots.txt` and, under
-/// each collection's base path, its published documents and copies. GET and HEAD only.
+/// The router serving `collections`: `/.well-known/resourcesync`, `/robots.txt`,
+/// `/healthz`, `/readyz`, `/metrics`, `/status` and, under each collection's base path, its
+/// published documents and copies. GET and HEAD only.
 ///
 /// Call [`check_collections`] first (as [`Server::bind`] does): of collections sharing a
 /// base path, only the first given answers.
@@ -62,13 +103,17 @@ pub fn router(collections: Vec<Collection>) -> Router {
     let robots = robots(&collections);
     let mut served: Vec<Served> = collections
         .into_iter()
-        .map(|collection| {
+        .enumerate()
+        .map(|(order, collection)| {
             let link = format!(
                 "<{}>; rel=\"resourcesync\"",
                 capability_list_url(collection.base_url())
             );
             Served {
                 copies: Copies::new(&collection),
+                stats: StatsReader::new(collection.objects()),
+                http: HttpCounters::default(),
+                order,
                 // A base URL that parsed as a URL has no characters a header refuses.
                 link: HeaderValue::from_str(&link).unwrap_or_else(|_| HeaderValue::from_static("")),
                 collection,
@@ -77,56 +122,196 @@ pub fn router(collections: Vec<Collection>) -> Router {
         .collect();
     // Stable: of equal base paths the first given stays first.
     served.sort_by_key(|s| std::cmp::Reverse(s.collection.base_path().len()));
+    let mut given: Vec<usize> = (0..served.len()).collect();
+    given.sort_by_key(|&i| served[i].order);
     let app = Arc::new(App {
         served,
+        given,
         description,
         robots,
+        http: HttpCounters::default(),
     });
     Router::new().fallback(handle).with_state(app)
 }
 
 async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
-    let method = request.method();
+    // The body is not `Sync`: only the head is kept across awaits.
+    let (parts, _) = request.into_parts();
+    let (collection, kind, response) = dispatch(&app, &parts).await;
+    let counters = match collection {
+        Some(i) => &app.served[i].http,
+        None => &app.http,
+    };
+    counted(counters, kind, response)
+}
+
+/// Counts `response` and the body bytes it sends (as they are sent, when it streams).
+fn counted(counters: &HttpCounters, kind: Kind, response: Response) -> Response {
+    counters.request(kind, response.status().as_u16());
+    let bytes = counters.bytes(kind).clone();
+    let (parts, body) = response.into_parts();
+    if let Some(n) = body.size_hint().exact() {
+        bytes.fetch_add(n, Ordering::Relaxed);
+        return Response::from_parts(parts, body);
+    }
+    // Streamed bodies carry their Content-Length as a header, which hyper keeps.
+    let stream = body.into_data_stream().inspect_ok(move |chunk| {
+        bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+/// The answer to `request`, with the collection (index into `served`) and kind it counts
+/// for.
+async fn dispatch(app: &App, request: &Parts) -> (Option<usize>, Kind, Response) {
+    let path = request.uri.path();
+    let method = &request.method;
     let head = if method == Method::GET {
         false
     } else if method == Method::HEAD {
         true
     } else {
-        return method_not_allowed();
+        let c = app.collection_for(path).map(|(i, _, _)| i);
+        return (c, Kind::Other, method_not_allowed());
     };
-    let headers = request.headers();
-    let path = request.uri().path();
+    let headers = &request.headers;
     // Paths are compared as sent, but one that cannot be decoded is malformed everywhere.
     if percent_decode(path).is_none() {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "malformed percent-encoding in the path\n",
+        let c = app.collection_for(path).map(|(i, _, _)| i);
+        return (
+            c,
+            Kind::Other,
+            text(
+                StatusCode::BAD_REQUEST,
+                "malformed percent-encoding in the path\n",
+            ),
         );
     }
     match path {
-        "/.well-known/resourcesync" => return app.description.respond(head, headers),
-        "/robots.txt" => return app.robots.respond(head, headers),
+        "/.well-known/resourcesync" => {
+            return (None, Kind::Document, app.description.respond(head, headers));
+        }
+        "/robots.txt" => return (None, Kind::Document, app.robots.respond(head, headers)),
+        HEALTHZ => return (None, Kind::Other, uncached(text(StatusCode::OK, "ok\n"))),
+        READYZ => return (None, Kind::Other, ready(app).await),
+        METRICS => return (None, Kind::Other, metrics(app, head).await),
+        STATUS => return (None, Kind::Other, status(app, head).await),
         _ => {}
     }
-    let Some((served, rest)) = app.collection_for(path) else {
-        return not_found();
+    let Some((i, served, rest)) = app.collection_for(path) else {
+        return (None, Kind::Other, not_found());
     };
     let objects = served.collection.objects();
     if rest.starts_with("r/") {
-        return match served.copies.lookup(rest).await {
+        let r = match served.copies.lookup(rest).await {
             Ok(Some(info)) => serve_copy(objects, &info, &served.link, head, headers).await,
             Ok(None) => not_found(),
             Err(e) => store_failed("looking up a copy", &e),
         };
+        return (Some(i), Kind::Copy, r);
     }
-    match object_for(rest) {
-        Ok(object) => serve_object(objects, &object, head, headers).await,
+    let r = match object_for(rest) {
+        Ok(object) => {
+            return (
+                Some(i),
+                Kind::Document,
+                serve_object(objects, &object, head, headers).await,
+            );
+        }
         Err(Refused::BadEncoding) => text(
             StatusCode::BAD_REQUEST,
             "malformed percent-encoding in the path\n",
         ),
         Err(Refused::NotListed) => not_found(),
+    };
+    (Some(i), Kind::Other, r)
+}
+
+/// `Cache-Control: no-store`: probes, metrics and the status page are always current.
+fn uncached(mut r: Response) -> Response {
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// A page made for this request (`/metrics`, `/status`); no body for HEAD.
+fn page(content_type: &'static str, body: String, head: bool) -> Response {
+    let len = body.len();
+    let mut r = Response::new(if head {
+        Body::empty()
+    } else {
+        Body::from(body)
+    });
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    uncached(r)
+}
+
+/// `/readyz`: every collection's store answers a HEAD of the stats object within
+/// [`READY_TIMEOUT`] (NotFound is an answer: a collection that never ran is ready to serve
+/// what there is). The state database is never touched.
+async fn ready(app: &App) -> Response {
+    let path = object_store::path::Path::from(rsagg_pipeline::STATS_OBJECT);
+    let checks = app.given.iter().map(|&i| {
+        let c = &app.served[i].collection;
+        let path = &path;
+        async move {
+            let failure = match tokio::time::timeout(READY_TIMEOUT, c.objects().head(path)).await
+            {
+                Ok(Ok(_)) | Ok(Err(object_store::Error::NotFound { .. })) => return None,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {READY_TIMEOUT:?}"),
+            };
+            tracing::warn!(collection = c.name(), error = %failure, "not ready: the store does not answer");
+            Some(c.name().to_owned())
+        }
+    });
+    let failed: Vec<String> = futures::future::join_all(checks)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    if failed.is_empty() {
+        return uncached(text(StatusCode::OK, "ready\n"));
     }
+    let mut body = String::from("not ready\n");
+    for name in failed {
+        body.push_str(&format!("collection `{name}`: the store does not answer\n"));
+    }
+    uncached(text(StatusCode::SERVICE_UNAVAILABLE, body))
+}
+
+/// `/metrics`.
+async fn metrics(app: &App, head: bool) -> Response {
+    let observed = app.observe().await;
+    let collections: Vec<CollectionMetrics<'_>> = observed
+        .iter()
+        .map(|(s, o)| CollectionMetrics {
+            name: s.collection.name(),
+            observed: o,
+            http: &s.http,
+        })
+        .collect();
+    let body = crate::metrics::render(&collections, &app.http, SystemTime::now());
+    page(crate::metrics::CONTENT_TYPE, body, head)
+}
+
+/// `/status`.
+async fn status(app: &App, head: bool) -> Response {
+    let observed = app.observe().await;
+    let collections: Vec<CollectionStatus<'_>> = observed
+        .iter()
+        .map(|(s, o)| CollectionStatus {
+            name: s.collection.name(),
+            base_url: s.collection.base_url(),
+            base_path: s.collection.base_path(),
+            observed: o,
+        })
+        .collect();
+    let body = crate::status::render(&collections, SystemTime::now());
+    page(crate::status::CONTENT_TYPE, body, head)
 }
 
 /// A bound listener with the router of the collections it serves.

@@ -1,0 +1,137 @@
+//! Logging: tracing events on stderr, as text for people or as JSON lines for log
+//! collectors.
+//!
+//! - `RSAGG_LOG`: the filter (`tracing_subscriber::EnvFilter` syntax, e.g.
+//!   `info,rsagg_fetch=debug`); default `warn,rsagg_pipeline=info`.
+//! - `--log-format text|json` (global) or `RSAGG_LOG_FORMAT`: `text` (the default) writes
+//!   human-readable lines, coloured only when stderr is a terminal; `json` writes one JSON
+//!   object per line (`timestamp`, `level`, `target`, `message` and the event's fields at top
+//!   level, plus the current span), which Kubernetes log pipelines read without parsing text.
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+
+/// The filter variable.
+pub const FILTER_ENV: &str = "RSAGG_LOG";
+/// The format variable (the `--log-format` flag wins over it).
+pub const FORMAT_ENV: &str = "RSAGG_LOG_FORMAT";
+/// The filter when `RSAGG_LOG` is unset or invalid.
+const DEFAULT_FILTER: &str = "warn,rsagg_pipeline=info";
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The filter of `RSAGG_LOG`, or the default (with a note on stderr when the variable is
+/// set but invalid, so a typo does not silently change what is logged).
+fn filter() -> EnvFilter {
+    match EnvFilter::try_from_env(FILTER_ENV) {
+        Ok(f) => f,
+        Err(e) => {
+            if std::env::var_os(FILTER_ENV).is_some_and(|v| !v.is_empty()) {
+                eprintln!("rsagg: ignoring {FILTER_ENV} ({e}); using `{DEFAULT_FILTER}`");
+            }
+            EnvFilter::new(DEFAULT_FILTER)
+        }
+    }
+}
+
+/// A subscriber writing `format` to `writer`; `ansi` colours text output.
+fn subscriber<W>(
+    format: LogFormat,
+    filter: EnvFilter,
+    writer: W,
+    ansi: bool,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
+    match format {
+        LogFormat::Text => Box::new(builder.with_ansi(ansi).finish()),
+        LogFormat::Json => Box::new(
+            builder
+                .json()
+                .flatten_event(true)
+                .with_span_list(false)
+                .finish(),
+        ),
+    }
+}
+
+/// Installs the process's subscriber: `format` on stderr, filtered by `RSAGG_LOG`.
+pub fn init(format: LogFormat) {
+    let ansi = std::io::stderr().is_terminal();
+    let s = subscriber(format, filter(), std::io::stderr, ansi);
+    if let Err(e) = tracing::subscriber::set_global_default(s) {
+        eprintln!("rsagg: cannot set up logging: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn logged(format: LogFormat) -> String {
+        let buf = Buf::default();
+        let w = buf.clone();
+        let s = subscriber(format, EnvFilter::new("info"), move || w.clone(), false);
+        tracing::subscriber::with_default(s, || {
+            let span = tracing::info_span!("run", collection = "maps");
+            let _g = span.enter();
+            tracing::info!(upstream = "up", count = 3, "harvested \"things\"\nok");
+            tracing::debug!("filtered out");
+        });
+        String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn json_lines_carry_message_fields_and_span() {
+        let out = logged(LogFormat::Json);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 1, "{out}");
+        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(v["level"], "INFO", "{v}");
+        assert_eq!(v["message"], "harvested \"things\"\nok", "{v}");
+        assert_eq!(v["upstream"], "up", "{v}");
+        assert_eq!(v["count"], 3, "{v}");
+        assert_eq!(v["span"]["collection"], "maps", "{v}");
+        assert!(v["timestamp"].is_string(), "{v}");
+    }
+
+    #[test]
+    fn text_is_plain_without_a_terminal() {
+        let out = logged(LogFormat::Text);
+        assert!(out.contains("INFO"), "{out}");
+        assert!(
+            out.contains("upstream=\"up\"") || out.contains("upstream=up"),
+            "{out}"
+        );
+        assert!(!out.contains('\u{1b}'), "no colour codes: {out:?}");
+        assert!(!out.contains("filtered out"), "{out}");
+    }
+}

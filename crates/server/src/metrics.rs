@@ -1,0 +1,503 @@
+//! `/metrics`: the Prometheus text exposition format, version 0.0.4.
+//!
+//! Two sources: what the last run of each collection left in its store (`stats.rs`; gauges,
+//! since they describe that run and restart with the next one), and the server's own
+//! counters of the requests it answered ([`HttpCounters`], atomics in the router's state;
+//! counters, reset when the process restarts, as Prometheus expects).
+//!
+//! Every family is written with its `# HELP` and `# TYPE` lines, even without samples, and
+//! all samples of a family together; label values are escaped as the format says
+//! (`\\`, `\"`, `\n`).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rsagg_model::W3cDateTime;
+
+use crate::stats::Observed;
+
+/// `Content-Type` of the text format 0.0.4.
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What a request was for, as the `kind` label says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A published document (lists, indexes, packages, the Source Description, robots.txt).
+    Document,
+    /// A resource copy (`{base}r/…`).
+    Copy,
+    /// Anything else: the server's own pages, probes, 404s, refused methods.
+    Other,
+}
+
+impl Kind {
+    const ALL: [Kind; 3] = [Kind::Document, Kind::Copy, Kind::Other];
+
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Document => "document",
+            Kind::Copy => "copy",
+            Kind::Other => "other",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Status codes counted one by one (100–599); anything else is counted as 599.
+const STATUSES: usize = 500;
+
+/// Requests answered and response body bytes sent, by kind and status, of one collection
+/// (or of the server itself). Lock-free: a request costs two atomic additions.
+#[derive(Debug)]
+pub(crate) struct HttpCounters {
+    by_kind: [KindCounters; 3],
+}
+
+#[derive(Debug)]
+struct KindCounters {
+    /// Index: status − 100.
+    statuses: Box<[AtomicU64]>,
+    /// Shared with the bodies still streaming.
+    bytes: Arc<AtomicU64>,
+}
+
+impl Default for HttpCounters {
+    fn default() -> Self {
+        let kind = || KindCounters {
+            statuses: (0..STATUSES).map(|_| AtomicU64::new(0)).collect(),
+            bytes: Arc::new(AtomicU64::new(0)),
+        };
+        HttpCounters {
+            by_kind: [kind(), kind(), kind()],
+        }
+    }
+}
+
+impl HttpCounters {
+    /// Counts one response.
+    pub fn request(&self, kind: Kind, status: u16) {
+        let i = usize::from(status)
+            .checked_sub(100)
+            .filter(|i| *i < STATUSES)
+            .unwrap_or(STATUSES - 1);
+        self.by_kind[kind.index()].statuses[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counter of body bytes sent for `kind` (added to as the body streams out).
+    pub fn bytes(&self, kind: Kind) -> &Arc<AtomicU64> {
+        &self.by_kind[kind.index()].bytes
+    }
+
+    /// Requests answered with `status` for `kind` so far.
+    #[cfg(test)]
+    pub fn count(&self, kind: Kind, status: u16) -> u64 {
+        self.by_kind[kind.index()].statuses[usize::from(status) - 100].load(Ordering::Relaxed)
+    }
+}
+
+/// A sample value.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Self {
+        Value::Int(v)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Float(v)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Int(u64::from(v))
+    }
+}
+
+/// One metric family being written.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    samples: String,
+}
+
+impl Family {
+    fn gauge(name: &'static str, help: &'static str) -> Family {
+        Family {
+            name,
+            kind: "gauge",
+            help,
+            samples: String::new(),
+        }
+    }
+
+    fn counter(name: &'static str, help: &'static str) -> Family {
+        Family {
+            name,
+            kind: "counter",
+            help,
+            samples: String::new(),
+        }
+    }
+
+    fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) {
+        let s = &mut self.samples;
+        s.push_str(self.name);
+        if !labels.is_empty() {
+            s.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                s.push_str(k);
+                s.push_str("=\"");
+                escape_label_value(v, s);
+                s.push('"');
+            }
+            s.push('}');
+        }
+        s.push(' ');
+        match value.into() {
+            Value::Int(v) => {
+                let _ = write!(s, "{v}");
+            }
+            Value::Float(v) => write_float(v, s),
+        }
+        s.push('\n');
+    }
+
+    fn write(&self, out: &mut String) {
+        let _ = writeln!(out, "# HELP {} {}", self.name, escape_help(self.help));
+        let _ = writeln!(out, "# TYPE {} {}", self.name, self.kind);
+        out.push_str(&self.samples);
+    }
+}
+
+/// A label value as the text format writes it: backslash, double quote and line feed
+/// escaped.
+fn escape_label_value(v: &str, out: &mut String) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// A `# HELP` docstring: backslash and line feed escaped.
+fn escape_help(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A float as the format writes it (Go's `ParseFloat` syntax): `NaN`, `+Inf`, `-Inf`, else
+/// Rust's shortest round-tripping decimal.
+fn write_float(v: f64, out: &mut String) {
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
+    } else {
+        let _ = write!(out, "{v}");
+    }
+}
+
+fn seconds(t: &W3cDateTime) -> f64 {
+    let (secs, nanos) = t.instant();
+    secs as f64 + f64::from(nanos) / 1e9
+}
+
+fn now_seconds(now: SystemTime) -> f64 {
+    match now.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
+    }
+}
+
+/// One served collection as `/metrics` sees it.
+pub(crate) struct CollectionMetrics<'a> {
+    pub name: &'a str,
+    pub observed: &'a Observed,
+    pub http: &'a HttpCounters,
+}
+
+/// The whole exposition: every collection's last run and the request counters (`server`:
+/// requests outside every collection, labelled `collection=""`). Lag is measured at `now`.
+pub(crate) fn render(
+    collections: &[CollectionMetrics<'_>],
+    server: &HttpCounters,
+    now: SystemTime,
+) -> String {
+    let now = now_seconds(now);
+    let mut store_up = Family::gauge(
+        "rsagg_collection_store_up",
+        "1 when the collection's store answered reading the last run's stats (an absent object counts as an answer), else 0.",
+    );
+    let mut last_run = Family::gauge(
+        "rsagg_last_run_timestamp_seconds",
+        "When the collection's last run finished (Unix time). Absent before the first run.",
+    );
+    let mut duration = Family::gauge(
+        "rsagg_last_run_duration_seconds",
+        "Wall time of the collection's last run.",
+    );
+    let mut resources = Family::gauge(
+        "rsagg_last_run_resources",
+        "Resources processed by the last run, per upstream and outcome (created, updated, deleted, unchanged, replayed, superseded, quarantined, gone, failed).",
+    );
+    let mut up = Family::gauge(
+        "rsagg_upstream_up",
+        "1 when the upstream's verdict in the last run was ok, 0 when it failed.",
+    );
+    let mut sets = Family::gauge(
+        "rsagg_upstream_sets",
+        "Sets of resources (Capability Lists) of the upstream harvested by the last run.",
+    );
+    let mut resyncs = Family::gauge(
+        "rsagg_upstream_resyncs",
+        "Re-syncs from the Resource List in the last run (the Change List no longer reached the checkpoint, or there is none).",
+    );
+    let mut warnings = Family::gauge(
+        "rsagg_upstream_warnings",
+        "Warnings about the upstream in the last run (kept up to 100).",
+    );
+    let mut errors = Family::gauge(
+        "rsagg_upstream_errors",
+        "1 when the last run recorded an error for the upstream, else 0.",
+    );
+    let mut checkpoint = Family::gauge(
+        "rsagg_upstream_checkpoint_timestamp_seconds",
+        "The last upstream instant processed (Unix time; the oldest among the upstream's sets), after the last run.",
+    );
+    let mut lag = Family::gauge(
+        "rsagg_upstream_lag_seconds",
+        "Now minus the upstream's checkpoint: how far behind the upstream's changes the collection is (grows while the upstream is idle or the job is not running).",
+    );
+    let mut quarantined = Family::gauge(
+        "rsagg_quarantined",
+        "Resources in quarantine after the last run (as listed in the stats object; see rsagg_quarantine_truncated).",
+    );
+    let mut truncated = Family::gauge(
+        "rsagg_quarantine_truncated",
+        "1 when more resources are in quarantine than the stats object lists (rsagg_quarantined is then a lower bound).",
+    );
+    let mut publish_errors = Family::gauge(
+        "rsagg_publish_errors",
+        "Publish steps that failed in the last run.",
+    );
+    let mut parts = Family::gauge(
+        "rsagg_resourcelist_parts_rewritten",
+        "Parts of the Resource List rewritten by the last run.",
+    );
+    let mut open_entries = Family::gauge(
+        "rsagg_changelist_open_entries",
+        "Changes in the open Change List after the last run.",
+    );
+    let mut closed = Family::gauge(
+        "rsagg_changelist_closed",
+        "Closed Change Lists retained (named by the index) after the last run.",
+    );
+    let mut dump_packages = Family::gauge(
+        "rsagg_changedump_packages",
+        "Packages the Change Dump names after the last run.",
+    );
+    let mut gc_at = Family::gauge(
+        "rsagg_gc_last_timestamp_seconds",
+        "When the last blob garbage collection started (Unix time).",
+    );
+    let mut gc_scanned = Family::gauge(
+        "rsagg_gc_last_scanned_objects",
+        "Objects the last blob garbage collection listed.",
+    );
+    let mut gc_deleted = Family::gauge(
+        "rsagg_gc_last_deleted_objects",
+        "Objects the last blob garbage collection deleted.",
+    );
+    let mut gc_bytes = Family::gauge(
+        "rsagg_gc_last_freed_bytes",
+        "Bytes the objects deleted by the last blob garbage collection held.",
+    );
+    let mut requests = Family::counter(
+        "rsagg_http_requests_total",
+        "Requests answered by this server since it started, by collection (empty: none), kind (document, copy, other) and status.",
+    );
+    let mut bytes = Family::counter(
+        "rsagg_http_response_bytes_total",
+        "Response body bytes sent by this server since it started, by collection and kind.",
+    );
+
+    for c in collections {
+        let coll = [("collection", c.name)];
+        store_up.sample(&coll, c.observed.store_ok());
+        if let Ok(Some(s)) = &c.observed.stats {
+            if let Some(t) = &s.finished {
+                last_run.sample(&coll, seconds(t));
+            }
+            duration.sample(&coll, s.report.seconds);
+            for u in &s.report.upstreams {
+                let labels = [("collection", c.name), ("upstream", u.name.as_str())];
+                for (outcome, n) in u.outcomes() {
+                    resources.sample(
+                        &[
+                            ("collection", c.name),
+                            ("upstream", &u.name),
+                            ("outcome", outcome),
+                        ],
+                        n,
+                    );
+                }
+                up.sample(&labels, u.ok());
+                sets.sample(&labels, u.sets);
+                resyncs.sample(&labels, u.resyncs.len() as u64);
+                warnings.sample(&labels, u.warnings.len() as u64);
+                errors.sample(&labels, u.error.is_some());
+                if let Some(t) = &u.checkpoint {
+                    let t = seconds(t);
+                    checkpoint.sample(&labels, t);
+                    lag.sample(&labels, (now - t).max(0.0));
+                }
+            }
+            quarantined.sample(&coll, s.quarantine.len() as u64);
+            truncated.sample(&coll, s.quarantine_truncated);
+            if let Some(p) = &s.report.publish {
+                publish_errors.sample(&coll, p.errors.len() as u64);
+                if let Some(n) = p.resource_list_parts {
+                    parts.sample(&coll, n);
+                }
+                if let Some(cl) = &p.change_lists {
+                    open_entries.sample(&coll, cl.open_entries);
+                    closed.sample(&coll, cl.closed_total);
+                }
+                if let Some(cd) = &p.change_dumps {
+                    dump_packages.sample(&coll, cd.packages_total);
+                }
+            }
+        }
+        if let Ok(Some(g)) = &c.observed.gc {
+            gc_at.sample(&coll, seconds(&g.at));
+            gc_scanned.sample(&coll, g.scanned);
+            gc_deleted.sample(&coll, g.deleted);
+            gc_bytes.sample(&coll, g.bytes_freed);
+        }
+    }
+    let with_server = collections
+        .iter()
+        .map(|c| (c.name, c.http))
+        .chain(std::iter::once(("", server)));
+    for (name, http) in with_server {
+        for kind in Kind::ALL {
+            let k = &http.by_kind[kind.index()];
+            for (i, n) in k.statuses.iter().enumerate() {
+                let n = n.load(Ordering::Relaxed);
+                if n > 0 {
+                    let status = (i + 100).to_string();
+                    requests.sample(
+                        &[
+                            ("collection", name),
+                            ("kind", kind.label()),
+                            ("status", &status),
+                        ],
+                        n,
+                    );
+                }
+            }
+            let b = k.bytes.load(Ordering::Relaxed);
+            if b > 0 {
+                bytes.sample(&[("collection", name), ("kind", kind.label())], b);
+            }
+        }
+    }
+
+    let mut out = String::with_capacity(8 * 1024);
+    for f in [
+        store_up,
+        last_run,
+        duration,
+        resources,
+        up,
+        sets,
+        resyncs,
+        warnings,
+        errors,
+        checkpoint,
+        lag,
+        quarantined,
+        truncated,
+        publish_errors,
+        parts,
+        open_entries,
+        closed,
+        dump_packages,
+        gc_at,
+        gc_scanned,
+        gc_deleted,
+        gc_bytes,
+        requests,
+        bytes,
+    ] {
+        f.write(&mut out);
+    }
+    // Notification delivery (the outbox: payloads sent, retried, failed, oldest pending, per
+    // hub) is exported here once the Notify issue writes it into the stats object:
+    // `rsagg_notifications_*{collection,hub}` families go after the publish figures above.
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_and_help_are_escaped() {
+        let mut f = Family::gauge("x", "a \\ b\nc");
+        f.sample(&[("l", "q\"uote\\back\nline")], 1u64);
+        f.sample(&[], f64::NAN);
+        f.sample(&[("a", ""), ("b", "é")], f64::INFINITY);
+        f.sample(&[], 0.25);
+        let mut out = String::new();
+        f.write(&mut out);
+        assert_eq!(
+            out,
+            "# HELP x a \\\\ b\\nc\n# TYPE x gauge\nx{l=\"q\\\"uote\\\\back\\nline\"} 1\nx NaN\n\
+             x{a=\"\",b=\"é\"} +Inf\nx 0.25\n"
+        );
+    }
+
+    #[test]
+    fn counters_count_by_kind_and_status() {
+        let c = HttpCounters::default();
+        c.request(Kind::Copy, 200);
+        c.request(Kind::Copy, 200);
+        c.request(Kind::Other, 404);
+        c.request(Kind::Other, 42);
+        c.bytes(Kind::Copy).fetch_add(10, Ordering::Relaxed);
+        assert_eq!(c.count(Kind::Copy, 200), 2);
+        assert_eq!(c.count(Kind::Other, 599), 1, "out of range");
+        let text = render(&[], &c, SystemTime::now());
+        assert!(
+            text.contains(
+                "rsagg_http_requests_total{collection=\"\",kind=\"copy\",status=\"200\"} 2\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("rsagg_http_response_bytes_total{collection=\"\",kind=\"copy\"} 10\n"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE rsagg_http_requests_total counter\n"));
+        assert!(text.contains("# TYPE rsagg_upstream_lag_seconds gauge\n"));
+    }
+}

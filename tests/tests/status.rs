@@ -1,0 +1,177 @@
+//! End-to-end test of the status page (issue 6, observability): rsagg harvests a fixture
+//! Source (one resource whose bytes never match the listed MD5, so it is quarantined, and
+//! upstream URIs with markup in them), `rsagg serve` serves the collection, and headless
+//! Chromium (Debian's `chromium`) loads `/status`; the DOM it prints after load must show the
+//! collection, the upstream's counts and the quarantined URI as text, and no script from the
+//! data may have become an element or run. The probes and `/metrics` of the real binary are
+//! checked on the way.
+//!
+//! Run: `bash scripts/peers.sh install` (installs chromium when missing);
+//! `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
+//! cargo test -p rsagg-e2e --test status`.
+
+mod common;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use common::*;
+use rsagg_e2e::{RsaggServer, chromium_bin, dump_dom};
+
+/// The quarantined resource: served bytes differ from the listed MD5, and its URI (query)
+/// carries a script that would retitle the page if it ever ran.
+const BAD: &str = "/res/bad.txt?q=<script>document.title='pwned'</script>&x=\"y\"";
+/// What the list announces for BAD (its MD5), and what is served: same length, other bytes.
+const ANNOUNCED: &[u8] = b"ANNOUNCED-0123456789";
+const SERVED: &[u8] = b"served----0123456789";
+/// A listed resource the upstream does not have (a warning names its URI).
+const GONE: &str = "/res/gone.txt?<b>bold</b>";
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `s` as a text node is serialised by the DOM (`&`, `<`, `>` escaped; quotes kept).
+fn dom_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A Source: three good resources, BAD (listed with the MD5 of other bytes) and GONE.
+fn source() -> Result<Site> {
+    let site = Site::new()?;
+    let good: [(&str, &[u8]); 3] = [
+        ("/res/a.txt", b"alpha"),
+        ("/res/b.txt", b"bravo"),
+        ("/res/c.txt", b"charlie"),
+    ];
+    site.resources(&good)?;
+    site.write("/res/bad.txt", SERVED)?;
+    site.source_description("/.well-known/resourcesync", &["/capabilitylist.xml"])?;
+    site.capability_list(
+        "/capabilitylist.xml",
+        Some("/.well-known/resourcesync"),
+        &[("resourcelist", "/resourcelist.xml")],
+    )?;
+    let mut items: Vec<String> = good
+        .iter()
+        .map(|(p, b)| url_item(&site.url(p), Some(LASTMOD), &md_of(b), ""))
+        .collect();
+    // No lastmod on BAD: a served Last-Modified later than the listed time would explain
+    // the mismatch (a newer version) and the bytes would be accepted.
+    items.push(url_item(
+        &xml_escape(&site.url(BAD)),
+        None,
+        &md_of(ANNOUNCED),
+        "",
+    ));
+    items.push(url_item(
+        &xml_escape(&site.url(GONE)),
+        Some(LASTMOD),
+        &md_of(b"never served"),
+        "",
+    ));
+    site.write(
+        "/resourcelist.xml",
+        doc(
+            "urlset",
+            &format!(r#"capability="resourcelist" at="{T0}""#),
+            &[("up", &site.url("/capabilitylist.xml"))],
+            &items,
+        ),
+    )?;
+    Ok(site)
+}
+
+#[test]
+fn status_page_in_headless_chromium_shows_the_run_and_escapes_upstream_data() -> Result<()> {
+    // Fail (not skip) without the browser, saying how to install it.
+    chromium_bin()?;
+    let site = source()?;
+    let port = RsaggServer::pick_port()?;
+    let base = format!("http://127.0.0.1:{port}/obs/");
+    let case = Case::published_at(
+        Store::file("status")?,
+        &[upstream(UP, &site.url("/.well-known/resourcesync"), "")],
+        &base,
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(
+        (run.n("created"), run.n("quarantined"), run.n("gone")),
+        (3, 1, 1),
+        "{run:#?}"
+    );
+    let server = RsaggServer::start(port, &[&case.toml], &case.store.env()?)?;
+    let origin = server.origin();
+
+    // The probes the Kubernetes manifests use, on the real binary.
+    let (code, body) = http_get(&format!("{origin}/healthz"))?;
+    assert_eq!((code, body.as_slice()), (200, b"ok\n".as_slice()));
+    let (code, body) = http_get(&format!("{origin}/readyz"))?;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let (code, metrics) = http_get(&format!("{origin}/metrics"))?;
+    assert_eq!(code, 200);
+    let metrics = String::from_utf8(metrics)?;
+    for line in [
+        "rsagg_last_run_resources{collection=\"obs\",upstream=\"up\",outcome=\"created\"} 3\n",
+        "rsagg_last_run_resources{collection=\"obs\",upstream=\"up\",outcome=\"quarantined\"} 1\n",
+        "rsagg_upstream_up{collection=\"obs\",upstream=\"up\"} 1\n",
+        "rsagg_quarantined{collection=\"obs\"} 1\n",
+    ] {
+        assert!(metrics.contains(line), "{line:?} in\n{metrics}");
+    }
+
+    let dom = dump_dom(&format!("{origin}/status"), Duration::from_secs(90))
+        .with_context(|| format!("serve log:\n{}", server.log_tail(20)))?;
+    let show = || format!("DOM:\n{dom}\nserve log:\n{}", server.log_tail(10));
+    // No script ran: the title is the page's own, and no element came from the data.
+    assert!(dom.contains("<title>rsagg status</title>"), "{}", show());
+    assert!(!dom.contains("<script"), "{}", show());
+    assert!(!dom.contains("<b>"), "{}", show());
+    // The collection, with links to its documents.
+    assert!(dom.contains("<h2>obs</h2>"), "{}", show());
+    assert!(dom.contains(&format!("<code>{base}</code>")), "{}", show());
+    assert!(
+        dom.contains("href=\"/obs/capabilitylist.xml\""),
+        "{}",
+        show()
+    );
+    // The upstream's counts from the last run.
+    assert!(
+        dom.contains("<tr data-upstream=\"up\"><td>up</td><td class=\"ok\">ok</td>"),
+        "{}",
+        show()
+    );
+    for (outcome, n) in [
+        ("created", 3),
+        ("quarantined", 1),
+        ("gone", 1),
+        ("failed", 0),
+    ] {
+        let cell = format!("data-outcome=\"{outcome}\">{n}</td>");
+        assert!(dom.contains(&cell), "{cell} in {}", show());
+    }
+    // The quarantined item: its upstream URI as text, with what was expected and received.
+    assert!(dom.contains("Quarantine (1)"), "{}", show());
+    let bad_uri = site.url(BAD);
+    assert!(
+        dom.contains(&format!("<code>{}</code>", dom_text(&bad_uri))),
+        "{} in {}",
+        dom_text(&bad_uri),
+        show()
+    );
+    for digest in [md5_hex(ANNOUNCED), md5_hex(SERVED)] {
+        let cell = format!("<code>md5:{digest}</code>");
+        assert!(dom.contains(&cell), "{cell} in {}", show());
+    }
+    // The warning about the gone resource names its URI, as text.
+    assert!(dom.contains(&dom_text(&site.url(GONE))), "{}", show());
+    assert!(dom.contains("Last run finished"), "{}", show());
+    Ok(())
+}
