@@ -77,6 +77,7 @@ echo "  ${base}capabilitylist.xml   what rsagg republishes of the collection"
 echo "  ${base}resourcelist.xml     its Resource List (own URIs, via links to the upstream)"
 echo "  ${base}changelist.xml       its Change List (changelist-open.xml: the open one)"
 echo "  ${base}resourcedump.xml     its Resource Dump (ZIP packages with manifests)"
+echo "  $(dirname "$base")/status   the status page (last run, upstreams, quarantine); /metrics for Prometheus"
 echo "  $out/store/                 the file object store: blobs/ (copies by SHA-256), state/, documents"
 echo "  $out/second-run.json        the second run's report (rsagg run --json)"
 if [ "${DEMO_EXIT:-0}" = 1 ]; then
