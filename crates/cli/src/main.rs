@@ -11,9 +11,9 @@
 //! - `input.rs`: opening a path, stdin or http(s) URL as async input, gzip inflated.
 //! - `run.rs`: `rsagg run` (harvest; exit codes of the contract) and `rsagg check`.
 //! - `serve.rs`: `rsagg serve` (read-only HTTP serving of published collections).
-//!
-//! `hub` arrives with the Notify issue.
+//! - `hub.rs`: `rsagg hub` (the WebSub hub).
 
+mod hub;
 mod input;
 mod logging;
 mod run;
@@ -77,6 +77,12 @@ enum Command {
     ///
     /// Exit status: 0 after SIGINT/SIGTERM, 1 cannot listen, 2 usage or config error.
     Serve(serve::ServeArgs),
+    /// The WebSub hub: subscriptions, both publish forms (CN 1.0.1 4.1 and WebSub
+    /// `hub.mode=publish`), delivery with retries. All requests by POST at `/`. Prints
+    /// `listening http://HOST:PORT` once ready.
+    ///
+    /// Exit status: 0 after SIGINT/SIGTERM, 1 cannot listen or open the store, 2 usage error.
+    Hub(hub::HubArgs),
 }
 
 fn main() -> ExitCode {
@@ -98,6 +104,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Check(args) => run::check(args),
             Command::Serve(args) => serve::serve(args).await,
+            Command::Hub(args) => hub::hub(args).await,
         }
     })
 }

@@ -40,6 +40,7 @@ mod collection;
 mod copies;
 mod documents;
 mod http;
+pub mod hub;
 mod metrics;
 mod router;
 mod stats;

@@ -1,0 +1,108 @@
+//! The router of `rsagg hub`: a thin adapter from HTTP to [`rsagg_websub::Hub`].
+//!
+//! ```text
+//! POST /      every WebSub and CN 1.0.1 request (subscribe, unsubscribe, both publish
+//!             forms); other methods 405 (WebSub 5.1 and CN 1.0.1 4.1 use POST only)
+//! GET /healthz   liveness: 200 `ok` while the process answers
+//! GET /readyz    readiness: 200 when the hub's store answers, else 503
+//! ```
+//!
+//! Bodies are capped at [`rsagg_websub::HubConfig::max_publish_bytes`] (413 beyond).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rsagg_websub::{Hub, HubRequest};
+use tokio::net::TcpListener;
+
+use crate::Error;
+
+/// The hub's router: `POST /`, `GET /healthz`, `GET /readyz`.
+pub fn hub_router(hub: Arc<Hub>) -> Router {
+    let limit = hub.config().max_publish_bytes;
+    Router::new()
+        .route("/", post(handle))
+        .route(crate::HEALTHZ, get(|| async { "ok\n" }))
+        .route(crate::READYZ, get(ready))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(hub)
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+async fn handle(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request = HubRequest {
+        content_type: headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        links: headers
+            .get_all(header::LINK)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect(),
+        body,
+    };
+    let answer = hub.handle(request).await;
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    text(status, format!("{}\n", answer.message))
+}
+
+async fn ready(State(hub): State<Arc<Hub>>) -> Response {
+    match hub.ready().await {
+        Ok(()) => text(StatusCode::OK, "ready\n".into()),
+        Err(e) => text(StatusCode::SERVICE_UNAVAILABLE, format!("store: {e}\n")),
+    }
+}
+
+/// A bound listener for the hub (bound before the hub opens, so `--listen …:0` can give the
+/// hub its public URL).
+#[derive(Debug)]
+pub struct HubServer {
+    listener: TcpListener,
+}
+
+impl HubServer {
+    /// Binds `listen` (`HOST:PORT`; port 0 picks a free one, see [`HubServer::local_addr`]).
+    pub async fn bind(listen: &str) -> Result<HubServer, Error> {
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: listen.to_owned(),
+                source,
+            })?;
+        Ok(HubServer { listener })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.listener.local_addr().map_err(Error::Serve)
+    }
+
+    /// Serves `hub` until `shutdown` resolves, lets requests in flight finish, then stops the
+    /// hub's background work (its persisted queue stays for the next start).
+    pub async fn run<F>(self, hub: Arc<Hub>, shutdown: F) -> Result<(), Error>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let served = axum::serve(self.listener, hub_router(hub.clone()))
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(Error::Serve);
+        hub.shutdown();
+        served
+    }
+}

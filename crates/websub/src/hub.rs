@@ -1,0 +1,929 @@
+//! The hub: subscription requests and their verification of intent (WebSub 5), both
+//! publication forms (CN 1.0.1 4.1 and WebSub `hub.mode=publish`), and the persisted state
+//! that survives a restart.
+//!
+//! Every request is answered at once (202 or 200) and the slow parts (verification GETs,
+//! topic fetches, deliveries) run in tasks bounded by semaphores, so a slow subscriber never
+//! holds up a publisher.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use rsagg_model::{Capability, Mode, Root};
+use rsagg_sitemap::{ReadOptions, SyncReader};
+use rsagg_store::documents::{get_json, put, put_json};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+use crate::config::HubConfig;
+use crate::records::{
+    PAYLOADS, QUEUE, QueueRecord, SUBSCRIPTIONS, SubscriptionRecord, payload_path, queue_path,
+    subscription_id, subscription_path,
+};
+use crate::{Error, delivery, link};
+
+/// A request at the hub URL, stripped of its HTTP framework: everything the hub reads.
+#[derive(Debug, Clone, Default)]
+pub struct HubRequest {
+    /// The `Content-Type` header, if any.
+    pub content_type: Option<String>,
+    /// Every `Link` header value, in order.
+    pub links: Vec<String>,
+    /// The body (the router caps it at [`HubConfig::max_publish_bytes`]).
+    pub body: Bytes,
+}
+
+/// The hub's answer: a status and a short `text/plain` message (WebSub 5.1.2 and CN 1.0.1
+/// 4.1 leave the body free; a human-readable reason helps whoever debugs a refusal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// Body text.
+    pub message: String,
+}
+
+impl HubResponse {
+    fn new(status: u16, message: impl Into<String>) -> HubResponse {
+        HubResponse {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+/// A live subscription as the hub sees it (the secret is not shown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionInfo {
+    /// [`crate::subscription_id`] of topic and callback.
+    pub id: String,
+    /// Topic URL.
+    pub topic: String,
+    /// Callback URL.
+    pub callback: String,
+    /// Lease granted at the last verification, in seconds.
+    pub lease_seconds: u64,
+    /// Unix seconds when the lease ends.
+    pub expires_at: i64,
+    /// Whether deliveries are signed.
+    pub signed: bool,
+    /// Messages waiting for this subscriber.
+    pub queued: usize,
+}
+
+/// Counters since the hub was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HubStats {
+    /// Messages delivered (callback answered 2xx).
+    pub delivered: u64,
+    /// Delivery attempts that failed (each is retried).
+    pub failed_attempts: u64,
+    /// Messages dropped because a subscriber's queue was full, or whose body was lost.
+    pub dropped: u64,
+    /// Live subscriptions.
+    pub subscriptions: usize,
+    /// Messages waiting, all subscribers together.
+    pub queued: usize,
+}
+
+/// A message in a subscriber's queue (its persisted [`QueueRecord`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Queued {
+    pub seq: u64,
+    pub topic: String,
+    pub content_type: String,
+    pub payload: String,
+}
+
+pub(crate) struct Sub {
+    pub record: SubscriptionRecord,
+    pub queue: VecDeque<Queued>,
+    pub next_seq: u64,
+    /// A worker task is running for this subscriber (at most one: ordering).
+    pub worker: bool,
+    /// The message the worker is sending (never dropped while in flight).
+    pub in_flight: Option<u64>,
+}
+
+impl Sub {
+    fn new(record: SubscriptionRecord) -> Sub {
+        Sub {
+            record,
+            queue: VecDeque::new(),
+            next_seq: 0,
+            worker: false,
+            in_flight: None,
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    pub subs: HashMap<String, Sub>,
+    /// Queue entries referring to each payload; the payload goes with the last one.
+    pub refs: HashMap<String, usize>,
+}
+
+pub(crate) struct Inner {
+    pub objects: Arc<dyn ObjectStore>,
+    pub config: HubConfig,
+    pub client: reqwest::Client,
+    pub state: Mutex<State>,
+    /// Publications are queued one at a time, so two publications reach every subscriber in
+    /// the same order.
+    publish_lock: tokio::sync::Mutex<()>,
+    /// Outgoing requests in flight.
+    pub outbound: Semaphore,
+    /// Verifications and topic fetches waiting or running.
+    pending: Arc<Semaphore>,
+    pub cancel: CancellationToken,
+    pub delivered: AtomicU64,
+    pub failed_attempts: AtomicU64,
+    pub dropped: AtomicU64,
+}
+
+impl Inner {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind; keep serving.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A WebSub hub (see the crate documentation). Cheap to share behind an `Arc`; background
+/// tasks run until [`Hub::shutdown`].
+pub struct Hub {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("public_url", &self.inner.config.public_url.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+fn random_token() -> Option<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(crate::signature::hex(&bytes))
+}
+
+fn message_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{nanos:020}-{:016x}", fastrand::u64(..))
+}
+
+/// The media type of a `Content-Type` value, lower-cased, without parameters.
+fn media_type(ct: &str) -> String {
+    ct.split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+fn http_url(name: &str, value: Option<&String>) -> Result<String, HubResponse> {
+    let value = value
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| HubResponse::new(400, format!("missing {name}")))?;
+    let url = Url::parse(value)
+        .map_err(|e| HubResponse::new(400, format!("{name} `{value}` is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+        return Err(HubResponse::new(
+            400,
+            format!("{name} `{value}` is not an absolute http(s) URL"),
+        ));
+    }
+    Ok(value.to_owned())
+}
+
+/// CN 1.0.1 3: a change notification is a `<urlset>` whose `<rs:md>` has
+/// `capability="change-notification"`. Read leniently (upstream quirks pass), to the end, so
+/// malformed XML is refused rather than relayed.
+fn check_change_notification(body: &[u8], max_bytes: u64) -> Result<(), String> {
+    let mut opts = ReadOptions::new(Mode::Lenient, "published payload");
+    opts.max_bytes = max_bytes;
+    let mut reader = SyncReader::open(body, opts).map_err(|e| e.to_string())?;
+    if reader.header().root != Root::Urlset {
+        return Err("the root element is not <urlset> (CN 1.0.1 3)".into());
+    }
+    if reader.header().capability() != Some(&Capability::ChangeNotification) {
+        return Err("<rs:md> lacks capability=\"change-notification\" (CN 1.0.1 3)".to_owned());
+    }
+    while reader.next_entry().map_err(|e| e.to_string())?.is_some() {}
+    Ok(())
+}
+
+enum Intent {
+    Subscribe,
+    Unsubscribe,
+}
+
+impl Hub {
+    /// Opens the hub on `objects`: loads the subscriptions still live and their undelivered
+    /// messages (deleting expired subscriptions and orphaned objects), and resumes delivery
+    /// in order. Must run inside a Tokio runtime (it spawns the workers).
+    pub async fn open(objects: Arc<dyn ObjectStore>, config: HubConfig) -> Result<Hub, Error> {
+        config.validate()?;
+        let client = reqwest::Client::builder()
+            // A callback or topic answering a redirect is an answer, not a hop to follow:
+            // verification must reach the callback given (WebSub 5.3).
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(config.request_timeout)
+            .user_agent(concat!("rsagg-hub/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(Error::Client)?;
+        let inner = Arc::new(Inner {
+            objects,
+            outbound: Semaphore::new(config.max_concurrency),
+            pending: Arc::new(Semaphore::new(config.max_pending)),
+            config,
+            client,
+            state: Mutex::new(State::default()),
+            publish_lock: tokio::sync::Mutex::new(()),
+            cancel: CancellationToken::new(),
+            delivered: AtomicU64::new(0),
+            failed_attempts: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        });
+        restore(&inner).await?;
+        tokio::spawn(delivery::sweeper(inner.clone()));
+        Ok(Hub { inner })
+    }
+
+    /// The configuration the hub runs with.
+    pub fn config(&self) -> &HubConfig {
+        &self.inner.config
+    }
+
+    /// Answers one request at the hub URL (all WebSub and CN 1.0.1 requests are POSTs there):
+    ///
+    /// - form `hub.mode=subscribe|unsubscribe` → 202, then verification of intent (WebSub
+    ///   5.1, 5.3); a topic outside the allowlist gets a denial (WebSub 5.2);
+    /// - form `hub.mode=publish` with `hub.url` (or `hub.topic`) → 202, then the topic is
+    ///   fetched and its body distributed (the de-facto WebSub publish form, WebSub 6);
+    /// - `application/xml` with `Link` rel `self` and `hub` → 200 once the payload is
+    ///   queued for every live subscriber of the topic (CN 1.0.1 4.1);
+    /// - 400 for malformed requests, 403 for topics outside the allowlist, 413 for bodies
+    ///   over the caps, 415 for other content types, 503 when too much is pending.
+    pub async fn handle(&self, request: HubRequest) -> HubResponse {
+        let ct = request.content_type.as_deref().map(media_type);
+        match ct.as_deref() {
+            Some("application/x-www-form-urlencoded") => self.handle_form(&request.body),
+            Some("application/xml") => self.publish_payload(request).await,
+            _ if !request.links.is_empty() => HubResponse::new(
+                415,
+                "a change notification must be sent as Content-Type: application/xml \
+                 (CN 1.0.1 4.1)",
+            ),
+            _ => HubResponse::new(
+                415,
+                "expected an application/x-www-form-urlencoded WebSub request or an \
+                 application/xml change notification",
+            ),
+        }
+    }
+
+    fn handle_form(&self, body: &[u8]) -> HubResponse {
+        if body.len() > self.inner.config.max_form_bytes {
+            return HubResponse::new(413, "form body too large");
+        }
+        let mut params: HashMap<String, String> = HashMap::new();
+        for (k, v) in url::form_urlencoded::parse(body) {
+            params
+                .entry(k.into_owned())
+                .or_insert_with(|| v.into_owned());
+        }
+        match params.get("hub.mode").map(String::as_str) {
+            Some("subscribe") => self.subscription_request(&params, Intent::Subscribe),
+            Some("unsubscribe") => self.subscription_request(&params, Intent::Unsubscribe),
+            Some("publish") => self.publish_form(&params),
+            Some(other) => HubResponse::new(400, format!("unknown hub.mode `{other}`")),
+            None => HubResponse::new(400, "missing hub.mode"),
+        }
+    }
+
+    /// WebSub 5.1: validate the request, answer 202, verify asynchronously.
+    ///
+    /// `hub.secret` is accepted over any scheme: the hub cannot tell whether a proxy in front
+    /// of it terminated TLS. WebSub 5.1.1 says subscribers should send it only over HTTPS;
+    /// deploy the hub behind HTTPS when secrets are used.
+    fn subscription_request(
+        &self,
+        params: &HashMap<String, String>,
+        intent: Intent,
+    ) -> HubResponse {
+        let callback = match http_url("hub.callback", params.get("hub.callback")) {
+            Ok(u) => u,
+            Err(r) => return r,
+        };
+        let topic = match http_url("hub.topic", params.get("hub.topic")) {
+            Ok(u) => u,
+            Err(r) => return r,
+        };
+        let lease = match params.get("hub.lease_seconds").map(|s| s.trim()) {
+            None | Some("") => None,
+            Some(s) => match s.parse::<u64>() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    return HubResponse::new(400, "hub.lease_seconds is not a whole number");
+                }
+            },
+        };
+        let secret = params.get("hub.secret").filter(|s| !s.is_empty()).cloned();
+        // WebSub 5.1.1: "This parameter MUST be less than 200 bytes in length."
+        if secret.as_ref().is_some_and(|s| s.len() >= 200) {
+            return HubResponse::new(400, "hub.secret must be less than 200 bytes (WebSub 5.1.1)");
+        }
+        let inner = self.inner.clone();
+        let allowed = inner.config.allows(&topic);
+        let work = async move {
+            match intent {
+                Intent::Subscribe if !allowed => deny(&inner, &topic, &callback).await,
+                Intent::Subscribe => {
+                    let lease = inner.config.grant_lease(lease);
+                    verify_intent(&inner, "subscribe", &topic, &callback, Some(lease), secret)
+                        .await;
+                }
+                Intent::Unsubscribe => {
+                    verify_intent(&inner, "unsubscribe", &topic, &callback, None, None).await;
+                }
+            }
+        };
+        match self.spawn_pending(work) {
+            Ok(()) => HubResponse::new(202, "accepted; verification of intent follows"),
+            Err(r) => r,
+        }
+    }
+
+    /// The WebSub publish form (`hub.mode=publish`, `hub.url` or `hub.topic`): 202, then the
+    /// topic is fetched and its body and `Content-Type` distributed.
+    fn publish_form(&self, params: &HashMap<String, String>) -> HubResponse {
+        let given = params.get("hub.url").or_else(|| params.get("hub.topic"));
+        let topic = match http_url("hub.url", given) {
+            Ok(u) => u,
+            Err(r) => return r,
+        };
+        if !self.inner.config.allows(&topic) {
+            return forbidden(&topic);
+        }
+        let inner = self.inner.clone();
+        match self.spawn_pending(async move { fetch_and_distribute(&inner, &topic).await }) {
+            Ok(()) => HubResponse::new(202, "accepted; the topic will be fetched"),
+            Err(r) => r,
+        }
+    }
+
+    /// CN 1.0.1 4.1: the payload with `Link` rel `self` (topic) and `hub`; 200 once queued.
+    async fn publish_payload(&self, request: HubRequest) -> HubResponse {
+        let config = &self.inner.config;
+        let links = link::parse(&request.links);
+        let (Some(topic), Some(hub)) = (link::find(&links, "self"), link::find(&links, "hub"))
+        else {
+            return HubResponse::new(
+                400,
+                "the Link header must carry rel=\"self\" (the topic) and rel=\"hub\" \
+                 (CN 1.0.1 4.1)",
+            );
+        };
+        let topic = match http_url("the rel=\"self\" link", Some(&topic.to_owned())) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
+        let hub_ok = Url::parse(hub).is_ok_and(|h| h == config.public_url);
+        if config.check_hub_link && !hub_ok {
+            return HubResponse::new(
+                400,
+                format!(
+                    "rel=\"hub\" is `{hub}`, but this hub is `{}` (CN 1.0.1 4.1)",
+                    config.public_url
+                ),
+            );
+        }
+        if !config.allows(&topic) {
+            return forbidden(&topic);
+        }
+        if request.body.is_empty() {
+            return HubResponse::new(400, "empty payload");
+        }
+        if request.body.len() > config.max_publish_bytes {
+            return HubResponse::new(413, "payload too large");
+        }
+        if config.check_payload {
+            let body = request.body.clone();
+            let max = u64::try_from(config.max_publish_bytes).unwrap_or(u64::MAX);
+            let checked =
+                tokio::task::spawn_blocking(move || check_change_notification(&body, max)).await;
+            match checked {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => {
+                    return HubResponse::new(400, format!("not a change notification: {why}"));
+                }
+                Err(e) => return HubResponse::new(500, format!("payload check failed: {e}")),
+            }
+        }
+        match enqueue(&self.inner, &topic, "application/xml", request.body).await {
+            Ok(n) => HubResponse::new(200, format!("accepted for {n} subscriber(s)")),
+            Err(e) => {
+                tracing::error!(topic = %topic, error = %e, "could not queue a publication");
+                HubResponse::new(500, format!("could not queue the payload: {e}"))
+            }
+        }
+    }
+
+    fn spawn_pending<F>(&self, work: F) -> Result<(), HubResponse>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let permit = self
+            .inner
+            .pending
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| HubResponse::new(503, "too many requests pending; retry later"))?;
+        let cancel = self.inner.cancel.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            tokio::select! {
+                () = cancel.cancelled() => {}
+                () = work => {}
+            }
+        });
+        Ok(())
+    }
+
+    /// Whether the store answers (for `/readyz`).
+    pub async fn ready(&self) -> Result<(), Error> {
+        let prefix = Path::from(SUBSCRIPTIONS.trim_end_matches('/'));
+        match self.inner.objects.list(Some(&prefix)).next().await {
+            None | Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(Error::object_store(prefix, e)),
+        }
+    }
+
+    /// The live subscriptions, sorted by topic and callback.
+    pub fn subscriptions(&self) -> Vec<SubscriptionInfo> {
+        let now = unix_now();
+        let st = self.inner.lock();
+        let mut out: Vec<SubscriptionInfo> = st
+            .subs
+            .iter()
+            .filter(|(_, s)| s.record.expires_at > now)
+            .map(|(id, s)| SubscriptionInfo {
+                id: id.clone(),
+                topic: s.record.topic.clone(),
+                callback: s.record.callback.clone(),
+                lease_seconds: s.record.lease_seconds,
+                expires_at: s.record.expires_at,
+                signed: s.record.secret.is_some(),
+                queued: s.queue.len(),
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.topic, &a.callback).cmp(&(&b.topic, &b.callback)));
+        out
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> HubStats {
+        let st = self.inner.lock();
+        HubStats {
+            delivered: self.inner.delivered.load(Ordering::Relaxed),
+            failed_attempts: self.inner.failed_attempts.load(Ordering::Relaxed),
+            dropped: self.inner.dropped.load(Ordering::Relaxed),
+            subscriptions: st.subs.len(),
+            queued: st.subs.values().map(|s| s.queue.len()).sum(),
+        }
+    }
+
+    /// Stops verifications, fetches, deliveries and the sweeper. Undelivered messages stay in
+    /// the store for the next start (a message being sent may be sent again: delivery is at
+    /// least once).
+    pub fn shutdown(&self) {
+        self.inner.cancel.cancel();
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.inner.cancel.cancel();
+    }
+}
+
+fn forbidden(topic: &str) -> HubResponse {
+    HubResponse::new(
+        403,
+        format!("topic `{topic}` is not among the publishers this hub relays for"),
+    )
+}
+
+/// GET of `url` with at most `limit` body bytes read, under the outbound bound.
+pub(crate) async fn get_bounded(
+    inner: &Inner,
+    url: Url,
+    limit: usize,
+) -> Result<(reqwest::StatusCode, reqwest::header::HeaderMap, Bytes), String> {
+    let _permit = inner.outbound.acquire().await.map_err(|e| e.to_string())?;
+    let mut response = inner
+        .client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let limit64 = u64::try_from(limit).unwrap_or(u64::MAX);
+    if response.content_length().is_some_and(|n| n > limit64) {
+        return Err(format!("body larger than {limit} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > limit {
+            return Err(format!("body larger than {limit} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((status, headers, Bytes::from(body)))
+}
+
+/// WebSub 5.3: GET the callback with `hub.mode`, `hub.topic`, `hub.challenge` and (for a
+/// subscription) `hub.lease_seconds`; only a 2xx answer whose body is exactly the challenge
+/// confirms (5.3.1). Then the subscription is stored (or renewed) or removed.
+async fn verify_intent(
+    inner: &Arc<Inner>,
+    mode: &str,
+    topic: &str,
+    callback: &str,
+    lease: Option<u64>,
+    secret: Option<String>,
+) {
+    let Some(challenge) = random_token() else {
+        tracing::error!("no randomness for a challenge; verification of intent skipped");
+        return;
+    };
+    let Ok(mut url) = Url::parse(callback) else {
+        return;
+    };
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("hub.mode", mode)
+            .append_pair("hub.topic", topic)
+            .append_pair("hub.challenge", &challenge);
+        if let Some(lease) = lease {
+            q.append_pair("hub.lease_seconds", &lease.to_string());
+        }
+    }
+    let confirmed = match get_bounded(inner, url, inner.config.max_challenge_bytes).await {
+        Ok((status, _, body)) => status.is_success() && body == challenge.as_bytes(),
+        Err(e) => {
+            tracing::info!(%callback, error = %e, "verification of intent failed");
+            false
+        }
+    };
+    if !confirmed {
+        tracing::info!(%callback, %topic, mode, "intent not confirmed");
+        return;
+    }
+    let id = subscription_id(topic, callback);
+    match lease {
+        Some(lease) => {
+            let now = unix_now();
+            let record = SubscriptionRecord {
+                topic: topic.to_owned(),
+                callback: callback.to_owned(),
+                secret,
+                lease_seconds: lease,
+                expires_at: now.saturating_add(i64::try_from(lease).unwrap_or(i64::MAX)),
+                verified_at: now,
+            };
+            if let Err(e) = put_json(&*inner.objects, &subscription_path(&id), &record).await {
+                tracing::error!(%callback, error = %e, "could not store a subscription");
+                return;
+            }
+            tracing::info!(%callback, %topic, lease, "subscribed");
+            let mut st = inner.lock();
+            match st.subs.get_mut(&id) {
+                Some(sub) => sub.record = record,
+                None => {
+                    st.subs.insert(id, Sub::new(record));
+                }
+            }
+        }
+        None => {
+            tracing::info!(%callback, %topic, "unsubscribed");
+            remove_subscription(inner, &id, "unsubscribed").await;
+        }
+    }
+}
+
+/// WebSub 5.2: tell the callback its subscription is refused (`hub.mode=denied`).
+async fn deny(inner: &Arc<Inner>, topic: &str, callback: &str) {
+    let Ok(mut url) = Url::parse(callback) else {
+        return;
+    };
+    url.query_pairs_mut()
+        .append_pair("hub.mode", "denied")
+        .append_pair("hub.topic", topic)
+        .append_pair("hub.reason", "topic not relayed by this hub");
+    if let Err(e) = get_bounded(inner, url, inner.config.max_challenge_bytes).await {
+        tracing::info!(%callback, error = %e, "denial not received");
+    }
+}
+
+/// WebSub publish form: GET the topic and distribute its body with its `Content-Type`.
+async fn fetch_and_distribute(inner: &Arc<Inner>, topic: &str) {
+    let Ok(url) = Url::parse(topic) else {
+        return;
+    };
+    let (status, headers, body) =
+        match get_bounded(inner, url, inner.config.max_publish_bytes).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(%topic, error = %e, "topic fetch failed; nothing distributed");
+                return;
+            }
+        };
+    if !status.is_success() {
+        tracing::warn!(%topic, %status, "topic fetch answered an error; nothing distributed");
+        return;
+    }
+    let content_type = headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream")
+        .to_owned();
+    let links: Vec<String> = headers
+        .get_all(reqwest::header::LINK)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_owned))
+        .collect();
+    let links = link::parse(&links);
+    if link::find(&links, "self").is_none() || link::find(&links, "hub").is_none() {
+        // CN 1.0.1 4.1 requires both on the topic URI; relay anyway, but say so.
+        tracing::warn!(%topic, "topic answered without Link rel=\"self\" and rel=\"hub\"");
+    }
+    if let Err(e) = enqueue(inner, topic, &content_type, body).await {
+        tracing::error!(%topic, error = %e, "could not queue a publication");
+    }
+}
+
+/// Stores `body` once and queues it for every live subscriber of `topic`; returns how many.
+/// The queue records are written before the messages enter the in-memory queues, so what a
+/// worker sends is always in the store (and survives a restart).
+pub(crate) async fn enqueue(
+    inner: &Arc<Inner>,
+    topic: &str,
+    content_type: &str,
+    body: Bytes,
+) -> Result<usize, Error> {
+    let _serial = inner.publish_lock.lock().await;
+    let now = unix_now();
+    let targets: Vec<(String, u64)> = {
+        let mut st = inner.lock();
+        st.subs
+            .iter_mut()
+            .filter(|(_, s)| s.record.topic == topic && s.record.expires_at > now)
+            .map(|(id, s)| {
+                let seq = s.next_seq;
+                s.next_seq += 1;
+                (id.clone(), seq)
+            })
+            .collect()
+    };
+    if targets.is_empty() {
+        return Ok(0);
+    }
+    let message = message_id();
+    put(&*inner.objects, &payload_path(&message), body).await?;
+    let record = |seq| QueueRecord {
+        seq,
+        topic: topic.to_owned(),
+        content_type: content_type.to_owned(),
+        payload: message.clone(),
+        queued_at: now,
+    };
+    let written: Vec<(String, u64, Result<(), rsagg_store::Error>)> =
+        futures::stream::iter(targets)
+            .map(|(id, seq)| {
+                let rec = record(seq);
+                async move {
+                    let r = put_json(&*inner.objects, &queue_path(&id, seq), &rec).await;
+                    (id, seq, r)
+                }
+            })
+            .buffered(16)
+            .collect()
+            .await;
+    let mut first_error = None;
+    let mut queued = 0;
+    let mut dropped = Vec::new();
+    let mut orphans = Vec::new();
+    {
+        let mut st = inner.lock();
+        for (id, seq, result) in written {
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+                continue;
+            }
+            let State { subs, refs } = &mut *st;
+            let Some(sub) = subs.get_mut(&id) else {
+                orphans.push(queue_path(&id, seq));
+                continue;
+            };
+            sub.queue.push_back(Queued {
+                seq,
+                topic: topic.to_owned(),
+                content_type: content_type.to_owned(),
+                payload: message.clone(),
+            });
+            *refs.entry(message.clone()).or_insert(0) += 1;
+            queued += 1;
+            while sub.queue.len() > inner.config.max_queue {
+                let Some(pos) = sub.queue.iter().position(|q| Some(q.seq) != sub.in_flight) else {
+                    break;
+                };
+                if let Some(old) = sub.queue.remove(pos) {
+                    dropped.push((id.clone(), old));
+                }
+            }
+            delivery::ensure_worker(inner, &mut st, &id);
+        }
+    }
+    for path in orphans {
+        delete_quietly(inner, &path).await;
+    }
+    for (id, old) in dropped {
+        let n = inner.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::warn!(
+            subscriber = %id, seq = old.seq, dropped_total = n,
+            "subscriber queue full: dropped its oldest undelivered message"
+        );
+        delete_quietly(inner, &queue_path(&id, old.seq)).await;
+        release_payload(inner, &old.payload).await;
+    }
+    if queued == 0 {
+        delete_quietly(inner, &payload_path(&message)).await;
+    }
+    match first_error {
+        Some(e) => Err(e.into()),
+        None => Ok(queued),
+    }
+}
+
+/// Deletes an object; what is already gone is fine, other failures are logged (a leftover
+/// is cleaned at the next start).
+pub(crate) async fn delete_quietly(inner: &Inner, path: &str) {
+    match inner.objects.delete(&Path::from(path)).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => tracing::warn!(object = %path, error = %e, "could not delete"),
+    }
+}
+
+/// One queue entry referring to `payload` is gone; the payload goes with the last.
+pub(crate) async fn release_payload(inner: &Inner, payload: &str) {
+    let last = {
+        let mut st = inner.lock();
+        match st.refs.get_mut(payload) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                st.refs.remove(payload);
+                true
+            }
+            None => false,
+        }
+    };
+    if last {
+        delete_quietly(inner, &payload_path(payload)).await;
+    }
+}
+
+/// Removes a subscription with its queue (unsubscribed or expired: WebSub 5.3 and the
+/// lease, nothing more is delivered).
+pub(crate) async fn remove_subscription(inner: &Arc<Inner>, id: &str, why: &str) {
+    let removed = inner.lock().subs.remove(id);
+    delete_quietly(inner, &subscription_path(id)).await;
+    if let Some(sub) = removed {
+        tracing::info!(callback = %sub.record.callback, topic = %sub.record.topic, why, "subscription removed");
+        for q in sub.queue {
+            delete_quietly(inner, &queue_path(id, q.seq)).await;
+            release_payload(inner, &q.payload).await;
+        }
+    }
+}
+
+async fn list(inner: &Inner, prefix: &str) -> Result<Vec<Path>, Error> {
+    let p = Path::from(prefix.trim_end_matches('/'));
+    inner
+        .objects
+        .list(Some(&p))
+        .map_ok(|m| m.location)
+        .try_collect()
+        .await
+        .map_err(|e| Error::object_store(prefix, e))
+}
+
+/// Loads the persisted state: live subscriptions, their queues in sequence order, and the
+/// payload reference counts; deletes expired subscriptions, queues without a subscription
+/// and payloads no queue entry names. Then starts a worker per non-empty queue.
+async fn restore(inner: &Arc<Inner>) -> Result<(), Error> {
+    let now = unix_now();
+    let mut subs: HashMap<String, Sub> = HashMap::new();
+    for path in list(inner, SUBSCRIPTIONS).await? {
+        let Some(id) = path
+            .filename()
+            .and_then(|f| f.strip_suffix(".json"))
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let record: Option<SubscriptionRecord> =
+            match get_json(&*inner.objects, path.as_ref()).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(object = %path, error = %e, "unreadable subscription skipped");
+                    continue;
+                }
+            };
+        match record {
+            Some(r) if r.expires_at > now => {
+                subs.insert(id, Sub::new(r));
+            }
+            Some(_) => delete_quietly(inner, path.as_ref()).await,
+            None => {}
+        }
+    }
+    let mut entries: Vec<(String, u64, Path)> = Vec::new();
+    for path in list(inner, QUEUE).await? {
+        let parts: Vec<_> = path.parts().collect();
+        let parsed = match parts.as_slice() {
+            [_, _, id, file] => file
+                .as_ref()
+                .strip_suffix(".json")
+                .and_then(|s| s.parse::<u64>().ok())
+                .map(|seq| (id.as_ref().to_owned(), seq)),
+            _ => None,
+        };
+        match parsed {
+            Some((id, seq)) if subs.contains_key(&id) => entries.push((id, seq, path)),
+            _ => delete_quietly(inner, path.as_ref()).await,
+        }
+    }
+    entries.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let mut refs: HashMap<String, usize> = HashMap::new();
+    for (id, seq, path) in entries {
+        let record: Option<QueueRecord> = match get_json(&*inner.objects, path.as_ref()).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(object = %path, error = %e, "unreadable queue entry dropped");
+                delete_quietly(inner, path.as_ref()).await;
+                continue;
+            }
+        };
+        let (Some(record), Some(sub)) = (record, subs.get_mut(&id)) else {
+            continue;
+        };
+        *refs.entry(record.payload.clone()).or_insert(0) += 1;
+        sub.next_seq = sub.next_seq.max(seq + 1);
+        sub.queue.push_back(Queued {
+            seq,
+            topic: record.topic,
+            content_type: record.content_type,
+            payload: record.payload,
+        });
+    }
+    for path in list(inner, PAYLOADS).await? {
+        if path.filename().is_none_or(|f| !refs.contains_key(f)) {
+            delete_quietly(inner, path.as_ref()).await;
+        }
+    }
+    let queued: usize = subs.values().map(|s| s.queue.len()).sum();
+    tracing::info!(subscriptions = subs.len(), queued, "hub state restored");
+    let ids: Vec<String> = subs.keys().cloned().collect();
+    let mut st = inner.lock();
+    st.subs = subs;
+    st.refs = refs;
+    for id in ids {
+        delivery::ensure_worker(inner, &mut st, &id);
+    }
+    Ok(())
+}

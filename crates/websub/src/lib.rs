@@ -1,0 +1,111 @@
+//! rsagg-websub: the WebSub hub of `rsagg hub` and the HMAC signatures of WebSub 7.1.
+//!
+//! The hub speaks W3C WebSub (Recommendation, 23 January 2018) to subscribers and accepts
+//! publications in both forms a ResourceSync Source uses: the Change Notification 1.0.1
+//! section 4.1 form (the payload POSTed with `Link` rel `self`/`hub`, answered 200) and the
+//! plain WebSub `hub.mode=publish` form (answered 202, then the hub GETs the topic), because
+//! stock publishers only know the latter.
+//!
+//! No HTTP framework type appears in the hub's API: a request is a [`HubRequest`] (content
+//! type, `Link` values, body) and the answer a [`HubResponse`], so the router in
+//! `rsagg-server` stays a thin adapter. Outgoing requests (verification of intent, topic
+//! fetches, deliveries) use `reqwest`.
+//!
+//! Subscriptions and undelivered messages live in an object store (the same kinds of URLs as
+//! the rest of rsagg), so a restarted hub resumes where it stopped:
+//!
+//! ```text
+//! hub/subscriptions/<id>.json        a verified subscription (id = sha256 of topic + callback)
+//! hub/queue/<id>/<seq:020>.json      a message waiting for that subscriber, in order
+//! hub/payloads/<message id>          a published body, shared by its queue entries,
+//!                                    deleted when the last of them is delivered or dropped
+//! ```
+//!
+//! # Layout
+//!
+//! - `signature.rs`: `X-Hub-Signature` (sign, constant-time verify; sha1/256/384/512).
+//! - `link.rs`: reading and writing the `Link` header (rel `self` and `hub`).
+//! - `config.rs`: [`HubConfig`] (lease range, allowlist, bounds) and its defaults.
+//! - `records.rs`: the persisted subscription and queue records and their object paths.
+//! - `hub.rs`: [`Hub`]: requests (subscribe, unsubscribe, both publish forms), verification
+//!   of intent, restoring from the store.
+//! - `delivery.rs`: per-subscriber workers: ordered delivery, retries with backoff, expiry.
+
+mod config;
+mod delivery;
+mod hub;
+pub mod link;
+mod records;
+pub mod signature;
+
+use std::fmt;
+
+pub use config::HubConfig;
+pub use hub::{Hub, HubRequest, HubResponse, HubStats, SubscriptionInfo};
+pub use records::subscription_id;
+/// Re-exported: [`HubConfig::public_url`] is a `Url`.
+pub use url::Url;
+
+/// Opens the hub's store from a store URL (`file:///dir`, `s3://bucket/prefix`, `memory://`),
+/// the same URLs as pipelines use (`rsagg_store::open_object_store`).
+pub fn open_store(url: &str) -> Result<std::sync::Arc<dyn object_store::ObjectStore>, Error> {
+    Ok(rsagg_store::open_object_store(url)?.objects)
+}
+
+/// Why a signature did not verify (inside [`Error::Signature`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignatureFailure {
+    /// The header is not `method=hex`.
+    Malformed,
+    /// The method is none of WebSub 7.1's (`sha1`, `sha256`, `sha384`, `sha512`).
+    UnknownMethod,
+    /// The HMAC does not match: wrong secret or altered body.
+    Mismatch,
+}
+
+impl fmt::Display for SignatureFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SignatureFailure::Malformed => "not of the form method=hex",
+            SignatureFailure::UnknownMethod => "method is not sha1, sha256, sha384 or sha512",
+            SignatureFailure::Mismatch => "HMAC does not match the body",
+        })
+    }
+}
+
+/// Errors of the hub and of signature checks.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The hub's configuration cannot work (e.g. an empty lease range).
+    #[error("hub configuration: {0}")]
+    Config(String),
+    /// The store failed (JSON records).
+    #[error(transparent)]
+    Store(#[from] rsagg_store::Error),
+    /// An object store request failed.
+    #[error("object `{path}`: {source}")]
+    ObjectStore {
+        /// Object path.
+        path: String,
+        /// Underlying error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// The HTTP client could not be built.
+    #[error("HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// An `X-Hub-Signature` did not verify.
+    #[error("X-Hub-Signature: {0}")]
+    Signature(SignatureFailure),
+}
+
+impl Error {
+    pub(crate) fn object_store(path: impl fmt::Display, source: object_store::Error) -> Error {
+        Error::ObjectStore {
+            path: path.to_string(),
+            source,
+        }
+    }
+}
