@@ -415,7 +415,10 @@ async fn subscribe_verify_clamp_publish_and_sign() {
         let (headers, got, _) = sub.delivery().await;
         assert_eq!(got.as_ref(), body.as_bytes(), "relayed byte-identical");
         assert_eq!(header(&headers, "content-type"), "application/xml");
-        let links = rsagg_websub::link::parse(&[header(&headers, "link").to_owned()]);
+        let links = rsagg_websub::link::parse(
+            &[header(&headers, "link").to_owned()],
+            &rsagg_websub::Url::parse("http://127.0.0.1/").expect("a URL"),
+        );
         assert_eq!(rsagg_websub::link::find(&links, "self"), Some(TOPIC));
         assert_eq!(
             rsagg_websub::link::find(&links, "hub"),
@@ -631,7 +634,10 @@ async fn websub_publish_form_fetches_the_topic() {
         header(&headers, "content-type"),
         "application/xml; charset=utf-8"
     );
-    let links = rsagg_websub::link::parse(&[header(&headers, "link").to_owned()]);
+    let links = rsagg_websub::link::parse(
+        &[header(&headers, "link").to_owned()],
+        &rsagg_websub::Url::parse("http://127.0.0.1/").expect("a URL"),
+    );
     assert_eq!(
         rsagg_websub::link::find(&links, "self"),
         Some(topic.as_str())

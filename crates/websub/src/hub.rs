@@ -395,7 +395,7 @@ impl Hub {
     /// CN 1.0.1 4.1: the payload with `Link` rel `self` (topic) and `hub`; 200 once queued.
     async fn publish_payload(&self, request: HubRequest) -> HubResponse {
         let config = &self.inner.config;
-        let links = link::parse(&request.links);
+        let links = link::parse(&request.links, &config.public_url);
         let (Some(topic), Some(hub)) = (link::find(&links, "self"), link::find(&links, "hub"))
         else {
             return HubResponse::new(
@@ -674,7 +674,10 @@ async fn fetch_and_distribute(inner: &Arc<Inner>, topic: &str) {
         .iter()
         .filter_map(|v| v.to_str().ok().map(str::to_owned))
         .collect();
-    let links = link::parse(&links);
+    let links = match Url::parse(topic) {
+        Ok(base) => link::parse(&links, &base),
+        Err(_) => Vec::new(),
+    };
     if link::find(&links, "self").is_none() || link::find(&links, "hub").is_none() {
         // CN 1.0.1 4.1 requires both on the topic URI; relay anyway, but say so.
         tracing::warn!(%topic, "topic answered without Link rel=\"self\" and rel=\"hub\"");
@@ -695,11 +698,18 @@ pub(crate) async fn enqueue(
 ) -> Result<usize, Error> {
     let _serial = inner.publish_lock.lock().await;
     let now = unix_now();
+    // Subscriptions keep the topic as the subscriber wrote it (it is echoed in verification
+    // requests); a publisher's topic comes resolved from its Link header. Compared as URLs.
+    let topic_url = Url::parse(topic).ok();
+    let same_topic = |t: &str| match (&topic_url, Url::parse(t)) {
+        (Some(a), Ok(b)) => *a == b,
+        _ => t == topic,
+    };
     let targets: Vec<(String, u64)> = {
         let mut st = inner.lock();
         st.subs
             .iter_mut()
-            .filter(|(_, s)| s.record.topic == topic && s.record.expires_at > now)
+            .filter(|(_, s)| same_topic(&s.record.topic) && s.record.expires_at > now)
             .map(|(id, s)| {
                 let seq = s.next_seq;
                 s.next_seq += 1;
