@@ -2,57 +2,13 @@
 //! it accepts connections; all requests by POST at `/`; 1.0.1 publish → 200; graceful
 //! shutdown on SIGTERM; usage errors exit 2).
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::{start, terminate};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
-
-/// Kills the hub if a test fails before stopping it.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-fn start(args: &[&str]) -> (Running, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rsagg"))
-        .arg("hub")
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start rsagg hub");
-    let stdout = child.stdout.take().unwrap();
-    let running = Running(child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        let _ = tx.send(lines.next().map(|l| l.unwrap_or_default()));
-        for l in lines.map_while(Result::ok) {
-            eprintln!("unexpected stdout line: {l}");
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("no `listening` line within 30 s")
-        .expect("stdout closed before the `listening` line");
-    let addr = line
-        .strip_prefix("listening http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    assert!(
-        addr.starts_with("127.0.0.1:") && addr != "127.0.0.1:0",
-        "{line}"
-    );
-    (running, addr)
-}
+use std::process::Command;
+use std::time::Duration;
 
 fn http(addr: &str, method: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -88,6 +44,9 @@ fn hub_listens_answers_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("file://{}/", dir.path().display());
     let (mut running, addr) = start(&[
+        "hub",
+        "--listen",
+        "127.0.0.1:0",
         "--store",
         &store,
         "--lease-min",
@@ -132,25 +91,7 @@ fn hub_listens_answers_and_stops_on_sigterm() {
         202
     );
 
-    let pid = running.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = running.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still running 20 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = terminate(&mut running);
     assert!(status.success(), "{status}");
 }
 

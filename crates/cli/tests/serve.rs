@@ -2,24 +2,14 @@
 //! once it accepts connections; read-only serving from the pipelines' stores; graceful
 //! shutdown on SIGTERM; exit 2 on config errors).
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::{start, terminate};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
-
-/// Kills the server if a test fails before stopping it.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
+use std::process::Command;
+use std::time::Duration;
 
 fn pipeline(dir: &Path, file: &str, name: &str, base_url: &str, store: &Path) -> String {
     let path = dir.join(file);
@@ -36,41 +26,6 @@ fn pipeline(dir: &Path, file: &str, name: &str, base_url: &str, store: &Path) ->
 
 fn url_of(dir: &Path) -> String {
     format!("file://{}", dir.display())
-}
-
-/// Starts `rsagg serve ARGS --listen 127.0.0.1:0` and waits for its `listening` line.
-fn start(args: &[&str]) -> (Running, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rsagg"))
-        .arg("serve")
-        .args(args)
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start rsagg serve");
-    let stdout = child.stdout.take().unwrap();
-    let running = Running(child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next().map(|l| l.unwrap_or_default());
-        let _ = tx.send(first);
-        // Anything else on stdout is a contract violation; keep reading so it shows.
-        for l in lines.map_while(Result::ok) {
-            eprintln!("unexpected stdout line: {l}");
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("no `listening` line within 30 s")
-        .expect("stdout closed before the `listening` line");
-    let addr = line
-        .strip_prefix("listening http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    assert!(addr.starts_with("127.0.0.1:"), "{line}");
-    assert_ne!(addr, "127.0.0.1:0", "the bound port is reported");
-    (running, addr)
 }
 
 struct Answer {
@@ -138,7 +93,7 @@ fn serves_published_objects_and_stops_on_sigterm() {
         "http://agg.example.org/maps/",
         &store,
     );
-    let (mut running, addr) = start(&[&p]);
+    let (mut running, addr) = start(&["serve", &p, "--listen", "127.0.0.1:0"]);
 
     let robots = http(&addr, "GET", "/robots.txt");
     assert_eq!(robots.status, 200);
@@ -181,20 +136,7 @@ fn serves_published_objects_and_stops_on_sigterm() {
     assert_eq!(http(&addr, "POST", "/robots.txt").status, 405);
 
     // Graceful shutdown on SIGTERM, by the child's PID: exit 0.
-    let pid = running.0.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = running.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still running 20 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = terminate(&mut running);
     assert!(status.success(), "{status}");
 }
 
