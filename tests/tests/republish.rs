@@ -160,14 +160,8 @@ fn source() -> Result<Site> {
 #[test]
 fn resync_sync_baseline_incremental_and_audit_against_rsaggs_output() -> Result<()> {
     let site = source()?;
-    let port = RsaggServer::pick_port()?;
-    let base = format!("http://127.0.0.1:{port}/agg/");
-    let case = Case::published_at(
-        Store::file("republish")?,
-        &[upstream(UP, &site.url("/.well-known/resourcesync"), "")],
-        &base,
-        "",
-    )?;
+    let (case, port) = Case::on_loopback("agg", &site, "", "")?;
+    let base = case.base_url.clone();
     let run = case.run()?;
     run.assert_ok();
     assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
@@ -294,14 +288,8 @@ fn resync_sync_baseline_incremental_and_audit_against_rsaggs_output() -> Result<
 #[test]
 fn entries_carry_via_provenance_and_a_chain_keeps_the_original_via() -> Result<()> {
     let site = source()?;
-    let port = RsaggServer::pick_port()?;
-    let base_a = format!("http://127.0.0.1:{port}/first/");
-    let a = Case::published_at(
-        Store::file("chain-a")?,
-        &[upstream(UP, &site.url("/.well-known/resourcesync"), "")],
-        &base_a,
-        "",
-    )?;
+    let (a, port) = Case::on_loopback("first", &site, "", "")?;
+    let base_a = a.base_url.clone();
     a.run()?.assert_ok();
     let list_a = resource_list(&a)?;
     assert_eq!(list_a.len(), 3);
@@ -420,14 +408,13 @@ fn several_upstreams_feed_one_collection_and_serve_lists_every_pipeline() -> Res
 #[test]
 fn closed_change_lists_an_index_and_change_dumps_are_published_valid_and_served() -> Result<()> {
     let site = source()?;
-    let port = RsaggServer::pick_port()?;
-    let base = format!("http://127.0.0.1:{port}/small/");
-    let case = Case::published_at(
-        Store::file("closing")?,
-        &[upstream(UP, &site.url("/.well-known/resourcesync"), "")],
-        &base,
+    let (case, port) = Case::on_loopback(
+        "small",
+        &site,
+        "",
         "[publish]\nchangelist_max_entries = 2\n",
     )?;
+    let base = case.base_url.clone();
     case.run()?.assert_ok();
     site.write("/res/a.txt", "alpha-2")?;
     site.changes(
@@ -509,18 +496,8 @@ impl Drop for KillOnDrop {
 #[test]
 fn run_follow_listen_serves_what_it_publishes_and_stops_on_sigterm() -> Result<()> {
     let site = source()?;
-    let port = RsaggServer::pick_port()?;
-    let base = format!("http://127.0.0.1:{port}/live/");
-    let case = Case::published_at(
-        Store::file("follow")?,
-        &[upstream(
-            UP,
-            &site.url("/.well-known/resourcesync"),
-            "poll_interval = \"1s\"",
-        )],
-        &base,
-        "",
-    )?;
+    let (case, port) = Case::on_loopback("live", &site, "poll_interval = \"1s\"", "")?;
+    let base = case.base_url.clone();
     let child = std::process::Command::new(rsagg_e2e::rsagg_bin()?)
         .arg("run")
         .arg(&case.toml)

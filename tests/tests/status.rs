@@ -92,14 +92,8 @@ fn status_page_in_headless_chromium_shows_the_run_and_escapes_upstream_data() ->
     // Fail (not skip) without the browser, saying how to install it.
     chromium_bin()?;
     let site = source()?;
-    let port = RsaggServer::pick_port()?;
-    let base = format!("http://127.0.0.1:{port}/obs/");
-    let case = Case::published_at(
-        Store::file("status")?,
-        &[upstream(UP, &site.url("/.well-known/resourcesync"), "")],
-        &base,
-        "",
-    )?;
+    let (case, port) = Case::on_loopback("obs", &site, "", "")?;
+    let base = case.base_url.clone();
     let run = case.run()?;
     run.assert_ok();
     assert_eq!(

@@ -385,6 +385,21 @@ impl Case {
         Case::published_at(store, ups, "http://agg.example.org/e2e/", "")
     }
 
+    /// A pipeline with one upstream [`UP`] at `site`'s Source Description (`extra` lines
+    /// added to it), in a `file://` store, published at `http://127.0.0.1:PORT/{path}/` on a
+    /// free port (for a later [`rsagg_e2e::RsaggServer::start`]), with `tail` appended.
+    /// Returns the case and the port.
+    pub fn on_loopback(path: &str, site: &Site, extra: &str, tail: &str) -> Result<(Case, u16)> {
+        let port = rsagg_e2e::RsaggServer::pick_port()?;
+        let case = Case::published_at(
+            Store::file(path)?,
+            &[upstream(UP, &site.url("/.well-known/resourcesync"), extra)],
+            &format!("http://127.0.0.1:{port}/{path}/"),
+            tail,
+        )?;
+        Ok((case, port))
+    }
+
     /// A pipeline whose collection is published at `base_url`, with `tail` appended.
     pub fn published_at(
         store: Store,
