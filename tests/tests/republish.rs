@@ -81,15 +81,8 @@ fn assert_all_valid(case: &Case) -> Result<Vec<PathBuf>> {
 /// The entries of a published document (file in the store).
 fn entries(path: &Path) -> Result<Vec<UrlEntry>> {
     let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
-    let mut r = SyncReader::open(
-        bytes.as_slice(),
-        ReadOptions::new(Mode::Strict, path.display().to_string()),
-    )?;
-    let mut v = Vec::new();
-    while let Some(e) = r.next_entry()? {
-        v.push(e);
-    }
-    Ok(v)
+    let opts = ReadOptions::new(Mode::Strict, path.display().to_string());
+    Ok(rsagg_sitemap::read_document(&bytes, opts)?.entries)
 }
 
 /// The `rs:md at` of a published document.

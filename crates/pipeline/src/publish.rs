@@ -145,7 +145,7 @@ pub fn entry_links(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use rsagg_model::{Mode, Severity, W3cDateTime};
+    use rsagg_model::{Mode, W3cDateTime};
     use rsagg_store::UpstreamMeta;
 
     const BASE: &str = "https://agg.example.org/maps/";
@@ -154,23 +154,14 @@ pub(crate) mod tests {
     /// strictest reading) and fails on any Error-severity problem; returns what it read.
     pub(crate) fn strict(xml: &[u8]) -> (Header, Vec<UrlEntry>) {
         let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "own document");
-        let mut r = rsagg_sitemap::SyncReader::open(xml, opts).unwrap();
-        let header = r.header().clone();
-        let mut entries = Vec::new();
-        while let Some(e) = r.next_entry().unwrap() {
-            entries.push(e);
-        }
-        let errors: Vec<_> = r
-            .take_problems()
-            .into_iter()
-            .filter(|p| p.severity == Severity::Error)
-            .collect();
+        let d = rsagg_sitemap::read_document(xml, opts).unwrap();
+        let errors: Vec<_> = d.errors().collect();
         assert!(
             errors.is_empty(),
             "{errors:#?}\n{}",
             String::from_utf8_lossy(xml)
         );
-        (header, entries)
+        (d.header, d.entries)
     }
 
     fn record(status: ResourceStatus) -> ResourceRecord {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use rsagg_model::{Change, Mode, Root, Severity, UrlEntry, W3cDateTime};
+use rsagg_model::{Change, Mode, Root, UrlEntry, W3cDateTime};
 use rsagg_pipeline::links::LinkPolicy;
 use rsagg_pipeline::resourcelist::publish_with;
 use rsagg_store::{Applied, BlobInfo, Commit, ResourceRecord, ResourceStatus, State};
@@ -76,23 +76,14 @@ async fn get(objects: &Arc<dyn ObjectStore>, path: &str) -> Vec<u8> {
 /// Parses `xml` strictly; returns its root and entries.
 fn parse(xml: &[u8]) -> (Root, Vec<UrlEntry>) {
     let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "published");
-    let mut r = rsagg_sitemap::SyncReader::open(xml, opts).unwrap();
-    let root = r.header().root;
-    let mut entries = Vec::new();
-    while let Some(e) = r.next_entry().unwrap() {
-        entries.push(e);
-    }
-    let errors: Vec<_> = r
-        .take_problems()
-        .into_iter()
-        .filter(|p| p.severity == Severity::Error)
-        .collect();
+    let d = rsagg_sitemap::read_document(xml, opts).unwrap();
+    let errors: Vec<_> = d.errors().collect();
     assert!(
         errors.is_empty(),
         "{errors:#?}\n{}",
         String::from_utf8_lossy(xml)
     );
-    (root, entries)
+    (d.header.root, d.entries)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

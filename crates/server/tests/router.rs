@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use rsagg_model::{Capability, Change, Mode, Root, Severity, UrlEntry, W3cDateTime};
+use rsagg_model::{Capability, Change, Mode, Root, UrlEntry, W3cDateTime};
 use rsagg_pipeline::links::LinkPolicy;
 use rsagg_pipeline::resourcelist::publish_with;
 use rsagg_server::{Collection, router};
@@ -182,24 +182,15 @@ fn path_of(loc: &str) -> &str {
 /// Parses `xml` strictly: its root, capability and entries; no errors allowed.
 fn parse_strict(xml: &[u8]) -> (Root, Option<Capability>, Vec<UrlEntry>) {
     let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "served");
-    let mut r = rsagg_sitemap::SyncReader::open(xml, opts).unwrap();
-    let root = r.header().root;
-    let capability = r.header().capability().cloned();
-    let mut entries = Vec::new();
-    while let Some(e) = r.next_entry().unwrap() {
-        entries.push(e);
-    }
-    let errors: Vec<_> = r
-        .take_problems()
-        .into_iter()
-        .filter(|p| p.severity == Severity::Error)
-        .collect();
+    let d = rsagg_sitemap::read_document(xml, opts).unwrap();
+    let errors: Vec<_> = d.errors().collect();
     assert!(
         errors.is_empty(),
         "{errors:#?}\n{}",
         String::from_utf8_lossy(xml)
     );
-    (root, capability, entries)
+    let capability = d.header.capability().cloned();
+    (d.header.root, capability, d.entries)
 }
 
 fn own_path(uri: &str) -> String {

@@ -27,7 +27,7 @@ pub mod stream;
 mod tokenize;
 pub mod writer;
 
-pub use reader::{ReadOptions, SyncReader};
+pub use reader::{Document, ReadOptions, SyncReader, read_document};
 pub use stream::{DocumentReader, Tally};
 pub use writer::{DocumentWriter, FsPartSink, PartSink, SplitOptions, SplitOutcome, SplitWriter};
 

@@ -151,3 +151,40 @@ impl<R: BufRead> SyncReader<R> {
         e
     }
 }
+
+/// A small document read whole: for rsagg's own documents in tests and checks, where holding
+/// every entry is fine (large or untrusted documents are read entry by entry instead).
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The root and its `rs:md`/`rs:ln`.
+    pub header: Header,
+    /// Every entry, in document order.
+    pub entries: Vec<UrlEntry>,
+    /// Every problem the validator reported (kept ones, see [`ReadOptions`]).
+    pub problems: Vec<Problem>,
+}
+
+impl Document {
+    /// The problems of severity error.
+    pub fn errors(&self) -> impl Iterator<Item = &Problem> {
+        self.problems
+            .iter()
+            .filter(|p| p.severity == rsagg_model::Severity::Error)
+    }
+}
+
+/// Reads the whole document in `xml` with `opts`.
+pub fn read_document(xml: &[u8], opts: ReadOptions) -> Result<Document, Error> {
+    let mut r = SyncReader::open(xml, opts)?;
+    let header = r.header().clone();
+    let mut entries = Vec::new();
+    while let Some(e) = r.next_entry()? {
+        entries.push(e);
+    }
+    let problems = r.take_problems();
+    Ok(Document {
+        header,
+        entries,
+        problems,
+    })
+}
