@@ -27,7 +27,11 @@ Its Hub needs a Celery app for its tasks (verification, topic fetch, each delive
   is polled every 50 ms (kombu's default is 1 s) so a test does not wait for it.
 
 SQLite storage (`DIR/hub.sqlite3`) lives in the data directory the caller owns (the test
-harness makes a temp dir per hub and removes it).
+harness makes a temp dir per hub and removes it). The storage logs one line
+`stored subscription callback=URL topic=URL lease_seconds=N` when a verified subscription is
+written (and `removed subscription …` when one is deleted): a verification GET is answered
+before the hub stores the subscription, so a test that publishes right after its callback
+answered would race the hub; it waits for this line instead. Nothing else is changed.
 """
 
 import argparse
@@ -62,6 +66,24 @@ def parse_args():
     return ap.parse_args()
 
 
+class LoggingStorage(SQLite3HubStorage):
+    """flask-websub's SQLite storage, unchanged, plus a log line per stored or removed
+    subscription (see the module docs)."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        topic, callback = key
+        logging.getLogger("websub_hub").info(
+            "stored subscription callback=%s topic=%s lease_seconds=%s",
+            callback, topic, value["lease_seconds"])
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        topic, callback = key
+        logging.getLogger("websub_hub").info(
+            "removed subscription callback=%s topic=%s", callback, topic)
+
+
 def main():
     args = parse_args()
     logging.basicConfig(
@@ -90,7 +112,7 @@ def main():
         )
 
     os.makedirs(args.data_dir, exist_ok=True)
-    storage = SQLite3HubStorage(os.path.join(args.data_dir, "hub.sqlite3"))
+    storage = LoggingStorage(os.path.join(args.data_dir, "hub.sqlite3"))
     # SIGNATURE_ALGORITHM is left at flask-websub's default (sha512) on purpose.
     hub = Hub(
         storage,

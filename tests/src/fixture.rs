@@ -147,48 +147,31 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct FixtureServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _thread: ServerThread,
     _dir: Option<tempfile::TempDir>,
 }
 
-fn key(path: &str) -> String {
-    if path.starts_with('/') {
-        path.to_string()
-    } else {
-        format!("/{path}")
-    }
+/// An axum router served on `127.0.0.1:PORT` (a free port) by a thread of its own with its own
+/// current-thread tokio runtime, so it can be started and stopped from sync and async code
+/// alike and keeps answering while the caller blocks (a hub's verification GET arrives while
+/// the test is still waiting for the subscribe answer). Drop stops it and joins the thread.
+#[derive(Debug)]
+pub(crate) struct ServerThread {
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
 }
 
-impl FixtureServer {
-    /// Serve a new empty temporary directory (removed on drop); fill it with
-    /// [`FixtureServer::write`] or through [`FixtureServer::root`].
-    pub fn start() -> Result<FixtureServer> {
-        let dir = tempfile::Builder::new()
-            .prefix("rsagg-fixture-")
-            .tempdir()?;
-        let mut s = FixtureServer::serve(dir.path())?;
-        s._dir = Some(dir);
-        Ok(s)
-    }
-
-    /// Serve an existing directory (left in place on drop).
-    pub fn serve(root: impl Into<PathBuf>) -> Result<FixtureServer> {
-        let root = root.into();
+impl ServerThread {
+    /// Binds 127.0.0.1:0 and serves `app` until dropped.
+    pub(crate) fn start(name: &str, app: Router) -> Result<ServerThread> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            root,
-            rules: Mutex::new(HashMap::new()),
-            hits: Mutex::new(HashMap::new()),
-            requests: Mutex::new(Vec::new()),
-        });
         let (tx, rx) = oneshot::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
-        let app = Router::new().fallback(handle).with_state(shared.clone());
         let thread = std::thread::Builder::new()
-            .name(format!("fixture-{}", addr.port()))
+            .name(format!("{name}-{}", addr.port()))
             .spawn(move || {
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -218,12 +201,66 @@ impl FixtureServer {
             })?;
         ready_rx
             .recv()
-            .context("fixture server thread ended before it was ready")??;
-        Ok(FixtureServer {
+            .context("server thread ended before it was ready")??;
+        Ok(ServerThread {
             addr,
-            shared,
             shutdown: Some(tx),
             thread: Some(thread),
+        })
+    }
+
+    /// The socket address (127.0.0.1:PORT).
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn key(path: &str) -> String {
+    if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    }
+}
+
+impl FixtureServer {
+    /// Serve a new empty temporary directory (removed on drop); fill it with
+    /// [`FixtureServer::write`] or through [`FixtureServer::root`].
+    pub fn start() -> Result<FixtureServer> {
+        let dir = tempfile::Builder::new()
+            .prefix("rsagg-fixture-")
+            .tempdir()?;
+        let mut s = FixtureServer::serve(dir.path())?;
+        s._dir = Some(dir);
+        Ok(s)
+    }
+
+    /// Serve an existing directory (left in place on drop).
+    pub fn serve(root: impl Into<PathBuf>) -> Result<FixtureServer> {
+        let root = root.into();
+        let shared = Arc::new(Shared {
+            root,
+            rules: Mutex::new(HashMap::new()),
+            hits: Mutex::new(HashMap::new()),
+            requests: Mutex::new(Vec::new()),
+        });
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let thread = ServerThread::start("fixture", app)?;
+        Ok(FixtureServer {
+            addr: thread.addr(),
+            shared,
+            _thread: thread,
             _dir: None,
         })
     }
@@ -343,17 +380,6 @@ impl FixtureServer {
     pub fn reset_counters(&self) {
         lock(&self.shared.hits).clear();
         lock(&self.shared.requests).clear();
-    }
-}
-
-impl Drop for FixtureServer {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

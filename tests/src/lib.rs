@@ -10,6 +10,11 @@
 //!   extra headers, gzip, conditional GET and hit counters.
 //! - [`resync_sync`]: the reference Destination `resync-sync`.
 //! - [`rsagg_bin`]: the `rsagg` binary under test.
+//! - WebSub ([`websub`](crate::FlaskHub) module): [`FlaskHub`] (flask-websub, the stock hub,
+//!   through `scripts/peers/websub_hub.py`), [`RsaggHub`] (`rsagg hub`), [`TestSubscriber`]
+//!   (records verifications and deliveries, checks signatures, fails on demand) and
+//!   [`NotifyingSource`] (a fixture Source with a change-notification channel that publishes
+//!   its payloads in either form).
 //! - [`dump_dom`]: headless Chromium (Debian's `chromium`, from `scripts/peers.sh install`)
 //!   loading a page and printing its DOM.
 //!
@@ -28,6 +33,7 @@ mod resync;
 mod seaweed;
 mod serve;
 mod simulator;
+mod websub;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -43,6 +49,10 @@ pub use resync::{ResyncOutput, resync_sync};
 pub use seaweed::Seaweed;
 pub use serve::RsaggServer;
 pub use simulator::{SimOptions, Simulator};
+pub use websub::{
+    Delivery, FlaskHub, FlaskMode, HubUnderTest, NotifyingSource, Payload, PublishForm, Published,
+    RsaggHub, SignatureCheck, Subscription, TestSubscriber, Verification, encode_document,
+};
 
 /// The peers venv: `$RSAGG_PEERS_VENV`, else `$PEERS_DIR/venv`, else
 /// `${RSAGG_CACHE:-$HOME/.cache/rsagg}/peers/venv` (the layout of `scripts/peers.sh`).
