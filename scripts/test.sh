@@ -20,8 +20,9 @@ mkdir -p "$RSAGG_CACHE"
 
 start=$(date +%s)
 bash scripts/peers.sh install
-# RSAGG_PEERS_VENV, RSAGG_WEED, RSAGG_SIM_WRAPPER and PATH for the end-to-end harness
-# (tests/src/lib.rs), which starts and stops every peer itself on free loopback ports
+# RSAGG_PEERS_VENV, RSAGG_WEED, RSAGG_SIM_WRAPPER, RSAGG_WEBSUB_HUB and PATH for the
+# end-to-end harness (tests/src/lib.rs), which starts and stops every peer itself on free
+# loopback ports (tests/tests/*.rs of rsagg-e2e, notify.rs included, run as workspace tests)
 eval "$(bash scripts/peers.sh env)"
 echo "[test] peers ready after $(( $(date +%s) - start ))s" >&2
 

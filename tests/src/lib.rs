@@ -10,7 +10,7 @@
 //!   extra headers, gzip, conditional GET and hit counters.
 //! - [`resync_sync`]: the reference Destination `resync-sync`.
 //! - [`rsagg_bin`]: the `rsagg` binary under test.
-//! - WebSub ([`websub`](crate::FlaskHub) module): [`FlaskHub`] (flask-websub, the stock hub,
+//! - WebSub (`websub.rs`): [`FlaskHub`] (flask-websub, the stock hub,
 //!   through `scripts/peers/websub_hub.py`), [`RsaggHub`] (`rsagg hub`), [`TestSubscriber`]
 //!   (records verifications and deliveries, checks signatures, fails on demand) and
 //!   [`NotifyingSource`] (a fixture Source with a change-notification channel that publishes
@@ -19,9 +19,10 @@
 //!   loading a page and printing its DOM.
 //!
 //! The Python peers come from `bash scripts/peers.sh install` (a venv under
-//! `${RSAGG_CACHE:-~/.cache/rsagg}/peers/venv`); `scripts/test.sh` installs them and exports
-//! `RSAGG_PEERS_VENV`, `RSAGG_WEED` and `RSAGG_SIM_WRAPPER`, which this crate reads (falling back
-//! to the default cache location and this checkout's `scripts/`).
+//! `${RSAGG_CACHE:-~/.cache/rsagg}/peers/venv`); `scripts/test.sh` installs them and
+//! exports `RSAGG_PEERS_VENV`, `RSAGG_WEED`, `RSAGG_SIM_WRAPPER` and `RSAGG_WEBSUB_HUB`,
+//! which this crate reads (falling back to the default cache location and this checkout's
+//! `scripts/`).
 //!
 //! No process outlives the test binary: every peer runs under a watchdog shell that stops it
 //! when the test process's end closes a pipe (see `proc.rs`), whether or not Drop runs.
