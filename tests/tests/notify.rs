@@ -207,14 +207,15 @@ async fn rsagg_hub_relays_payloads_in_order_and_retries() -> Result<()> {
     Ok(())
 }
 
-/// WebSub form at `rsagg hub` (202): the hub GETs the topic and relays its content.
+/// WebSub form at `rsagg hub` (202): the hub GETs the topic and relays its content. After an
+/// unsubscription (verified with the subscriber) replays of the payload reach no one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rsagg_hub_fetches_the_topic_on_websub_publish() -> Result<()> {
     let hub = RsaggHub::start(&[])?;
     let src = NotifyingSource::start(hub.url())?;
     let topic = src.topic();
     let sub = TestSubscriber::start()?;
-    sub.subscribe(&hub, &topic, Some("s"), Some(600)).await?;
+    let s = sub.subscribe(&hub, &topic, Some("s"), Some(600)).await?;
 
     let payload = src.change(&[("w.txt", Some(b"websub form"))])?;
     let r = src.notify(PublishForm::WebSub).await?;
@@ -227,6 +228,27 @@ async fn rsagg_hub_fetches_the_topic_on_websub_publish() -> Result<()> {
             .iter()
             .any(|q| q.method == "GET" && q.path == "/change/"),
         "the hub fetched the topic"
+    );
+
+    let v = sub.unsubscribe(hub.url(), &s).await?;
+    assert!(v.confirmed && v.lease_seconds.is_none(), "{v:?}");
+    // The hub drops the subscription just after the verification answer: replay until it
+    // says nobody is subscribed (bounded), then nothing more may arrive.
+    let t0 = Instant::now();
+    loop {
+        let r = src.publish(&payload, PublishForm::ResourceSync).await?;
+        if r.body.contains("accepted for 0 subscriber(s)") {
+            break;
+        }
+        ensure!(t0.elapsed() < T, "still subscribed: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = sub.attempts().len();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        sub.attempts().len(),
+        before,
+        "delivered after unsubscribing"
     );
     Ok(())
 }
