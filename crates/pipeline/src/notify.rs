@@ -1025,11 +1025,14 @@ mod tests {
     /// does).
     struct MockHub {
         url: String,
-        seen: Arc<Mutex<Vec<(HeaderMap, Bytes, Option<Bytes>)>>>,
+        seen: Requests,
     }
 
+    /// Each request's headers and body, and the topic's body when the hub fetched it.
+    type Requests = Arc<Mutex<Vec<(HeaderMap, Bytes, Option<Bytes>)>>>;
+
     async fn mock_hub(fail: usize, ok: u16, fetch: Option<Arc<dyn ObjectStore>>) -> MockHub {
-        let seen: Arc<Mutex<Vec<(HeaderMap, Bytes, Option<Bytes>)>>> = Arc::default();
+        let seen: Requests = Arc::default();
         let record = seen.clone();
         let app = Router::new().route(
             "/hub",
@@ -1094,7 +1097,7 @@ mod tests {
             "{r:?}"
         );
         assert!(r.last_error.unwrap().contains(&hub.url));
-        let seen = hub.seen.lock().unwrap();
+        let seen = hub.seen.lock().unwrap().clone();
         let bodies: Vec<&Bytes> = seen.iter().map(|(_, b, _)| b).collect();
         assert_eq!(
             bodies,
@@ -1174,7 +1177,7 @@ mod tests {
             started.elapsed() < Duration::from_secs(8),
             "did not wait out fetch_wait"
         );
-        let seen = hub.seen.lock().unwrap();
+        let seen = hub.seen.lock().unwrap().clone();
         for (headers, body, _) in seen.iter() {
             assert_eq!(headers["content-type"], "application/x-www-form-urlencoded");
             let topic: String =
