@@ -286,6 +286,8 @@ enum Step {
     Done,
     /// The deadline came first: it stays in the outbox.
     OutOfTime,
+    /// It was no longer in the outbox.
+    Gone,
 }
 
 /// The change-notification channel of one collection: builds payloads from the change log
@@ -375,11 +377,20 @@ impl Notifier {
         }
     }
 
-    /// Turns the changes logged since the channel's position into payloads in the outbox,
+    /// Turns every change logged since the channel's position into payloads in the outbox,
     /// then moves the channel on. Call it only once the documents and copies those changes
-    /// concern are published (CN 4.1 is about what a Destination can then fetch). Reads the
-    /// new part of the log only.
+    /// concern are published; where changes may be committed while a publish runs (a
+    /// long-running loop taking pushes), use [`Notifier::prepare_upto`] with the last
+    /// sequence number committed before that publish began.
     pub async fn prepare(&self, state: &State) -> Result<Prepared, Error> {
+        let last = state.last_seq().await;
+        self.prepare_upto(state, last).await
+    }
+
+    /// Like [`Notifier::prepare`], for the changes up to sequence number `last` only: those
+    /// a publish made fetchable (never announce what a Destination cannot fetch yet). Reads
+    /// the new part of the log only.
+    pub async fn prepare_upto(&self, state: &State, last: u64) -> Result<Prepared, Error> {
         let _serial = self.prepare_lock.lock().await;
         let store = self.objects.as_ref();
         let mut channel: ChannelRecord = get_json(store, CHANNEL).await?.unwrap_or_default();
@@ -387,7 +398,7 @@ impl Notifier {
             seq: channel.seq,
             ..Prepared::default()
         };
-        let last = state.last_seq().await;
+        let last = last.min(state.last_seq().await);
         if last <= channel.seq {
             return Ok(report);
         }
@@ -552,6 +563,7 @@ impl Notifier {
             for n in numbers {
                 match self.deliver_one(n, until, &mut report).await {
                     Ok(Step::Done) => report.delivered += 1,
+                    Ok(Step::Gone) => {}
                     Ok(Step::OutOfTime) => break 'passes,
                     Err(e) => {
                         tracing::error!(topic = %self.topic, error = %e, "delivering change notifications");
@@ -595,9 +607,9 @@ impl Notifier {
                 .bytes()
                 .await
                 .map_err(|e| rsagg_store::Error::object_store(&name, e))?,
-            // Taken meanwhile by a delivery that then crashed before... nothing: an object
-            // is deleted only after the hub took it.
-            Err(object_store::Error::NotFound { .. }) => return Ok(Step::Done),
+            // Removed since the outbox was listed: another process's delivery finished it
+            // (an object is removed only after the hub took it).
+            Err(object_store::Error::NotFound { .. }) => return Ok(Step::Gone),
             Err(e) => return Err(rsagg_store::Error::object_store(&name, e).into()),
         };
         // CN 4.1: the hub may verify that the topic answers (with the links); the websub
@@ -714,14 +726,16 @@ fn payload(base_url: &str, from: W3cDateTime, until: W3cDateTime, entries: &[u8]
     xml
 }
 
-/// The notification step of a run, after the publish stage: prepares what the publish made
-/// fetchable (only when the Resource List, through which copies are found, and the Change
-/// Lists were published: never announce what cannot be fetched), then delivers the outbox
-/// for at most `notify.deliver_timeout` (what was prepared before is delivered even when
-/// this publish failed).
+/// The notification step of a run, after the publish stage: prepares the changes up to
+/// `published_seq` (the last sequence number committed before the publish began) when the
+/// publish made them fetchable (the Resource List, through which copies are found, and the
+/// Change Lists were published: never announce what cannot be fetched), then delivers the
+/// outbox for at most `notify.deliver_timeout` (what was prepared before is delivered even
+/// when this publish failed).
 pub async fn after_publish(
     notifier: &Notifier,
     state: &State,
+    published_seq: u64,
     published: &PublishReport,
 ) -> NotifyReport {
     let mut report = NotifyReport {
@@ -735,7 +749,7 @@ pub async fn after_publish(
         ..NotifyReport::default()
     };
     if published.resource_list_parts.is_some() && published.change_lists.is_some() {
-        match notifier.prepare(state).await {
+        match notifier.prepare_upto(state, published_seq).await {
             Ok(p) => report.prepared = Some(p),
             Err(e) => {
                 tracing::error!(topic = %notifier.topic, error = %e, "preparing change notifications");
@@ -930,6 +944,26 @@ mod tests {
                 until: Some(*until)
             }
         );
+    }
+
+    #[tokio::test]
+    async fn changes_after_the_published_ones_wait_for_the_next_prepare() {
+        let f = fixture().await;
+        f.create(&["a", "b"]).await;
+        let published = f.state.last_seq().await;
+        // Committed while the publish ran: not in the documents it wrote.
+        f.create(&["c"]).await;
+        let n = notifier(&f, cfg(1_000));
+        let p = n.prepare_upto(&f.state, published).await.unwrap();
+        assert_eq!((p.payloads, p.entries, p.seq), (1, 2, 2));
+        let p = n.prepare(&f.state).await.unwrap();
+        assert_eq!((p.payloads, p.entries, p.seq), (1, 1, 3));
+        let payloads = outbox(&f).await;
+        assert_eq!(
+            payloads.iter().map(|p| p.2.len()).collect::<Vec<_>>(),
+            [2, 1]
+        );
+        assert_consecutive(&payloads);
     }
 
     #[tokio::test]
