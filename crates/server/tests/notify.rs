@@ -294,3 +294,103 @@ async fn a_run_notifies_the_hub_in_the_resourcesync_form() {
 async fn a_run_notifies_a_stock_hub_in_the_websub_form() {
     run_and_check("websub").await;
 }
+
+/// rsagg's own hub (`rsagg hub`'s router) relays a run's notifications to a subscriber of
+/// the topic advertised in the Capability List: the whole chain of CN 1.0.1 4.1 to 4.3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rsaggs_own_hub_relays_a_runs_notifications_to_a_subscriber() {
+    use axum::extract::Query;
+    use axum::routing::get as get_route;
+    use rsagg_websub::{Hub, HubConfig, Url};
+
+    // The hub.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hub_url = format!("http://{}/", listener.local_addr().unwrap());
+    let hub = Arc::new(
+        Hub::open(
+            Arc::new(object_store::memory::InMemory::new()),
+            HubConfig::new(Url::parse(&hub_url).unwrap()),
+        )
+        .await
+        .unwrap(),
+    );
+    let relay = rsagg_server::hub::hub_router(hub.clone());
+    tokio::spawn(async move { axum::serve(listener, relay).await.unwrap() });
+
+    // The collection, served; its run comes after the subscription.
+    let dir = tempfile::tempdir().unwrap();
+    let origin = upstream().await;
+    let (p, _objects, _app) = setup(dir.path(), &origin, &hub_url, "resourcesync").await;
+    let topic = format!("{}change/", p.base_url);
+
+    // A subscriber: answers the challenge, records deliveries.
+    let (tx, mut deliveries) = tokio::sync::mpsc::unbounded_channel::<(HeaderMap, Bytes)>();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let callback = format!("http://{}/cb", listener.local_addr().unwrap());
+    let subscriber = Router::new().route(
+        "/cb",
+        get_route(|Query(q): Query<HashMap<String, String>>| async move {
+            q.get("hub.challenge").cloned().unwrap_or_default()
+        })
+        .post(move |headers: HeaderMap, body: Bytes| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((headers, body));
+                StatusCode::OK
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, subscriber).await.unwrap() });
+    let form = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("hub.mode", "subscribe")
+        .append_pair("hub.topic", &topic)
+        .append_pair("hub.callback", &callback)
+        .finish();
+    let r = reqwest::Client::new()
+        .post(&hub_url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let wait = std::time::Duration::from_secs(20);
+    tokio::time::timeout(wait, async {
+        while hub.subscriptions().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("subscription verified");
+
+    let report = run_once(&p, &RunOptions::default()).await.unwrap();
+    assert_eq!(
+        report.exit_code(&RunOptions::default()),
+        0,
+        "{}",
+        report.summary()
+    );
+    let mut intervals = Vec::new();
+    for _ in 0..2 {
+        let (headers, body) = tokio::time::timeout(wait, deliveries.recv())
+            .await
+            .expect("a delivery")
+            .unwrap();
+        assert_eq!(headers["content-type"], "application/xml");
+        let base = url::Url::parse(&hub_url).unwrap();
+        let links =
+            rsagg_websub::link::parse(&[headers["link"].to_str().unwrap().to_owned()], &base);
+        assert_eq!(
+            rsagg_websub::link::find(&links, "self"),
+            Some(topic.as_str())
+        );
+        let (from, until, changes) = payload(&body);
+        assert_eq!(changes, [Change::Created]);
+        intervals.push((from, until));
+    }
+    assert_eq!(
+        intervals[0].1, intervals[1].0,
+        "delivered in order, consecutive"
+    );
+    hub.shutdown();
+}
