@@ -66,7 +66,8 @@
 //!
 //! - `form = "resourcesync"`: the payload is POSTed with `Content-Type: application/xml` and
 //!   `Link: <topic>; rel="self", <hub>; rel="hub"` (CN 4.1, Example 2).
-//! - `form = "websub"`: `hub.mode=publish&hub.url=<topic>` is POSTed; the hub then GETs the
+//! - `form = "websub"`: `hub.mode=publish&hub.url=<topic>&hub.topic=<topic>` is POSTed
+//!   (hubs read one name or the other: flask-websub reads `hub.topic`); the hub then GETs the
 //!   topic, which shows only the latest payload, so the topic moves on to the next payload
 //!   only once `notify/fetched.json` says it was fetched, or after `notify.fetch_wait`: then
 //!   the payload counts as unfetched, and a receiver recovers the gap from the Change List
@@ -1218,7 +1219,7 @@ mod tests {
                 url::form_urlencoded::byte_serialize(format!("{BASE}change/").as_bytes()).collect();
             assert_eq!(
                 std::str::from_utf8(body).unwrap(),
-                format!("hub.mode=publish&hub.url={topic}")
+                format!("hub.mode=publish&hub.url={topic}&hub.topic={topic}")
             );
         }
         // Each accepted publish found its own payload at the topic.

@@ -6,10 +6,12 @@
 //!   the body of a POST to the hub URI with `Content-Type: application/xml` and one `Link`
 //!   header `<topic>; rel="self", <hub>; rel="hub"` (Example 2). The hub answers 200 when it
 //!   took the notification, 3xx/4xx/5xx when not.
-//! - [`PublishForm::WebSub`]: the de-facto WebSub publish request (WebSub 6 leaves publishing
-//!   to the hub; stock hubs such as flask-websub take `hub.mode=publish&hub.url=<topic>` as
-//!   an `application/x-www-form-urlencoded` POST and answer 202, then GET the topic). The
-//!   payload is not sent: the hub fetches it from the topic URI.
+//! - [`PublishForm::WebSub`]: the de-facto WebSub publish request (WebSub leaves publishing
+//!   to the hub): an `application/x-www-form-urlencoded` POST of `hub.mode=publish` naming
+//!   the topic twice, as `hub.url` (the PubSubHubbub 0.3 name most hubs read) and as
+//!   `hub.topic` (the name flask-websub 0.4 reads: without it, it answers 400 "Missing form
+//!   argument: hub.topic"); the hub answers 202, then GETs the topic. The payload is not
+//!   sent: the hub fetches it from the topic URI.
 //!
 //! One call is one attempt: the caller (rsagg's notification outbox) owns ordering,
 //! persistence and backoff. Redirects are not followed: spec 4.1 counts a 3xx as "not
@@ -28,7 +30,8 @@ use crate::{Error, link};
 pub enum PublishForm {
     /// Change Notification 1.0.1 section 4.1: POST the payload with `Link` rel `self`/`hub`.
     ResourceSync,
-    /// WebSub `hub.mode=publish` with `hub.url` (form-encoded); the hub GETs the topic.
+    /// WebSub `hub.mode=publish` with `hub.url` and `hub.topic` (form-encoded); the hub GETs
+    /// the topic.
     WebSub,
 }
 
@@ -112,6 +115,7 @@ impl Publisher {
                 let body = url::form_urlencoded::Serializer::new(String::new())
                     .append_pair("hub.mode", "publish")
                     .append_pair("hub.url", topic)
+                    .append_pair("hub.topic", topic)
                     .finish();
                 self.client
                     .post(hub)
@@ -299,7 +303,8 @@ mod tests {
         assert_eq!(headers["content-type"], "application/x-www-form-urlencoded");
         assert_eq!(
             std::str::from_utf8(body).unwrap(),
-            "hub.mode=publish&hub.url=https%3A%2F%2Fagg.example.org%2Fmaps%2Fchange%2F"
+            "hub.mode=publish&hub.url=https%3A%2F%2Fagg.example.org%2Fmaps%2Fchange%2F\
+             &hub.topic=https%3A%2F%2Fagg.example.org%2Fmaps%2Fchange%2F"
         );
     }
 
