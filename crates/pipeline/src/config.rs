@@ -221,7 +221,8 @@ pub enum NotifyForm {
     Websub,
 }
 
-/// `[notify]`.
+/// `[notify]`: the collection's change-notification channel (Change Notification 1.0.1):
+/// its topic is `{collection.base_url}change/`, advertised in the Capability List.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NotifyConfig {
@@ -230,6 +231,53 @@ pub struct NotifyConfig {
     /// Publish form (default `resourcesync`).
     #[serde(default)]
     pub form: NotifyForm,
+    /// Most changes in one notification payload (default 1,000; 1..=50,000, the Sitemap
+    /// limit a `<urlset>` obeys); a larger batch is split into several payloads (CN 3).
+    #[serde(default = "NotifyConfig::default_max_entries")]
+    pub max_entries: u64,
+    /// Most bytes of the entries of one payload (default 1 MiB; at most 50,000,000, the
+    /// Sitemap limit); a payload always holds at least one change.
+    #[serde(default = "NotifyConfig::default_max_bytes")]
+    pub max_bytes: u64,
+    /// How long a run waits for the hub to take the outbox after publishing (default
+    /// `30s`); what is left is sent by the next run.
+    #[serde(
+        default = "NotifyConfig::default_deliver_timeout",
+        with = "humantime_serde"
+    )]
+    pub deliver_timeout: Duration,
+    /// `form = "websub"` only: how long to wait for the hub to GET the topic before the
+    /// topic moves on to the next payload (default `10s`); a receiver that missed one
+    /// recovers it from the Change List.
+    #[serde(default = "NotifyConfig::default_fetch_wait", with = "humantime_serde")]
+    pub fetch_wait: Duration,
+}
+
+impl NotifyConfig {
+    fn default_max_entries() -> u64 {
+        1_000
+    }
+    fn default_max_bytes() -> u64 {
+        1 << 20
+    }
+    fn default_deliver_timeout() -> Duration {
+        Duration::from_secs(30)
+    }
+    fn default_fetch_wait() -> Duration {
+        Duration::from_secs(10)
+    }
+
+    /// A `[notify]` section with every optional key at its default.
+    pub fn new(hub: impl Into<String>, form: NotifyForm) -> NotifyConfig {
+        NotifyConfig {
+            hub: hub.into(),
+            form,
+            max_entries: Self::default_max_entries(),
+            max_bytes: Self::default_max_bytes(),
+            deliver_timeout: Self::default_deliver_timeout(),
+            fetch_wait: Self::default_fetch_wait(),
+        }
+    }
 }
 
 /// Durations written like `30s`, `5m`, `1h 30m`.
@@ -491,8 +539,57 @@ impl PipelineConfig {
             }
         }
         if let Some(n) = &self.notify {
-            Url::parse(&n.hub)
+            // Keys named like keys of other sections (`max_entries`) are looked for from the
+            // section header on.
+            let notify_at = text.find("[notify]").unwrap_or(0);
+            let err = |key: &str, needle: &str, message: String| Error::Config {
+                path: path.to_owned(),
+                line: match line_of(&text[notify_at..], needle) {
+                    0 => 0,
+                    l => l + text[..notify_at].matches('\n').count(),
+                },
+                key: key.to_owned(),
+                message,
+            };
+            let hub = Url::parse(&n.hub)
                 .map_err(|e| err("notify.hub", "hub", format!("`{}`: {e}", n.hub)))?;
+            if !matches!(hub.scheme(), "http" | "https") {
+                return Err(err(
+                    "notify.hub",
+                    "hub",
+                    format!(
+                        "`{}` is not an http(s) URL (CN 1.0.1 section 4.1: the hub URI is POSTed to)",
+                        n.hub
+                    ),
+                ));
+            }
+            if !(1..=50_000).contains(&n.max_entries) {
+                return Err(err(
+                    "notify.max_entries",
+                    "max_entries",
+                    format!(
+                        "{}: must be 1..=50000 (a payload is a <urlset>, spec 4: at most 50,000 entries)",
+                        n.max_entries
+                    ),
+                ));
+            }
+            if !(1..=50_000_000).contains(&n.max_bytes) {
+                return Err(err(
+                    "notify.max_bytes",
+                    "max_bytes",
+                    format!(
+                        "{}: must be 1..=50000000 (a payload is a <urlset>, spec 4: at most 50 MB)",
+                        n.max_bytes
+                    ),
+                ));
+            }
+            if n.deliver_timeout.is_zero() {
+                return Err(err(
+                    "notify.deliver_timeout",
+                    "deliver_timeout",
+                    "must be more than 0s".into(),
+                ));
+            }
         }
         Ok(Pipeline {
             path: path.to_owned(),
@@ -571,6 +668,54 @@ poll_interval = "5m"
             .unwrap_err()
             .to_string();
         assert!(e.contains("publish.links"), "{e}");
+    }
+
+    #[test]
+    fn notify_keys_have_defaults_and_bounds() {
+        let text = format!("{GOOD}\n[notify]\nhub = \"https://hub.example.org/\"\n");
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        let n = p.config.notify.unwrap();
+        assert_eq!(
+            (n.form, n.max_entries, n.max_bytes),
+            (NotifyForm::Resourcesync, 1_000, 1 << 20)
+        );
+        assert_eq!(
+            (n.deliver_timeout, n.fetch_wait),
+            (Duration::from_secs(30), Duration::from_secs(10))
+        );
+        let text = format!(
+            "{GOOD}\n[notify]\nhub = \"https://hub.example.org/\"\nform = \"websub\"\nmax_entries = 10\nfetch_wait = \"2s\"\n"
+        );
+        let n = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap()
+            .config
+            .notify
+            .unwrap();
+        assert_eq!(
+            (n.form, n.max_entries, n.fetch_wait),
+            (NotifyForm::Websub, 10, Duration::from_secs(2))
+        );
+        for (bad, key) in [
+            ("max_entries = 0", "notify.max_entries"),
+            ("max_entries = 50001", "notify.max_entries"),
+            ("max_bytes = 0", "notify.max_bytes"),
+            ("deliver_timeout = \"0s\"", "notify.deliver_timeout"),
+        ] {
+            let text = format!("{GOOD}\n[notify]\nhub = \"https://hub.example.org/\"\n{bad}\n");
+            let e = Pipeline::parse(Path::new("p.toml"), &text)
+                .unwrap_err()
+                .to_string();
+            let line = GOOD.matches('\n').count() + 4;
+            assert!(
+                e.contains(key) && e.contains(&format!("p.toml:{line}:")),
+                "{bad}: {e}"
+            );
+        }
+        let text = format!("{GOOD}\n[notify]\nhub = \"ftp://hub.example.org/\"\n");
+        let e = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("notify.hub"), "{e}");
     }
 
     #[test]

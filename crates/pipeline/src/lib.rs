@@ -27,8 +27,10 @@
 //!   (of the collection, and of every collection `rsagg serve` serves).
 //! - `published.rs`: what the publisher keeps beside its documents.
 //! - `gc.rs`: blob garbage collection with a grace period.
-//! - `runner.rs`: `run --once`: all upstreams concurrently, publish, the run report and exit
-//!   status.
+//! - `notify.rs`: rsagg's change-notification channel (CN 1.0.1): payloads from the change
+//!   log into a persisted outbox, delivered to the hub in order, at least once.
+//! - `runner.rs`: `run --once`: all upstreams concurrently, publish, notify, the run report
+//!   and exit status.
 
 pub mod capability;
 pub mod changedump;
@@ -39,6 +41,7 @@ pub mod gc;
 mod harvest;
 pub mod links;
 mod lists;
+pub mod notify;
 mod package;
 pub mod publish;
 pub mod published;
@@ -52,6 +55,7 @@ use std::path::PathBuf;
 
 pub use config::{Pipeline, PipelineConfig};
 pub use harvest::{UpstreamReport, Verdict};
+pub use notify::{DeliveryReport, Notifier, NotifyReport, Prepared};
 pub use publisher::{PublishOptions, PublishReport, publish};
 pub use runner::{RunOptions, RunReport, STATS_OBJECT, run_once};
 
@@ -99,6 +103,14 @@ pub enum Error {
     /// A dump package could not be used.
     #[error(transparent)]
     Dump(#[from] rsagg_dump::Error),
+    /// Change notifications cannot be sent (the publishing client could not be built).
+    #[error("change notifications to hub {hub}: {message} (Change Notification 1.0.1 section 4.1)")]
+    Notify {
+        /// The hub URL.
+        hub: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Local I/O (temporary files) failed.
     #[error("{what}: {source}")]
     Io {

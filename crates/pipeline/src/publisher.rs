@@ -11,6 +11,8 @@
 //! 6. blob garbage collection, when its interval has passed (it reads what the Change Lists
 //!    still name, so it runs after them).
 //!
+//! Change notifications (`notify.rs`) come after this stage, from what it published.
+//!
 //! A failing step is reported and the next ones still run: documents already out there stay
 //! consistent on their own (each is swapped atomically), and the harvest is committed
 //! whatever happens here.
@@ -140,7 +142,7 @@ pub async fn publish(
         crate::resourcedump::publish(state, objects, base, &policy, cfg, opts.force).await,
     )
     .flatten();
-    let advertised = match advertised(objects).await {
+    let advertised = match advertised(objects, p).await {
         Ok(a) => Some(a),
         Err(err) => {
             e.push(format!("capability list: {err}"));
@@ -163,8 +165,9 @@ pub async fn publish(
     report
 }
 
-/// The documents that exist now (a step that never succeeded has none to advertise).
-async fn advertised(objects: &Arc<dyn ObjectStore>) -> Result<Advertised, Error> {
+/// The documents that exist now (a step that never succeeded has none to advertise), and
+/// the change-notification channel when `[notify]` is configured.
+async fn advertised(objects: &Arc<dyn ObjectStore>, p: &Pipeline) -> Result<Advertised, Error> {
     let exists = |name: &'static str| async move {
         match objects.head(&Path::from(name)).await {
             Ok(_) => Ok(true),
@@ -177,8 +180,12 @@ async fn advertised(objects: &Arc<dyn ObjectStore>) -> Result<Advertised, Error>
         resource_dump: exists("resourcedump.xml").await?,
         change_list: exists("changelist.xml").await?,
         change_dump: exists("changedump.xml").await?,
-        // The channel is advertised once rsagg publishes notifications on it (issue
-        // "Notify"); until then its topic URI would answer nothing.
-        notification: None,
+        // CN 5: topic URI and hub. The topic answers (with an empty body) before the first
+        // payload, as CN 4.1 allows, so it is advertised from the first publish on.
+        notification: p
+            .config
+            .notify
+            .as_ref()
+            .map(|n| (crate::notify::topic_url(p.base_url.as_str()), n.hub.clone())),
     })
 }

@@ -1,5 +1,7 @@
 //! `rsagg run --once`: every upstream concurrently (bounded by the shared HTTP limits; one
-//! upstream's failure does not stop the others), then the run report.
+//! upstream's failure does not stop the others), then publish, then the change
+//! notifications (prepared from what was published, delivered with a bounded wait), then
+//! the run report.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -9,6 +11,7 @@ use rsagg_fetch::{FetchConfig, Fetcher};
 use rsagg_store::{Blobs, State, open_object_store};
 
 use crate::harvest::{Ctx, UpstreamReport, Verdict, harvest};
+use crate::notify::{Notifier, NotifyReport};
 use crate::publisher::{PublishOptions, PublishReport, publish};
 use crate::{Error, Pipeline};
 
@@ -32,19 +35,24 @@ pub struct RunReport {
     pub upstreams: Vec<UpstreamReport>,
     /// What the publish stage did (absent when the run was fenced out before it).
     pub publish: Option<PublishReport>,
+    /// What the notification step did (absent without `[notify]`, or when the run was
+    /// fenced out before it).
+    pub notify: Option<NotifyReport>,
     /// Wall time.
     pub seconds: f64,
 }
 
 impl RunReport {
-    /// Exit status for a scheduler: 0 all went well, 1 some upstream failed (the rest was
-    /// done and committed), per the contract of `rsagg run`.
+    /// Exit status for a scheduler: 0 all went well, 1 some upstream, publish step or
+    /// notification delivery failed (the rest was done and committed), per the contract of
+    /// `rsagg run`.
     pub fn exit_code(&self, opts: &RunOptions) -> i32 {
         let failed = self.upstreams.iter().any(|u| {
             u.verdict == Verdict::Failed || (opts.fail_on_quarantine && u.quarantined > 0)
         });
         let publish_failed = self.publish.as_ref().is_some_and(|p| !p.errors.is_empty());
-        i32::from(failed || publish_failed)
+        let notify_failed = self.notify.as_ref().is_some_and(NotifyReport::failed);
+        i32::from(failed || publish_failed || notify_failed)
     }
 
     /// Human summary, one line per upstream.
@@ -52,6 +60,9 @@ impl RunReport {
         let mut s = format!("collection {} ({:.1} s)\n", self.collection, self.seconds);
         if let Some(p) = &self.publish {
             s.push_str(&p.summary());
+        }
+        if let Some(n) = &self.notify {
+            s.push_str(&n.summary());
         }
         for u in &self.upstreams {
             s.push_str(&format!(
@@ -120,11 +131,24 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         collection: cfg.collection.name.clone(),
         upstreams,
         publish: None,
+        notify: None,
         seconds: 0.0,
     };
     if fenced.is_none() {
         // Then publish: what was committed, whichever upstreams failed.
+        let published_seq = state.last_seq().await;
         let published = publish(&state, &loc.objects, p, opts.publish).await;
+        // Then notify: only of what that publish made fetchable (see `notify::after_publish`).
+        report.notify = match Notifier::new(loc.objects.clone(), p) {
+            Ok(Some(n)) => {
+                Some(crate::notify::after_publish(&n, &state, published_seq, &published).await)
+            }
+            Ok(None) => None,
+            Err(e) => Some(NotifyReport {
+                errors: vec![e.to_string()],
+                ..NotifyReport::default()
+            }),
+        };
         report.publish = Some(published);
         report.seconds = started.elapsed().as_secs_f64();
         write_stats(&loc.objects, &state, &report).await;

@@ -19,6 +19,9 @@ pub struct Collection {
     base_url: String,
     base_path: String,
     objects: Arc<dyn ObjectStore>,
+    /// The hub of the collection's change-notification channel (`[notify] hub`), when it
+    /// has one: its topic URI `{base_url}change/` is then served.
+    hub: Option<String>,
 }
 
 impl Collection {
@@ -53,18 +56,30 @@ impl Collection {
             base_url: base_url.to_owned(),
             base_path: url.path().to_owned(),
             objects,
+            hub: None,
         })
+    }
+
+    /// The same collection with a change-notification channel published to `hub` (its
+    /// topic URI is then served, CN 1.0.1 section 4.1).
+    pub fn with_hub(mut self, hub: impl Into<String>) -> Collection {
+        self.hub = Some(hub.into());
+        self
     }
 
     /// The collection of a validated pipeline, reading from the store its config names
     /// (opened as plain objects: the state database is never opened here).
     pub fn from_pipeline(p: &Pipeline) -> Result<Collection, Error> {
         let store = rsagg_store::open_object_store(&p.config.store.url)?;
-        Collection::new(
+        let c = Collection::new(
             p.config.collection.name.clone(),
             &p.config.collection.base_url,
             store.objects,
-        )
+        )?;
+        Ok(match &p.config.notify {
+            Some(n) => c.with_hub(n.hub.clone()),
+            None => c,
+        })
     }
 
     /// `collection.name`.
@@ -80,6 +95,11 @@ impl Collection {
     /// The path of the base URL (starts and ends with `/`), as requests carry it.
     pub fn base_path(&self) -> &str {
         &self.base_path
+    }
+
+    /// The hub of the collection's change-notification channel, when it has one.
+    pub fn hub(&self) -> Option<&str> {
+        self.hub.as_deref()
     }
 
     /// The store the collection's pipeline publishes into.

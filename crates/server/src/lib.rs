@@ -1,8 +1,8 @@
 //! rsagg-server: HTTP serving of what pipelines published (`rsagg serve`).
 //!
-//! The server is read-only and reads only published objects from each pipeline's store: it
-//! never opens the state database, so it can run beside (and never fences) the job that
-//! writes it. Requests are routed by path only (the server may sit behind a proxy), each
+//! The server reads only published objects from each pipeline's store (it writes one small
+//! marker, below): it never opens the state database, so it can run beside (and never
+//! fences) the job that writes it. Requests are routed by path only (the server may sit behind a proxy), each
 //! collection under the path of its `collection.base_url`:
 //!
 //! ```text
@@ -18,7 +18,13 @@
 //! {base}capabilitylist.xml, {base}resourcelist.xml, …, {base}resourcelist/…, …
 //!                                the published object at the same path (an allowlist)
 //! {base}r/{upstream}/…           a resource copy, found through the published Resource List
+//! {base}change/                  the change-notification topic (collections with [notify]):
+//!                                HEAD/GET with Link rel=self and rel=hub, the latest payload
 //! ```
+//!
+//! The one object the server writes is `notify/fetched.json` (see `topic.rs`): which payload
+//! the topic last served, for a publisher waiting for a stock hub to fetch it. It is not
+//! state, so it never fences the job.
 //!
 //! # Layout
 //!
@@ -32,6 +38,7 @@
 //!   cached by object version.
 //! - `metrics.rs`: `/metrics` (text format 0.0.4) and the request counters.
 //! - `status.rs`: `/status` (HTML, everything from upstreams escaped).
+//! - `topic.rs`: the change-notification topic URI (CN 1.0.1 4.1) and the fetch marker.
 //! - `http.rs`: validators (`ETag`, `Last-Modified`), conditional GET and small responses.
 //! - `router.rs`: the axum router dispatching by path, and [`Server`] (bind, serve, graceful
 //!   shutdown).
@@ -45,6 +52,7 @@ mod metrics;
 mod router;
 mod stats;
 mod status;
+mod topic;
 
 pub use collection::{Collection, check_collections};
 pub use router::{DEFAULT_LISTEN, HEALTHZ, METRICS, READYZ, STATUS, Server, router};

@@ -4,7 +4,8 @@
 //! route table one handler takes every request: the server-wide paths first (the Source
 //! Description, `robots.txt`, the probes `/healthz` and `/readyz`, `/metrics`, `/status`),
 //! then the collection with the longest base path that prefixes the request path, then
-//! within it the copies (`r/…`) or the allowlisted documents. Everything else is 404.
+//! within it the copies (`r/…`), the change-notification topic (`change/`) or the
+//! allowlisted documents. Everything else is 404.
 //!
 //! Every answer is counted (by collection, kind and status, with the body bytes sent) for
 //! `/metrics`.
@@ -37,6 +38,7 @@ use crate::http::{not_found, store_failed, text};
 use crate::metrics::{CollectionMetrics, HttpCounters, Kind};
 use crate::stats::{Observed, StatsReader};
 use crate::status::CollectionStatus;
+use crate::topic::Topic;
 
 /// Where `rsagg serve` listens unless told otherwise: loopback only, since exposing the
 /// server is a deployment decision (a proxy, or an explicit `--listen 0.0.0.0:8080`).
@@ -64,6 +66,8 @@ struct Served {
     order: usize,
     /// `Link: <{base_url}capabilitylist.xml>; rel="resourcesync"` of the copies.
     link: HeaderValue,
+    /// The change-notification topic, when the collection has a hub.
+    topic: Option<Topic>,
 }
 
 struct App {
@@ -110,6 +114,9 @@ pub fn router(collections: Vec<Collection>) -> Router {
                 capability_list_url(collection.base_url())
             );
             Served {
+                topic: collection.hub().map(|hub| {
+                    Topic::new(collection.objects().clone(), collection.base_url(), hub)
+                }),
                 copies: Copies::new(&collection),
                 stats: StatsReader::new(collection.objects()),
                 http: HttpCounters::default(),
@@ -209,6 +216,12 @@ async fn dispatch(app: &App, request: &Parts) -> (Option<usize>, Kind, Response)
             Err(e) => store_failed("looking up a copy", &e),
         };
         return (Some(i), Kind::Copy, r);
+    }
+    if rest == rsagg_pipeline::notify::TOPIC {
+        return match &served.topic {
+            Some(topic) => (Some(i), Kind::Document, topic.respond(head).await),
+            None => (Some(i), Kind::Other, not_found()),
+        };
     }
     let r = match object_for(rest) {
         Ok(object) => {

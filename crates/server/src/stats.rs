@@ -52,6 +52,8 @@ pub(crate) struct Report {
     pub upstreams: Vec<Upstream>,
     /// The publish stage.
     pub publish: Option<Publish>,
+    /// The change notifications (collections with `[notify]`).
+    pub notify: Option<Notify>,
     /// Wall time of the run.
     pub seconds: f64,
 }
@@ -114,6 +116,39 @@ pub(crate) struct Publish {
     pub resource_dump: Option<ResourceDump>,
     pub gc: Option<GcReport>,
     pub errors: Vec<String>,
+}
+
+/// `NotifyReport`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Notify {
+    pub topic: String,
+    pub hub: String,
+    pub form: String,
+    pub prepared: Option<NotifyPrepared>,
+    pub delivery: Delivery,
+    pub errors: Vec<String>,
+}
+
+/// `notify::Prepared`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct NotifyPrepared {
+    pub payloads: u64,
+    pub entries: u64,
+}
+
+/// `notify::DeliveryReport`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Delivery {
+    pub delivered: u64,
+    pub pending: u64,
+    pub attempts: u64,
+    pub failures: u64,
+    pub unfetched: u64,
+    pub sent_total: u64,
+    pub last_error: Option<String>,
 }
 
 /// `ChangeListReport`.

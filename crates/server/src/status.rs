@@ -155,6 +155,53 @@ fn run(h: &mut String, s: &Stats, now: f64) {
     upstreams(h, &s.report.upstreams, now);
     quarantine(h, s);
     publish(h, s);
+    notify(h, s);
+}
+
+fn notify(h: &mut String, s: &Stats) {
+    let Some(n) = &s.report.notify else {
+        return;
+    };
+    let d = &n.delivery;
+    let prepared = n
+        .prepared
+        .as_ref()
+        .map(|p| {
+            format!(
+                "{} payload(s) prepared ({} change(s)), ",
+                p.payloads, p.entries
+            )
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        h,
+        "<h3>Change notifications</h3>\n<p class=\"notify\">Topic <code>{}</code>, hub <code>{}</code> ({}): \
+         {prepared}<span data-figure=\"notifications-delivered\">{}</span> delivered, \
+         <span data-figure=\"notifications-pending\">{}</span> pending, {} failed attempt(s), \
+         {} sent in all{}.</p>",
+        esc(&n.topic),
+        esc(&n.hub),
+        esc(&n.form),
+        d.delivered,
+        d.pending,
+        d.failures,
+        d.sent_total,
+        if d.unfetched > 0 {
+            format!(
+                ", {} not fetched by the hub (receivers recover them from the Change List)",
+                d.unfetched
+            )
+        } else {
+            String::new()
+        }
+    );
+    let errors = n
+        .errors
+        .iter()
+        .chain(d.last_error.iter().filter(|_| d.pending > 0));
+    for e in errors {
+        let _ = writeln!(h, "<p class=\"error\">notifications: {}</p>", esc(e));
+    }
 }
 
 fn upstreams(h: &mut String, ups: &[Upstream], now: f64) {

@@ -587,6 +587,18 @@ async fn hostile_strings_in_the_stats_object_are_escaped() {
             errors: vec![format!("change lists: {evil}")],
             ..Default::default()
         }),
+        notify: Some(rsagg_pipeline::NotifyReport {
+            topic: format!("{BASE}change/"),
+            hub: format!("http://hub.example/{evil}"),
+            form: "resourcesync".into(),
+            prepared: None,
+            delivery: rsagg_pipeline::DeliveryReport {
+                pending: 1,
+                last_error: Some(format!("hub answered {evil}")),
+                ..Default::default()
+            },
+            errors: vec![format!("preparing: {evil}")],
+        }),
         seconds: 0.5,
     };
     let mut report = serde_json::to_value(&report).unwrap();
@@ -632,6 +644,9 @@ async fn hostile_strings_in_the_stats_object_are_escaped() {
         format!("reason {escaped}"),
         format!("<code>md5:&quot;{escaped}&quot;</code>"),
         format!("publish error: change lists: {escaped}"),
+        format!("hub <code>http://hub.example/{escaped}</code>"),
+        format!("notifications: preparing: {escaped}"),
+        format!("notifications: hub answered {escaped}"),
         "Quarantine (1+)".to_owned(),
         "<td class=\"failed\">failed</td>".to_owned(),
     ] {

@@ -330,6 +330,14 @@ impl State {
         Ok(written)
     }
 
+    /// Makes every commit applied so far durable (writes the WAL out and waits for it).
+    /// Commits made with `durable` false are visible to reads before they are durable; what
+    /// is announced to the outside from the log (change notifications) must not be lost by a
+    /// crash, so announcing calls this first.
+    pub async fn flush(&self) -> Result<(), Error> {
+        self.db.flush().await.map_err(|e| map_err(&self.path, e))
+    }
+
     /// Flushes and closes the database.
     pub async fn close(self) -> Result<(), Error> {
         self.db.close().await.map_err(|e| map_err(&self.path, e))

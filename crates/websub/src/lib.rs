@@ -1,4 +1,5 @@
-//! rsagg-websub: the WebSub hub of `rsagg hub` and the HMAC signatures of WebSub 7.1.
+//! rsagg-websub: the WebSub hub of `rsagg hub`, the publishing client rsagg's own change
+//! notifications go out with, and the HMAC signatures of WebSub 7.1.
 //!
 //! The hub speaks W3C WebSub (Recommendation, 23 January 2018) to subscribers and accepts
 //! publications in both forms a ResourceSync Source uses: the Change Notification 1.0.1
@@ -30,11 +31,15 @@
 //! - `hub.rs`: [`Hub`]: requests (subscribe, unsubscribe, both publish forms), verification
 //!   of intent, restoring from the store.
 //! - `delivery.rs`: per-subscriber workers: ordered delivery, retries with backoff, expiry.
+//! - `publisher.rs`: the publishing side ([`Publisher`]): one publish request to a hub, in
+//!   the CN 1.0.1 4.1 form or the WebSub `hub.mode=publish` form, and what its answer means
+//!   for a retry loop (used by rsagg's notification outbox, `rsagg-pipeline`'s `notify.rs`).
 
 mod config;
 mod delivery;
 mod hub;
 pub mod link;
+mod publisher;
 mod records;
 pub mod signature;
 
@@ -42,6 +47,7 @@ use std::fmt;
 
 pub use config::HubConfig;
 pub use hub::{Hub, HubRequest, HubResponse, HubStats, SubscriptionInfo};
+pub use publisher::{Attempt, PublishForm, Publisher, backoff};
 pub use records::subscription_id;
 /// Re-exported: [`HubConfig::public_url`] is a `Url`.
 pub use url::Url;
