@@ -922,7 +922,9 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
         return None;
     }
     let n = sorted.len();
-    let rank = ((p / 100.0) * n as f64).ceil() as usize;
+    // The epsilon keeps a rank that is whole in decimal whole in binary too (99.9% of 1,000
+    // is 999.0000000000001 in f64, which would round up to the maximum).
+    let rank = ((p / 100.0) * n as f64 - 1e-9).ceil() as usize;
     Some(sorted[rank.clamp(1, n) - 1])
 }
 
