@@ -250,7 +250,7 @@ struct Measured {
     stderr: String,
 }
 
-fn vm_hwm_kib(pid: u32) -> u64 {
+pub(crate) fn vm_hwm_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -306,7 +306,7 @@ fn median(mut v: Vec<(f64, u64)>) -> (f64, u64) {
     (v[v.len() / 2].0, peak)
 }
 
-fn tail(s: &str, n: usize) -> String {
+pub(crate) fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
@@ -589,8 +589,14 @@ pub fn put_all(a: PutArgs) -> anyhow::Result<()> {
 // ---------------------------------------------------------------------------------------------
 
 fn rsagg_binary(a: &HarvestArgs) -> anyhow::Result<PathBuf> {
-    let p = match &a.rsagg {
-        Some(p) => p.clone(),
+    rsagg_binary_at(a.rsagg.as_deref())
+}
+
+/// The `rsagg` binary: `given`, else `rsagg` next to this executable; an error saying how to
+/// build it when it is missing.
+pub(crate) fn rsagg_binary_at(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let p = match given {
+        Some(p) => p.to_path_buf(),
         None => std::env::current_exe()?
             .parent()
             .context("executable has no directory")?
@@ -716,7 +722,7 @@ fn resync_run(
 /// The file system type of `dir` (`stat -f`), for the header: on ext4 without a journal,
 /// creating a file costs more the more inodes were deleted nearby in the last minutes (the
 /// allocator skips recently deleted inodes), so this benchmark deletes nothing until its end.
-fn fs_type(dir: &Path) -> String {
+pub(crate) fn fs_type(dir: &Path) -> String {
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     std::fs::read_to_string("/proc/mounts")
         .ok()

@@ -11,6 +11,9 @@
 //! - `docs.rs`: the document benchmark (`docs` drives; `write`/`parse` measure one operation and
 //!   print one JSON line); the resync side is `py/resync_docbench.py`, run from the peers'
 //!   venv (`scripts/peers.sh install`).
+//! - `notify.rs`: the notification latency benchmark (`notify`: upstream Source and
+//!   downstream subscriber in-process, `rsagg hub` and `rsagg run --follow --listen` as
+//!   processes).
 //! - `harvest.rs`: the harvest benchmark (`harvest` drives; `static-server` is the upstream when
 //!   nginx is not installed, `harvest-get` and `harvest-put` measure the upstream's and the S3
 //!   server's ceilings).
@@ -18,9 +21,14 @@
 //! `rsagg-bench harvest` harvests 10,000 resources of 1 KB from a static upstream on loopback:
 //! (a) rsagg into a `file://` store beside `resync-sync --baseline` into a directory, and (b)
 //! rsagg into SeaweedFS beside plain concurrent S3 PUTs of the same bodies (the ceiling).
+//!
+//! `rsagg-bench notify` measures the latency from an upstream's change notification to
+//! rsagg's notification of the same change at a downstream subscriber (p50/p90/p99/max at
+//! 200 changes/s), beside the same path through the hub alone.
 
 mod docs;
 mod harvest;
+mod notify;
 
 use clap::{Parser, Subcommand};
 
@@ -49,6 +57,8 @@ enum Command {
     Parse(docs::OneArgs),
     /// Baseline harvest: rsagg vs resync-sync (file store) and vs plain S3 PUT (SeaweedFS).
     Harvest(harvest::HarvestArgs),
+    /// Notification latency: upstream notification → rsagg's notification at a subscriber.
+    Notify(notify::NotifyArgs),
     /// Static file server for the harvest upstream (used by `harvest`).
     #[command(hide = true)]
     StaticServer(harvest::StaticServerArgs),
@@ -70,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         Command::Write(a) => rt.block_on(docs::write_one(a)),
         Command::Parse(a) => rt.block_on(docs::parse_one(a)),
         Command::Harvest(a) => harvest::run(a),
+        Command::Notify(a) => notify::run(a),
         Command::StaticServer(a) => harvest::static_server(a),
         Command::HarvestGet(a) => harvest::get_all(a),
         Command::HarvestPut(a) => harvest::put_all(a),

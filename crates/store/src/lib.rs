@@ -41,7 +41,7 @@ pub use records::{
     Checkpoint, CopyRef, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, SeenKey,
     UpstreamMeta,
 };
-pub use state::{Applied, Commit, Records, SlotMembers, State, slot_of};
+pub use state::{Applied, Commit, Records, SlotMembers, State, WAL_FLUSH_INTERVAL, slot_of};
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]

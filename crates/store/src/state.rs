@@ -126,15 +126,20 @@ fn log_key(seq: u64) -> String {
     format!("l/{seq:020}")
 }
 
+/// How often slatedb writes the state's WAL to the object store (its `flush_interval`).
+///
+/// 10 ms rather than slatedb's default 100 ms: commits that wait for durability (those moving
+/// a checkpoint) then wait little. Public so that benchmarks can state the value they ran
+/// with (`rsagg-bench notify` prints it beside the latency figures).
+pub const WAL_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
+
 impl State {
     /// Opens the state under `objects` as its writer. Any other writer of the same state is
     /// fenced out from now on.
     pub async fn open(objects: Arc<dyn ObjectStore>, display: &str) -> Result<State, Error> {
         let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
-        // The WAL is written every 10 ms rather than slatedb's default 100 ms: commits that
-        // wait for durability (those moving a checkpoint) then wait little.
         let settings = slatedb::Settings {
-            flush_interval: Some(std::time::Duration::from_millis(10)),
+            flush_interval: Some(WAL_FLUSH_INTERVAL),
             ..slatedb::Settings::default()
         };
         let db = Db::builder(STATE_PATH, objects)
