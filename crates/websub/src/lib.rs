@@ -1,4 +1,5 @@
-//! rsagg-websub: the WebSub hub of `rsagg hub` and the HMAC signatures of WebSub 7.1.
+//! rsagg-websub: the WebSub hub of `rsagg hub`, the subscriber side `rsagg run --follow
+//! --listen` uses for upstream channels, and the HMAC signatures of WebSub 7.1.
 //!
 //! The hub speaks W3C WebSub (Recommendation, 23 January 2018) to subscribers and accepts
 //! publications in both forms a ResourceSync Source uses: the Change Notification 1.0.1
@@ -30,6 +31,8 @@
 //! - `hub.rs`: [`Hub`]: requests (subscribe, unsubscribe, both publish forms), verification
 //!   of intent, restoring from the store.
 //! - `delivery.rs`: per-subscriber workers: ordered delivery, retries with backoff, expiry.
+//! - `subscriber.rs`: [`subscriber::Subscriber`]: subscription requests, verification of
+//!   intent answered only for what was asked, lease renewal, authentication of deliveries.
 
 mod config;
 mod delivery;
@@ -37,6 +40,7 @@ mod hub;
 pub mod link;
 mod records;
 pub mod signature;
+pub mod subscriber;
 
 use std::fmt;
 
@@ -96,6 +100,14 @@ pub enum Error {
     /// The HTTP client could not be built.
     #[error("HTTP client: {0}")]
     Client(#[source] reqwest::Error),
+    /// A subscription request to a hub failed (WebSub 5.1: the hub must answer 2xx).
+    #[error("subscription request to hub `{hub}` (WebSub 5.1): {message}")]
+    Request {
+        /// The hub URL.
+        hub: String,
+        /// What happened.
+        message: String,
+    },
     /// An `X-Hub-Signature` did not verify.
     #[error("X-Hub-Signature: {0}")]
     Signature(SignatureFailure),
