@@ -29,12 +29,19 @@
 //! - `gc.rs`: blob garbage collection with a grace period.
 //! - `runner.rs`: `run --once`: all upstreams concurrently, publish, the run report and exit
 //!   status.
+//! - `follow.rs`: `run --follow`: one long-lived follower (state, HTTP client kept open)
+//!   polling each upstream at its interval, applying push notifications, publishing after
+//!   every pass that changed something, renewing subscriptions.
+//! - `push.rs`: the push intake: the [`push::Inbox`] behind the WebSub callbacks (signature
+//!   check, bounded queue), reading a change notification, its set of resources and its
+//!   continuity with the previous one (CN 1.0.1 3).
 
 pub mod capability;
 pub mod changedump;
 pub mod changelist;
 pub mod config;
 mod dumps;
+pub mod follow;
 pub mod gc;
 mod harvest;
 pub mod links;
@@ -43,6 +50,7 @@ mod package;
 pub mod publish;
 pub mod published;
 mod publisher;
+pub mod push;
 pub mod resourcedump;
 pub mod resourcelist;
 mod runner;
@@ -51,8 +59,10 @@ pub mod uris;
 use std::path::PathBuf;
 
 pub use config::{Pipeline, PipelineConfig};
+pub use follow::{FollowOptions, follow};
 pub use harvest::{UpstreamReport, Verdict};
 pub use publisher::{PublishOptions, PublishReport, publish};
+pub use push::{Inbox, Intake, PushStats};
 pub use runner::{RunOptions, RunReport, STATS_OBJECT, run_once};
 
 /// Errors of a pipeline.
@@ -99,6 +109,14 @@ pub enum Error {
     /// A dump package could not be used.
     #[error(transparent)]
     Dump(#[from] rsagg_dump::Error),
+    /// The push intake could not be set up (CN 1.0.1 4.2).
+    #[error("push intake{}: {message}", if upstream.is_empty() { String::new() } else { format!(" of upstream `{upstream}`") })]
+    Push {
+        /// The upstream, when one is concerned.
+        upstream: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Local I/O (temporary files) failed.
     #[error("{what}: {source}")]
     Io {

@@ -34,6 +34,9 @@ pub struct RunReport {
     pub publish: Option<PublishReport>,
     /// Wall time.
     pub seconds: f64,
+    /// Push intake counters (`run --follow --listen` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<crate::push::PushStats>,
 }
 
 impl RunReport {
@@ -121,6 +124,7 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         upstreams,
         publish: None,
         seconds: 0.0,
+        push: None,
     };
     if fenced.is_none() {
         // Then publish: what was committed, whichever upstreams failed.
@@ -158,7 +162,7 @@ struct Stats<'a> {
 }
 
 /// Writes [`STATS_OBJECT`]. A failure is logged, not fatal: the harvest itself is committed.
-async fn write_stats(
+pub(crate) async fn write_stats(
     objects: &Arc<dyn object_store::ObjectStore>,
     state: &State,
     report: &RunReport,
