@@ -163,6 +163,11 @@ impl Inbox {
         }))
     }
 
+    /// The WebSub subscriber state (subscriptions, secrets, leases).
+    pub fn subscriber(&self) -> &Subscriber {
+        &self.subscriber
+    }
+
     /// Whether `upstream` has a callback.
     pub fn has_callback(&self, upstream: &str) -> bool {
         self.upstreams.contains(upstream)
