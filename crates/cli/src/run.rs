@@ -149,14 +149,28 @@ pub async fn run(args: RunArgs) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
+/// Prints a pass's report on stdout. A closed stdout is not fatal (a follower outlives
+/// whoever read its first lines): the report is then only in the stats object.
 fn print_report(args: &RunArgs, report: &rsagg_pipeline::RunReport) {
-    if args.json {
+    use std::io::Write;
+    let text = if args.json {
         match serde_json::to_string(report) {
-            Ok(j) => println!("{j}"),
-            Err(e) => eprintln!("rsagg run: cannot encode the report: {e}"),
+            Ok(j) => j + "\n",
+            Err(e) => {
+                eprintln!("rsagg run: cannot encode the report: {e}");
+                return;
+            }
         }
     } else {
-        print!("{}", report.summary());
+        report.summary()
+    };
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        tracing::debug!("stdout is closed; report not printed");
     }
 }
 

@@ -178,6 +178,14 @@ async fn next_push(queue: &mut Option<mpsc::Receiver<Pushed>>) -> Option<Pushed>
     }
 }
 
+/// Resolves when a verification changed a subscription (never without push intake).
+async fn changed(inbox: Option<&Inbox>) {
+    match inbox {
+        Some(i) => i.changed.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Runs `pass`; once `stop` is set it gets `grace` more, then it is abandoned (`None`).
 async fn guarded<T>(
     pass: impl Future<Output = T>,
@@ -253,6 +261,7 @@ impl Follower<'_> {
                         None => return self.abandoned(),
                     }
                 }
+                () = changed(self.opts.inbox.as_deref()) => {}
                 () = tokio::time::sleep_until(next_poll.into()) => {}
                 () = tokio::time::sleep_until(renew_at.into()) => {
                     match guarded(self.renew(), stop, grace).await {

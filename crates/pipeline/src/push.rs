@@ -131,6 +131,9 @@ pub struct Inbox {
     /// Upstreams with `push = true`: the callbacks that exist.
     upstreams: HashSet<String>,
     pub(crate) counters: Counters,
+    /// Woken when a verification changed a subscription: the follower saves the records
+    /// and recomputes when to renew.
+    pub(crate) changed: tokio::sync::Notify,
 }
 
 impl Inbox {
@@ -160,6 +163,7 @@ impl Inbox {
                 .map(|u| u.name.clone())
                 .collect(),
             counters: Counters::default(),
+            changed: tokio::sync::Notify::new(),
         }))
     }
 
@@ -184,6 +188,9 @@ impl Inbox {
             .subscriber
             .verify(upstream, &v, rsagg_websub::subscriber::unix_millis());
         tracing::info!(upstream, topic = %v.topic, mode = %v.mode, ?answer, "verification of intent");
+        if answer != Answer::Refuse {
+            self.changed.notify_one();
+        }
         Some(answer)
     }
 
