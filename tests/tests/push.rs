@@ -360,7 +360,12 @@ fn push_notifications_are_applied_at_once_gaps_recovered_replays_dropped() -> Re
     // SIGTERM: the follower stops (state closed, server drained) and exits 0.
     let mut f = f;
     let pid = f.child.0.id().to_string();
-    ensure!(Command::new("kill").args(["-TERM", &pid]).status()?.success());
+    ensure!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()?
+            .success()
+    );
     let t0 = Instant::now();
     let status = loop {
         if let Some(s) = f.child.0.try_wait()? {
@@ -369,6 +374,10 @@ fn push_notifications_are_applied_at_once_gaps_recovered_replays_dropped() -> Re
         ensure!(t0.elapsed().as_secs() < 40, "still running after SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     };
-    ensure!(status.code() == Some(0), "{status:?}; log:\n{}", f.log_tail());
+    ensure!(
+        status.code() == Some(0),
+        "{status:?}; log:\n{}",
+        f.log_tail()
+    );
     Ok(())
 }
