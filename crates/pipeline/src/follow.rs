@@ -76,6 +76,19 @@ struct Up {
     until: BTreeMap<String, W3cDateTime>,
 }
 
+/// Entries of consecutive payloads of one set, applied together.
+struct Gathered {
+    up: usize,
+    harvest: Harvest,
+    set: CapabilitySet,
+    /// The topic of the first payload (for logs).
+    source: Url,
+    entries: Vec<rsagg_model::UrlEntry>,
+    /// The latest `until` per topic among the payloads.
+    until: BTreeMap<String, W3cDateTime>,
+    payloads: u64,
+}
+
 struct Follower<'a> {
     p: &'a Pipeline,
     opts: &'a FollowOptions,
@@ -335,6 +348,11 @@ impl Follower<'_> {
     }
 
     /// Applies a batch of deliveries, then publishes when something changed.
+    ///
+    /// Consecutive payloads of one set are applied together (one ordered batch, one durable
+    /// commit, the resource fetches concurrent): at hundreds of notifications per second a
+    /// commit per payload would not keep up. A payload that does not follow the previous
+    /// one first flushes what was gathered for its set, then the Change List is read.
     async fn push_pass(&mut self, batch: Vec<Pushed>) -> Result<(), Error> {
         let Some(inbox) = self.opts.inbox.clone() else {
             return Ok(());
@@ -342,6 +360,10 @@ impl Follower<'_> {
         let c = &inbox.counters;
         let oldest = batch.iter().map(|m| m.received).min();
         let mut reports: HashMap<usize, UpstreamReport> = HashMap::new();
+        let mut open: HashMap<(usize, String), Gathered> = HashMap::new();
+        // `until` per (upstream, topic) as if every payload gathered so far were applied.
+        let mut prospective: HashMap<(usize, String), W3cDateTime> = HashMap::new();
+        let mut checkpoints: HashMap<(usize, String), Option<W3cDateTime>> = HashMap::new();
         let n = batch.len();
         for m in batch {
             let Some(i) = self.ups.iter().position(|u| u.cfg.name == m.upstream) else {
@@ -365,11 +387,20 @@ impl Follower<'_> {
                 tracing::warn!(upstream = %m.upstream, topic = %m.topic, "change notification for no known set of resources dropped (polling covers it)");
                 continue;
             };
-            let report = reports
-                .entry(i)
-                .or_insert_with(|| UpstreamReport::new(&m.upstream));
-            let checkpoint = h.checkpoint_instant(&set).await?;
-            let previous = up.until.get(&m.topic).copied();
+            let key = (i, set.url.to_string());
+            let tkey = (i, m.topic.clone());
+            let previous = prospective
+                .get(&tkey)
+                .or_else(|| up.until.get(&m.topic))
+                .copied();
+            let checkpoint = match checkpoints.get(&key) {
+                Some(cp) => *cp,
+                None => {
+                    let cp = h.checkpoint_instant(&set).await?;
+                    checkpoints.insert(key.clone(), cp);
+                    cp
+                }
+            };
             let relation = continuity(
                 payload.from.as_ref(),
                 previous.as_ref(),
@@ -383,6 +414,13 @@ impl Follower<'_> {
                     previous = ?previous.map(|t| t.to_string()),
                     "notification does not follow the previous one: reading the Change List"
                 );
+                if let Some(g) = open.remove(&key) {
+                    self.apply_gathered(g, &mut reports, c).await?;
+                }
+                checkpoints.remove(&key);
+                let report = reports
+                    .entry(i)
+                    .or_insert_with(|| UpstreamReport::new(&m.upstream));
                 let before = report.verdict;
                 if let Err(e) = h.catch_up(&set, report).await {
                     if e.is_fenced() {
@@ -400,40 +438,47 @@ impl Follower<'_> {
                     continue;
                 }
             }
-            let source = Url::parse(&m.topic).unwrap_or_else(|_| set.url.clone());
-            match h
-                .apply_notification(&set, &source, payload.entries, report)
-                .await
+            if let Some(until) = payload.until
+                && previous.is_none_or(|p| until.cmp_instant(&p).is_gt())
             {
-                Ok(PushApplied::Done(true)) => {
-                    Counters::add(&c.applied);
-                    if let Some(until) = payload.until {
-                        let later = previous.is_none_or(|p| until.cmp_instant(&p).is_gt());
-                        if later {
-                            self.ups[i].until.insert(m.topic.clone(), until);
-                        }
-                    }
+                prospective.insert(tkey, until);
+            }
+            let g = open.entry(key).or_insert_with(|| Gathered {
+                up: i,
+                harvest: h,
+                source: Url::parse(&m.topic).unwrap_or_else(|_| set.url.clone()),
+                set,
+                entries: Vec::new(),
+                until: BTreeMap::new(),
+                payloads: 0,
+            });
+            g.entries.extend(payload.entries);
+            g.payloads += 1;
+            if let Some(until) = payload.until {
+                let later = g
+                    .until
+                    .get(&m.topic)
+                    .is_none_or(|p: &W3cDateTime| until.cmp_instant(p).is_gt());
+                if later {
+                    g.until.insert(m.topic.clone(), until);
                 }
-                // Stopped at a failed change: `until` stays, so the next payload is seen
-                // as a gap and the Change List brings the failed change again.
-                Ok(PushApplied::Done(false)) => {}
-                Ok(PushApplied::NoBaseline) => tracing::info!(
-                    upstream = %m.upstream, set = %set.url,
-                    "notification before the baseline: left to polling"
-                ),
-                Err(e) if e.is_fenced() => return Err(e),
-                Err(e) => report.fail(format!("{}: {e}", m.topic)),
             }
         }
+        for (_, g) in open.drain() {
+            self.apply_gathered(g, &mut reports, c).await?;
+        }
+        let applied_after = oldest.map_or(0, |t| t.elapsed().as_millis() as u64);
         let changed = reports
             .values()
             .any(|r| r.created + r.updated + r.deleted > 0);
         let mut published = None;
+        let publishing = Instant::now();
         if changed {
             let r = publish(&self.state, &self.objects, self.p, self.opts.run.publish).await;
             after_publish(&self.state, self.p, &r);
             published = Some(r);
         }
+        let publish_ms = publishing.elapsed().as_millis() as u64;
         let latency = oldest.map_or(0, |t| t.elapsed().as_millis() as u64);
         c.latency(latency);
         tracing::info!(
@@ -443,6 +488,8 @@ impl Follower<'_> {
             deleted = reports.values().map(|r| r.deleted).sum::<u64>(),
             replayed = reports.values().map(|r| r.replayed).sum::<u64>(),
             published = changed,
+            applied_after_ms = applied_after,
+            publish_ms,
             latency_ms = latency,
             "push pass"
         );
@@ -462,6 +509,45 @@ impl Follower<'_> {
             };
             write_stats(&self.objects, &self.state, &report).await;
             self.stats_written = Some(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Applies the entries gathered from consecutive payloads of one set; on success their
+    /// channels' `until` moves on.
+    async fn apply_gathered(
+        &mut self,
+        g: Gathered,
+        reports: &mut HashMap<usize, UpstreamReport>,
+        c: &Counters,
+    ) -> Result<(), Error> {
+        let report = reports
+            .entry(g.up)
+            .or_insert_with(|| UpstreamReport::new(&self.ups[g.up].cfg.name));
+        match g
+            .harvest
+            .apply_notification(&g.set, &g.source, g.entries, report)
+            .await
+        {
+            Ok(PushApplied::Done(true)) => {
+                c.applied
+                    .fetch_add(g.payloads, std::sync::atomic::Ordering::Relaxed);
+                let until = &mut self.ups[g.up].until;
+                for (topic, t) in g.until {
+                    if until.get(&topic).is_none_or(|p| t.cmp_instant(p).is_gt()) {
+                        until.insert(topic, t);
+                    }
+                }
+            }
+            // Stopped at a failed change: `until` stays, so the next payload is seen as a
+            // gap and the Change List brings the failed change again.
+            Ok(PushApplied::Done(false)) => {}
+            Ok(PushApplied::NoBaseline) => tracing::info!(
+                upstream = %self.ups[g.up].cfg.name, set = %g.set.url,
+                "notification before the baseline: left to polling"
+            ),
+            Err(e) if e.is_fenced() => return Err(e),
+            Err(e) => report.fail(format!("{}: {e}", g.source)),
         }
         Ok(())
     }
