@@ -74,7 +74,10 @@ impl Follower {
             .arg("run")
             .arg(&case.toml)
             .args(["--follow", "--listen", &format!("127.0.0.1:{port}")])
-            .env("RUST_LOG", "info")
+            .env(
+                "RSAGG_LOG",
+                std::env::var("RSAGG_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log)?)
             .spawn()?;

@@ -244,6 +244,22 @@ impl Follower<'_> {
                 self.save_changed().await;
                 continue;
             }
+            // Checked here too, not only by the timer below: under a steady stream of
+            // deliveries the push branch is always ready and would starve the timer.
+            let renewal_due = self
+                .opts
+                .inbox
+                .as_ref()
+                .and_then(|i| i.subscriber.next_due())
+                .is_some_and(|t| t <= unix_millis());
+            if renewal_due {
+                match guarded(self.renew(), stop, grace).await {
+                    Some(()) => {}
+                    None => return self.abandoned(),
+                }
+                self.save_changed().await;
+                continue;
+            }
             let next_poll = self
                 .ups
                 .iter()
@@ -276,12 +292,8 @@ impl Follower<'_> {
                 }
                 () = changed(self.opts.inbox.as_deref()) => {}
                 () = tokio::time::sleep_until(next_poll.into()) => {}
-                () = tokio::time::sleep_until(renew_at.into()) => {
-                    match guarded(self.renew(), stop, grace).await {
-                        Some(()) => {}
-                        None => return self.abandoned(),
-                    }
-                }
+                // Renewals are made at the top of the loop.
+                () = tokio::time::sleep_until(renew_at.into()) => {}
             }
             self.save_changed().await;
         }
@@ -635,7 +647,11 @@ impl Follower<'_> {
         let Some(inbox) = self.opts.inbox.clone() else {
             return;
         };
-        for (key, topic) in inbox.subscriber.due(unix_millis()) {
+        let now = unix_millis();
+        for (key, topic) in inbox.subscriber.due(now) {
+            // Deferred first: whatever happens below (a refused hub, an upstream gone from
+            // the config), this record is not due again before its backoff.
+            inbox.subscriber.defer(&key, &topic, now);
             let Some(i) = self.ups.iter().position(|u| u.cfg.name == key) else {
                 continue;
             };

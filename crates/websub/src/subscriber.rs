@@ -482,6 +482,22 @@ impl Subscriber {
         v
     }
 
+    /// Counts a failed attempt at (`key`, `topic`) that never reached the hub (e.g. the hub
+    /// is refused) and moves its next attempt on by the backoff, so [`Subscriber::due`]
+    /// does not return it again at once.
+    pub fn defer(&self, key: &str, topic: &str, now: i64) {
+        let mut subs = self.lock();
+        if let Some(r) = subs
+            .values_mut()
+            .find(|r| r.key == key && same_topic(&r.topic, topic))
+        {
+            r.failures = r.failures.saturating_add(1);
+            r.next_attempt = now.saturating_add(millis(retry_delay(r.failures)));
+        }
+        drop(subs);
+        self.touch();
+    }
+
     /// The earliest `next_attempt` of all subscriptions (when [`Subscriber::due`] may next
     /// return something).
     pub fn next_due(&self) -> Option<i64> {
@@ -648,6 +664,10 @@ mod tests {
         assert_eq!(retry_delay(1), Duration::from_secs(1));
         assert_eq!(retry_delay(3), Duration::from_secs(4));
         assert_eq!(retry_delay(40), RETRY_MAX);
+        // An attempt that could not be made is deferred by the backoff.
+        s.defer("museum", TOPIC, now + 80_000);
+        assert!(s.due(now + 80_000).is_empty());
+        assert_eq!(s.due(now + 81_000).len(), 1);
         // A renewal keeps the secret (deliveries in flight still verify).
         let before = s.record("museum", TOPIC).unwrap().secret;
         let again = prepared(&s, now + 80_000);
