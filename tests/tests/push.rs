@@ -177,9 +177,7 @@ fn publish(hub: &str, topic: &str, body: String) -> Result<()> {
 
 /// The subscription rsagg keeps for upstream UP: verified (a lease was granted)?
 fn verified(case: &Case) -> Result<bool> {
-    let dir = url::Url::parse(&case.store.url)?
-        .to_file_path()
-        .map_err(|()| anyhow::anyhow!("not a file store"))?;
+    let dir = store_dir(case)?;
     let Ok(text) = std::fs::read_to_string(dir.join(format!("push/{UP}.json"))) else {
         return Ok(false);
     };
@@ -390,7 +388,55 @@ fn push_notifications_are_applied_at_once_gaps_recovered_replays_dropped() -> Re
         "{status:?}; log:\n{}",
         f.log_tail()
     );
+    // The last counters are in the stats object for /metrics.
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        store_dir(&case)?.join("stats/last-run.json"),
+    )?)?;
+    let push = &stats["report"]["push"];
+    ensure!(push["received"].as_u64() >= Some(4), "{push}");
+    ensure!(push["applied"].as_u64() >= Some(4), "{push}");
+    ensure!(push["gaps_recovered"].as_u64() >= Some(1), "{push}");
+    ensure!(push["dropped_signature"].as_u64() == Some(0), "{push}");
+
+    // A restarted follower keeps the secret (the hub still signs with it) and the channel's
+    // continuity: a payload following the last one is applied without reading the Change
+    // List, and its signature verifies.
+    drop(f);
+    let f = Follower::start(&case, port)?;
+    wait_for(
+        "polled after the restart",
+        Duration::from_secs(30),
+        &f,
+        || Ok(std::fs::read_to_string(&f.log)?.contains("changes after the checkpoint")),
+    )?;
+    site.write("/res/g.txt", "golf")?;
+    let p4 = payload(
+        &site,
+        "2026-01-02T00:01:10Z",
+        "2026-01-02T00:01:30Z",
+        &[("/res/g.txt", "created", "2026-01-02T00:01:20Z", b"golf")],
+    );
+    publish(&hub, &topic, p4)?;
+    wait_for(
+        "pushed change served after the restart",
+        Duration::from_secs(10),
+        &f,
+        || served("/res/g.txt", b"golf"),
+    )?;
+    let log = std::fs::read_to_string(&f.log)?;
+    ensure!(
+        !log.contains("does not follow") && !log.contains("delivery dropped"),
+        "{}",
+        f.log_tail()
+    );
     Ok(())
+}
+
+/// The directory of a `file://` store.
+fn store_dir(case: &Case) -> Result<PathBuf> {
+    url::Url::parse(&case.store.url)?
+        .to_file_path()
+        .map_err(|()| anyhow::anyhow!("{} is not a file URL", case.store.url))
 }
 
 /// The latency benchmark of issue 6: `RSAGG_PUSH_RATE` changes per second (default 200) for
@@ -432,9 +478,7 @@ fn push_latency_benchmark() -> Result<()> {
     for i in 0..n {
         site.write(&format!("/res/bench/{i}.txt"), format!("body {i}"))?;
     }
-    let dir = url::Url::parse(&case.store.url)?
-        .to_file_path()
-        .map_err(|()| anyhow::anyhow!("not a file store"))?;
+    let dir = store_dir(&case)?;
     let open_list = dir.join("changelist-open.xml");
     // T_i = 2026-01-02T00:00:00Z + i s: payload i covers [T_i, T_{i+1}) (the first from T0,
     // the baseline's `at`, so it follows).

@@ -21,7 +21,9 @@
 //!   committed stays either way), then the state is closed.
 //!
 //! Polling never stops: push shortens latency and polling is the fallback when a hub is
-//! silent, slow or gone. Subscriptions are not cancelled at shutdown: their leases expire,
+//! silent, slow or gone. Deliveries answered 202 but still queued when the follower stops
+//! are not lost either: the channel's `until` did not move past them, so the next payload
+//! after a restart is a gap and the Change List brings them. Subscriptions are not cancelled at shutdown: their leases expire,
 //! and a restarted follower (which finds its secrets in `push/{upstream}.json`) keeps
 //! receiving and verifying deliveries in between.
 
@@ -159,6 +161,23 @@ pub async fn follow(
     f.restore().await;
     let mut queue = opts.inbox.as_ref().and_then(|i| i.take_queue());
     let outcome = f.run(&mut stop, &mut queue, &mut on_pass).await;
+    match &outcome {
+        Err(e) if e.is_fenced() => {}
+        _ => {
+            // The last counters, for `/metrics` and `/status` after the follower is gone.
+            if let Some(inbox) = &opts.inbox {
+                let report = RunReport {
+                    collection: cfg.collection.name.clone(),
+                    upstreams: f.ups.iter().filter_map(|u| u.report.clone()).collect(),
+                    publish: None,
+                    seconds: 0.0,
+                    push: Some(inbox.stats()),
+                };
+                write_stats(&f.objects, &f.state, &report).await;
+            }
+            f.save_changed().await;
+        }
+    }
     let Follower {
         state, ctx, code, ..
     } = f;
