@@ -56,6 +56,20 @@ impl RunReport {
         if let Some(p) = &self.publish {
             s.push_str(&p.summary());
         }
+        if let Some(p) = &self.push {
+            s.push_str(&format!(
+                "  push: {} subscription(s), {} received, {} applied, dropped {} (signature) {} (unknown) {} (invalid), {} busy, {} gap(s) recovered, latency max {} ms\n",
+                p.subscriptions,
+                p.received,
+                p.applied,
+                p.dropped_signature,
+                p.dropped_unknown,
+                p.dropped_invalid,
+                p.busy,
+                p.gaps_recovered,
+                p.max_latency_ms
+            ));
+        }
         for u in &self.upstreams {
             s.push_str(&format!(
                 "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} gone {} failed {}{}\n",

@@ -320,7 +320,12 @@ impl Subscriber {
         let result = self.post(&record.hub, &form).await;
         let now = unix_millis();
         let mut subs = self.lock();
-        if let Some(r) = subs.get_mut(&(record.key.clone(), record.topic.clone())) {
+        // Only while still pending: a hub may verify before its 202 arrives here, and the
+        // renewal time that verification set must stand.
+        if let Some(r) = subs
+            .get_mut(&(record.key.clone(), record.topic.clone()))
+            .filter(|r| r.pending)
+        {
             match &result {
                 Ok(()) => {
                     r.failures = 0;
@@ -723,6 +728,57 @@ mod tests {
         };
         assert_eq!(s.accept("museum", &unknown), Err(Dropped::Unknown));
         assert_eq!(s.accept("nobody", &unsigned), Err(Dropped::Unknown));
+    }
+
+    /// A hub that verifies before it answers the request (WebSub allows either order): the
+    /// renewal time set by the verification is not overwritten by the 202.
+    #[tokio::test]
+    async fn a_verification_before_the_202_keeps_its_renewal_time() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let hub = url(&format!("http://{}/", listener.local_addr().unwrap()));
+        let s = std::sync::Arc::new(subscriber());
+        let record = s
+            .prepare(
+                "museum",
+                &url(TOPIC),
+                &hub,
+                &url("http://agg.example/c/websub/museum"),
+                Duration::from_secs(100),
+                unix_millis(),
+            )
+            .unwrap();
+        let server = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 8192];
+                let mut got = Vec::new();
+                while !String::from_utf8_lossy(&got).contains("hub.mode=subscribe") {
+                    let n = conn.read(&mut buf).await.unwrap();
+                    assert!(n > 0, "connection closed early");
+                    got.extend_from_slice(&buf[..n]);
+                }
+                let v = verification("subscribe", TOPIC, Some(100));
+                assert!(matches!(
+                    s.verify("museum", &v, unix_millis()),
+                    Answer::Confirm(_)
+                ));
+                conn.write_all(
+                    b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await
+                .unwrap();
+            })
+        };
+        s.request(&record).await.unwrap();
+        server.await.unwrap();
+        let r = s.record("museum", TOPIC).unwrap();
+        let renew_in = r.next_attempt - unix_millis();
+        assert!(
+            (70_000..=80_000).contains(&renew_in),
+            "renewal in {renew_in} ms, not at 80% of the lease"
+        );
     }
 
     #[test]
