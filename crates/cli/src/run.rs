@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use rsagg_pipeline::{Pipeline, RunOptions, run_once};
+use rsagg_pipeline::{FollowOptions, Pipeline, RunOptions, run_once};
 
 /// `rsagg run`.
 #[derive(Debug, clap::Args)]
@@ -17,12 +17,14 @@ pub struct RunArgs {
     /// One pass, then exit (the default).
     #[arg(long, conflicts_with = "follow")]
     once: bool,
-    /// Keep going: harvest and publish again at the upstreams' poll interval until
-    /// SIGINT/SIGTERM.
+    /// Keep going until SIGINT/SIGTERM: poll each upstream at its poll_interval, apply push
+    /// notifications (with --listen), publish after every pass that changed something.
     #[arg(long)]
     follow: bool,
     /// With --follow: also serve what the pipeline publishes (everything `rsagg serve`
-    /// serves) on this address (`HOST:PORT`; port 0 picks one, reported on stdout).
+    /// serves) on this address (`HOST:PORT`; port 0 picks one, reported on stdout), plus
+    /// the WebSub callbacks `{base_url}websub/{upstream}`: upstreams whose Capability List
+    /// advertises a change-notification channel are subscribed to (unless `push = false`).
     #[arg(long, requires = "follow")]
     listen: Option<String>,
     /// How long a pass may still run after SIGINT/SIGTERM before it is abandoned (what was
@@ -96,21 +98,102 @@ pub async fn run(args: RunArgs) -> ExitCode {
         fail_on_quarantine: args.fail_on_quarantine,
         ..RunOptions::default()
     };
-    let interval = p
-        .config
-        .upstreams
-        .iter()
-        .filter_map(|u| u.poll_interval)
-        .min()
-        .unwrap_or(Duration::from_secs(300));
     // One signal listener for the whole process: the passes and the server watch it.
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown().await;
         let _ = stop_tx.send(true);
     });
+    if args.follow {
+        return follow(&args, &p, opts, stop).await;
+    }
+    let bar = progress_bar(&opts);
+    let pass = run_once(&p, &opts);
+    tokio::pin!(pass);
+    let mut stopping = stop.clone();
+    let result = tokio::select! {
+        r = &mut pass => Some(r),
+        () = stopped(&mut stopping) => {
+            eprintln!(
+                "rsagg run: stopping: the current pass may finish within {}",
+                humantime::format_duration(args.shutdown_grace)
+            );
+            tokio::time::timeout(args.shutdown_grace, pass).await.ok()
+        }
+    };
+    if let Some((bar, ticker)) = bar {
+        ticker.abort();
+        bar.finish_and_clear();
+    }
+    let code = match result {
+        None => {
+            eprintln!(
+                "rsagg run: pass abandoned at shutdown; what it committed is kept, the rest \
+                 is fetched again by the next run"
+            );
+            1
+        }
+        Some(Ok(report)) => {
+            print_report(&args, &report);
+            report.exit_code(&opts)
+        }
+        Some(Err(e)) if e.is_fenced() => {
+            eprintln!("rsagg run: {e}");
+            3
+        }
+        Some(Err(e)) => {
+            eprintln!("rsagg run: {e}");
+            1
+        }
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Prints a pass's report on stdout. A closed stdout is not fatal (a follower outlives
+/// whoever read its first lines): the report is then only in the stats object.
+fn print_report(args: &RunArgs, report: &rsagg_pipeline::RunReport) {
+    use std::io::Write;
+    let text = if args.json {
+        match serde_json::to_string(report) {
+            Ok(j) => j + "\n",
+            Err(e) => {
+                eprintln!("rsagg run: cannot encode the report: {e}");
+                return;
+            }
+        }
+    } else {
+        report.summary()
+    };
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        tracing::debug!("stdout is closed; report not printed");
+    }
+}
+
+/// `run --follow [--listen]`: the pipeline's follower (`rsagg_pipeline::follow`), with the
+/// server and its WebSub callbacks in the same process when `--listen` is given.
+async fn follow(
+    args: &RunArgs,
+    p: &Pipeline,
+    opts: RunOptions,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> ExitCode {
+    let inbox = match &args.listen {
+        Some(_) => match rsagg_pipeline::Inbox::new(p) {
+            Ok(i) => Some(i),
+            Err(e) => {
+                eprintln!("rsagg run: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     let server = match &args.listen {
-        Some(listen) => match start_server(&p, listen, stop.clone()).await {
+        Some(listen) => match start_server(p, listen, inbox.clone(), stop.clone()).await {
             Ok(handle) => Some(handle),
             Err(e) => {
                 eprintln!("rsagg run: {e}");
@@ -119,62 +202,23 @@ pub async fn run(args: RunArgs) -> ExitCode {
         },
         None => None,
     };
-    let code = loop {
-        let bar = progress_bar(&opts);
-        let pass = run_once(&p, &opts);
-        tokio::pin!(pass);
-        let mut stopping = stop.clone();
-        let result = tokio::select! {
-            r = &mut pass => Some(r),
-            () = stopped(&mut stopping) => {
-                eprintln!(
-                    "rsagg run: stopping: the current pass may finish within {}",
-                    humantime::format_duration(args.shutdown_grace)
-                );
-                tokio::time::timeout(args.shutdown_grace, pass).await.ok()
-            }
-        };
-        if let Some((bar, ticker)) = bar {
-            ticker.abort();
-            bar.finish_and_clear();
-        }
-        let code = match result {
-            None => {
-                eprintln!(
-                    "rsagg run: pass abandoned at shutdown; what it committed is kept, the rest \
-                     is fetched again by the next run"
-                );
-                break 1;
-            }
-            Some(Ok(report)) => {
-                if args.json {
-                    match serde_json::to_string(&report) {
-                        Ok(j) => println!("{j}"),
-                        Err(e) => eprintln!("rsagg run: cannot encode the report: {e}"),
-                    }
-                } else {
-                    print!("{}", report.summary());
-                }
-                report.exit_code(&opts)
-            }
-            Some(Err(e)) if e.is_fenced() => {
+    let fopts = FollowOptions {
+        run: opts,
+        shutdown_grace: args.shutdown_grace,
+        inbox,
+    };
+    let code =
+        match rsagg_pipeline::follow(p, &fopts, stop.clone(), |r| print_report(args, r)).await {
+            Ok(code) => code,
+            Err(e) if e.is_fenced() => {
                 eprintln!("rsagg run: {e}");
-                break 3;
+                3
             }
-            Some(Err(e)) => {
+            Err(e) => {
                 eprintln!("rsagg run: {e}");
                 1
             }
         };
-        if !args.follow || *stop.borrow() {
-            break code;
-        }
-        let mut stopping = stop.clone();
-        tokio::select! {
-            () = tokio::time::sleep(interval) => {}
-            () = stopped(&mut stopping) => break code,
-        }
-    };
     if let Some(server) = server {
         if *stop.borrow() {
             // Shutting down on the same signal: in-flight responses get a moment to finish.
@@ -193,15 +237,20 @@ async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-/// Serves what `p` publishes on `listen` (`run --follow --listen`), until `stop` is set.
-/// Prints `listening http://HOST:PORT` once connections are accepted.
+/// Serves what `p` publishes on `listen` (`run --follow --listen`), with the WebSub
+/// callbacks of its upstreams when `inbox` is given, until `stop` is set. Prints `listening http://HOST:PORT` once connections are accepted.
 async fn start_server(
     p: &Pipeline,
     listen: &str,
+    inbox: Option<std::sync::Arc<rsagg_pipeline::Inbox>>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     let collection = rsagg_server::Collection::from_pipeline(p).map_err(|e| e.to_string())?;
-    let server = rsagg_server::Server::bind(listen, vec![collection])
+    let push = inbox.map(|intake| rsagg_server::Push {
+        collection: p.config.collection.name.clone(),
+        intake,
+    });
+    let server = rsagg_server::Server::bind_with(listen, vec![collection], push)
         .await
         .map_err(|e| e.to_string())?;
     let addr = server.local_addr().map_err(|e| e.to_string())?;

@@ -100,11 +100,30 @@ pub struct CapabilitySet {
     pub topic: Option<Url>,
 }
 
+/// A change-notification channel (Change Notification 1.0.1 sections 2 and 5): the WebSub
+/// topic of one set of resources and the hub that relays it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Channel {
+    /// The topic URI (`<loc>` of the `change-notification` entry).
+    pub topic: Url,
+    /// The hub URI (its `rs:ln rel="hub"`).
+    pub hub: Url,
+}
+
 impl CapabilitySet {
     /// The document advertised for capability `c` (a Capability List has one per
     /// capability, spec section 9).
     pub fn get(&self, c: Capability) -> Option<&Url> {
         self.entries.iter().find(|(k, _)| *k == c).map(|(_, u)| u)
+    }
+
+    /// The set's change-notification channel, when the Capability List advertises a topic
+    /// and a hub for it (CN 1.0.1 section 5); without a hub nobody can subscribe.
+    pub fn notification(&self) -> Option<Channel> {
+        Some(Channel {
+            topic: self.topic.clone()?,
+            hub: self.hub.clone()?,
+        })
     }
 }
 
@@ -586,6 +605,51 @@ async fn read_capability_list(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn capability_list(xml: &[u8], url: &str) -> CapabilitySet {
+        let url = Url::parse(url).unwrap();
+        let opts = ReadOptions::new(Mode::Lenient, url.to_string());
+        let mut reader = DocumentReader::open_blocking(std::io::Cursor::new(xml.to_vec()), opts)
+            .await
+            .unwrap();
+        read_capability_list(&url, &mut reader).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn reads_the_channel_of_cn_example_7() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/notification-1.0.1/cn_ex_7.xml"
+        );
+        let xml = std::fs::read(path).unwrap();
+        let set = capability_list(&xml, "http://example.com/dataset1/capabilitylist.xml").await;
+        let channel = set.notification().expect("a channel");
+        assert_eq!(
+            channel.topic.as_str(),
+            "http://example.com/dataset1/change/"
+        );
+        assert_eq!(channel.hub.as_str(), "http://hub.example.org/websub/");
+        assert_eq!(
+            set.get(Capability::ChangeList).map(Url::as_str),
+            Some("http://example.com/dataset1/changelist.xml")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_topic_without_a_hub_is_no_channel() {
+        let xml = br#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="capabilitylist"/>
+  <url><loc>changelist.xml</loc><rs:md capability="changelist"/></url>
+  <url><loc>change/</loc><rs:md capability="change-notification"/></url>
+</urlset>"#;
+        let set = capability_list(xml, "http://example.com/d/capabilitylist.xml").await;
+        assert_eq!(
+            set.topic.as_ref().map(Url::as_str),
+            Some("http://example.com/d/change/")
+        );
+        assert_eq!(set.notification(), None);
+    }
 
     #[test]
     fn reads_sitemap_directives() {

@@ -32,7 +32,7 @@ pub mod link;
 pub use body::Body;
 pub use client::{Fetched, Fetcher};
 pub use config::{Access, Auth, FetchConfig, Request};
-pub use discover::{CapabilitySet, Discovery, Route, discover};
+pub use discover::{CapabilitySet, Channel, Discovery, Route, discover};
 pub use link::LinkValue;
 
 use url::Url;

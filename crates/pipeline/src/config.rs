@@ -93,6 +93,15 @@ pub struct UpstreamConfig {
     /// How often `run --follow` polls the Change List (e.g. `30s`, `5m`; default `5m`).
     #[serde(default, with = "humantime_serde_opt")]
     pub poll_interval: Option<Duration>,
+    /// With `run --follow --listen`: subscribe to the upstream's change-notification
+    /// channels (CN 1.0.1) for low-latency updates; polling goes on regardless, as the
+    /// fallback. Default true; false never subscribes.
+    #[serde(default = "yes")]
+    pub push: bool,
+    /// The lease requested when subscribing (`hub.lease_seconds`; the hub may grant another;
+    /// renewed at 80% of what it granted). Default `1d`.
+    #[serde(default, with = "humantime_serde_opt")]
+    pub push_lease: Option<Duration>,
     /// Environment variable holding a bearer token for this upstream.
     #[serde(default)]
     pub bearer_token_env: Option<String>,
@@ -103,6 +112,25 @@ pub struct UpstreamConfig {
     /// `url`. Never sent anywhere else, redirects included.
     #[serde(default)]
     pub auth_hosts: Option<Vec<String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The lease requested by default (`push_lease`).
+pub const DEFAULT_PUSH_LEASE: Duration = Duration::from_secs(86_400);
+
+impl UpstreamConfig {
+    /// `poll_interval`, else its default (5 minutes).
+    pub fn poll_every(&self) -> Duration {
+        self.poll_interval.unwrap_or(Duration::from_secs(300))
+    }
+
+    /// `push_lease`, else [`DEFAULT_PUSH_LEASE`].
+    pub fn push_lease(&self) -> Duration {
+        self.push_lease.unwrap_or(DEFAULT_PUSH_LEASE)
+    }
 }
 
 /// `[fetch]`: HTTP limits.
@@ -497,6 +525,20 @@ impl PipelineConfig {
                     "give bearer_token_env or basic_auth_env, not both".into(),
                 ));
             }
+            if u.push_lease.is_some_and(|l| l.as_secs() == 0) {
+                return Err(err(
+                    &key("push_lease"),
+                    "push_lease",
+                    "must be at least 1s (hub.lease_seconds is whole seconds)".into(),
+                ));
+            }
+            if u.poll_interval.is_some_and(|d| d.is_zero()) {
+                return Err(err(
+                    &key("poll_interval"),
+                    "poll_interval",
+                    "must be more than 0s".into(),
+                ));
+            }
         }
         let f = &self.fetch;
         if f.concurrency == 0 || f.per_host == 0 {
@@ -634,6 +676,30 @@ poll_interval = "5m"
             Some(Duration::from_secs(300))
         );
         assert_eq!(p.config.fetch.per_host, 8);
+    }
+
+    #[test]
+    fn push_keys_default_and_parse() {
+        let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
+        let u = &p.config.upstreams[0];
+        assert!(u.push);
+        assert_eq!(u.push_lease(), DEFAULT_PUSH_LEASE);
+        let text = GOOD.replace(
+            "poll_interval = \"5m\"",
+            "poll_interval = \"1h\"\npush = false\npush_lease = \"10m\"",
+        );
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        let u = &p.config.upstreams[0];
+        assert!(!u.push);
+        assert_eq!(u.push_lease(), Duration::from_secs(600));
+        assert_eq!(u.poll_every(), Duration::from_secs(3600));
+        let bad = GOOD.replace("poll_interval = \"5m\"", "push_lease = \"0s\"");
+        let e = Pipeline::parse(Path::new("p.toml"), &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("upstream[0].push_lease"), "{e}");
+        let bad = GOOD.replace("poll_interval = \"5m\"", "push = \"yes\"");
+        assert!(Pipeline::parse(Path::new("p.toml"), &bad).is_err());
     }
 
     #[test]

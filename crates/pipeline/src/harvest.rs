@@ -93,7 +93,7 @@ pub struct UpstreamReport {
 }
 
 impl UpstreamReport {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         UpstreamReport {
             name: name.to_owned(),
             verdict: Verdict::Ok,
@@ -116,14 +116,14 @@ impl UpstreamReport {
         }
     }
 
-    fn warn(&mut self, message: String) {
+    pub(crate) fn warn(&mut self, message: String) {
         tracing::warn!(upstream = %self.name, "{message}");
         if self.warnings.len() < 100 {
             self.warnings.push(message);
         }
     }
 
-    fn fail(&mut self, message: String) {
+    pub(crate) fn fail(&mut self, message: String) {
         tracing::error!(upstream = %self.name, "{message}");
         self.verdict = Verdict::Failed;
         if self.error.is_none() {
@@ -183,6 +183,34 @@ pub(crate) fn access_of(up: &UpstreamConfig) -> Result<Access, String> {
 
 /// Harvests one upstream; never panics or returns early without a report.
 pub(crate) async fn harvest(ctx: Arc<Ctx>, up_arc: Arc<UpstreamConfig>) -> UpstreamReport {
+    harvest_upstream(ctx, up_arc).await.0
+}
+
+/// What a poll of one upstream leaves for the follower: the sets of resources discovered
+/// (with their change-notification channels) and the prepared harvest, for push passes.
+pub(crate) struct Polled {
+    pub sets: Vec<CapabilitySet>,
+    pub harvest: Option<Harvest>,
+}
+
+/// [`harvest`], also returning the sets and the prepared harvest (`run --follow`).
+pub(crate) async fn harvest_upstream(
+    ctx: Arc<Ctx>,
+    up_arc: Arc<UpstreamConfig>,
+) -> (UpstreamReport, Polled) {
+    let mut polled = Polled {
+        sets: Vec::new(),
+        harvest: None,
+    };
+    let report = harvest_into(ctx, up_arc, &mut polled).await;
+    (report, polled)
+}
+
+async fn harvest_into(
+    ctx: Arc<Ctx>,
+    up_arc: Arc<UpstreamConfig>,
+    polled: &mut Polled,
+) -> UpstreamReport {
     let up = &*up_arc;
     let mut report = UpstreamReport::new(&up.name);
     let access = match access_of(up) {
@@ -273,6 +301,8 @@ pub(crate) async fn harvest(ctx: Arc<Ctx>, up_arc: Arc<UpstreamConfig>) -> Upstr
         }
     }
     report.checkpoint = oldest_checkpoint(&ctx.state, &h.up.name, &sets).await;
+    polled.sets = sets;
+    polled.harvest = Some(h);
     report
 }
 
@@ -301,7 +331,7 @@ async fn oldest_checkpoint(
 /// One upstream's harvest; cheap to clone, so each resource's work can run as its own task
 /// (on either core) rather than all inside the one task that drives the list.
 #[derive(Clone)]
-struct Harvest {
+pub(crate) struct Harvest {
     ctx: Arc<Ctx>,
     up: Arc<UpstreamConfig>,
     access: Access,
@@ -1318,29 +1348,14 @@ impl Harvest {
                 }
                 entries.push(e);
             }
-            // Forward chronological order (spec 12.1); entries without a time keep their
-            // place after the previous one.
-            let mut last = None;
-            let mut keyed: Vec<(Option<W3cDateTime>, usize, UrlEntry)> = entries
-                .into_iter()
-                .enumerate()
-                .map(|(i, e)| {
-                    let t = change_instant(&e).or(last);
-                    last = t;
-                    (t, i, e)
-                })
-                .collect();
-            keyed.sort_by(|a, b| match (a.0, b.0) {
-                (Some(x), Some(y)) => x.cmp_instant(&y).then(a.1.cmp(&b.1)),
-                _ => a.1.cmp(&b.1),
-            });
+            let ordered = in_order(entries);
             let from = header.md.as_ref().and_then(|m| m.from);
             if from.is_none() {
                 report.warn(format!("{list}: Change List without `from` (spec 12.1 requires it); using its oldest change"));
             }
             if !gap_checked {
                 gap_checked = true;
-                let oldest = from.or_else(|| keyed.first().and_then(|k| k.0));
+                let oldest = from.or_else(|| ordered.first().and_then(|k| k.0));
                 if let (Some(oldest), Some(done)) = (oldest, cp.instant)
                     && oldest.cmp_instant(&done).is_gt()
                 {
@@ -1349,64 +1364,10 @@ impl Harvest {
                     )));
                 }
             }
-            // The last change of each URI in this list: earlier ones are superseded by it.
-            let mut last_index: HashMap<String, usize> = HashMap::new();
-            for (pos, (_, _, e)) in keyed.iter().enumerate() {
-                last_index.insert(e.loc.trim().to_owned(), pos);
-            }
-            let todo: Vec<(usize, Option<W3cDateTime>, UrlEntry)> = keyed
-                .into_iter()
-                .enumerate()
-                .filter_map(|(pos, (t, _, e))| {
-                    if cp.covers(t.as_ref(), &seen_key(&e)) {
-                        report.replayed += 1;
-                        None
-                    } else {
-                        Some((pos, t, e))
-                    }
-                })
-                .collect();
-            let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
-            tracing::info!(
-                upstream = %self.up.name,
-                list = %list,
-                changes = todo.len(),
-                "incremental: changes after the checkpoint"
-            );
-            let concurrency = self.ctx.fetch.concurrency.max(1);
-            let shared_set = Arc::new(set.clone());
-            let mut results = futures::stream::iter(todo)
-                .map(|(pos, t, e)| {
-                    let newer_pending = last_index.get(e.loc.trim()).is_some_and(|&l| l > pos);
-                    let (h, set) = (self.clone(), shared_set.clone());
-                    async move {
-                        let key = seen_key(&e);
-                        let outcome = match change_of(&e) {
-                            // A later change of the same URI in this list brings the final
-                            // state; processing both concurrently could record one change
-                            // twice. The checkpoint still moves past this one in order.
-                            _ if newer_pending => Outcome::Superseded,
-                            Change::Deleted => h.delete_entry(&e).await,
-                            _ => spawned(async move { h.store_entry(&set, e, false).await }).await,
-                        };
-                        (t, key, outcome)
-                    }
-                })
-                // In order: the checkpoint only ever moves past committed changes.
-                .buffered(concurrency);
-            let mut stopped = false;
-            while let Some((t, key, outcome)) = results.next().await {
-                if !committer.add(outcome, report).await? {
-                    stopped = true;
-                    break;
-                }
-                cp.advance(t.as_ref(), key);
-                cp.changelist = Some(cl.to_string());
-                committer.checkpoint(cp.clone());
-            }
-            drop(results);
-            committer.flush().await?;
-            if stopped {
+            if !self
+                .apply_changes(set, &list, Some(cl), ordered, cp, report)
+                .await?
+            {
                 report.warn(format!(
                     "{list}: stopped at the first failed change; the next run resumes there"
                 ));
@@ -1426,6 +1387,168 @@ impl Harvest {
         }
         Ok(Incremental::Done)
     }
+}
+
+impl Harvest {
+    /// Applies `ordered` changes (forward chronological, see [`in_order`]) of `set` from
+    /// the checkpoint `cp` on: the one path by which Change List entries (polling) and
+    /// change-notification entries (push) reach the state. Changes the checkpoint covers are
+    /// replays (a poll and a push carrying the same change, a payload delivered twice) and
+    /// are dropped; the others are fetched, verified and stored (a later change of the same
+    /// URI in the batch supersedes earlier ones) and committed in order, the checkpoint
+    /// moving past each. `followed`: the Change List the next poll starts from (`None` for
+    /// push, which must not move it). Returns false when it stopped at a failed change (the
+    /// checkpoint stays before it, so the next pass retries it).
+    async fn apply_changes(
+        &self,
+        set: &CapabilitySet,
+        source: &Url,
+        followed: Option<&Url>,
+        ordered: Vec<(Option<W3cDateTime>, UrlEntry)>,
+        cp: &mut Checkpoint,
+        report: &mut UpstreamReport,
+    ) -> Result<bool, Error> {
+        // The last change of each URI in this batch: earlier ones are superseded by it.
+        let mut last_index: HashMap<String, usize> = HashMap::new();
+        for (pos, (_, e)) in ordered.iter().enumerate() {
+            last_index.insert(e.loc.trim().to_owned(), pos);
+        }
+        let todo: Vec<(usize, Option<W3cDateTime>, UrlEntry)> = ordered
+            .into_iter()
+            .enumerate()
+            .filter_map(|(pos, (t, e))| {
+                if cp.covers(t.as_ref(), &seen_key(&e)) {
+                    report.replayed += 1;
+                    None
+                } else {
+                    Some((pos, t, e))
+                }
+            })
+            .collect();
+        let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
+        tracing::info!(
+            upstream = %self.up.name,
+            list = %source,
+            changes = todo.len(),
+            "incremental: changes after the checkpoint"
+        );
+        let concurrency = self.ctx.fetch.concurrency.max(1);
+        let shared_set = Arc::new(set.clone());
+        let mut results = futures::stream::iter(todo)
+            .map(|(pos, t, e)| {
+                let newer_pending = last_index.get(e.loc.trim()).is_some_and(|&l| l > pos);
+                let (h, set) = (self.clone(), shared_set.clone());
+                async move {
+                    let key = seen_key(&e);
+                    let outcome = match change_of(&e) {
+                        // A later change of the same URI in this batch brings the final
+                        // state; processing both concurrently could record one change
+                        // twice. The checkpoint still moves past this one in order.
+                        _ if newer_pending => Outcome::Superseded,
+                        Change::Deleted => h.delete_entry(&e).await,
+                        _ => spawned(async move { h.store_entry(&set, e, false).await }).await,
+                    };
+                    (t, key, outcome)
+                }
+            })
+            // In order: the checkpoint only ever moves past committed changes.
+            .buffered(concurrency);
+        let mut completed = true;
+        while let Some((t, key, outcome)) = results.next().await {
+            if !committer.add(outcome, report).await? {
+                completed = false;
+                break;
+            }
+            cp.advance(t.as_ref(), key);
+            if let Some(f) = followed {
+                cp.changelist = Some(f.to_string());
+            }
+            committer.checkpoint(cp.clone());
+        }
+        drop(results);
+        committer.flush().await?;
+        Ok(completed)
+    }
+}
+
+/// What became of a change notification's entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PushApplied {
+    /// Applied (possibly all replays); false when it stopped at a failed change.
+    Done(bool),
+    /// The set has no baseline yet: polling makes it, and its Change List then brings
+    /// what this payload announced.
+    NoBaseline,
+}
+
+impl Harvest {
+    /// Applies the entries of a change notification for `set` (CN 1.0.1 3) exactly like
+    /// Change List entries ([`Harvest::apply_changes`]), from the committed checkpoint;
+    /// the Change List the next poll follows is left as it is.
+    pub(crate) async fn apply_notification(
+        &self,
+        set: &CapabilitySet,
+        source: &Url,
+        entries: Vec<UrlEntry>,
+        report: &mut UpstreamReport,
+    ) -> Result<PushApplied, Error> {
+        let cp = self
+            .ctx
+            .state
+            .checkpoint(&self.up.name, set.url.as_str())
+            .await?;
+        let Some(mut cp) = cp.filter(|c| c.baseline_at.is_some()) else {
+            return Ok(PushApplied::NoBaseline);
+        };
+        let done = self
+            .apply_changes(set, source, None, in_order(entries), &mut cp, report)
+            .await?;
+        Ok(PushApplied::Done(done))
+    }
+
+    /// Brings `set` up to date from its Change List (or Resource List) exactly as a poll
+    /// does: what a missing or reordered notification would have brought.
+    pub(crate) async fn catch_up(
+        &self,
+        set: &CapabilitySet,
+        report: &mut UpstreamReport,
+    ) -> Result<(), Error> {
+        self.harvest_set(set, report).await
+    }
+
+    /// The committed checkpoint instant of `set`.
+    pub(crate) async fn checkpoint_instant(
+        &self,
+        set: &CapabilitySet,
+    ) -> Result<Option<W3cDateTime>, Error> {
+        Ok(self
+            .ctx
+            .state
+            .checkpoint(&self.up.name, set.url.as_str())
+            .await?
+            .and_then(|c| c.instant))
+    }
+}
+
+/// Forward chronological order of a batch of changes (spec 12.1, CN 1.0.1 3): by
+/// `datetime`, else `lastmod`; an entry without a time keeps its place after the previous
+/// one. Stable, so changes at one instant keep document order.
+pub(crate) fn in_order(entries: Vec<UrlEntry>) -> Vec<(Option<W3cDateTime>, UrlEntry)> {
+    let mut last = None;
+    let mut keyed: Vec<(Option<W3cDateTime>, usize, UrlEntry)> = entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let t = change_instant(&e).or(last);
+            last = t;
+            (t, i, e)
+        })
+        .collect();
+    keyed.sort_by(|a, b| match (a.0, b.0) {
+        (Some(x), Some(y)) => x.cmp_instant(&y).then(a.1.cmp(&b.1)),
+        _ => a.1.cmp(&b.1),
+    });
+    keyed.into_iter().map(|(t, _, e)| (t, e)).collect()
 }
 
 /// Runs one resource's work as a task of its own, so the runtime spreads the work of many

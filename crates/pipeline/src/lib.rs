@@ -31,12 +31,19 @@
 //!   log into a persisted outbox, delivered to the hub in order, at least once.
 //! - `runner.rs`: `run --once`: all upstreams concurrently, publish, notify, the run report
 //!   and exit status.
+//! - `follow.rs`: `run --follow`: one long-lived follower (state, HTTP client kept open)
+//!   polling each upstream at its interval, applying push notifications, publishing after
+//!   every pass that changed something, renewing subscriptions.
+//! - `push.rs`: the push intake: the [`push::Inbox`] behind the WebSub callbacks (signature
+//!   check, bounded queue), reading a change notification, its set of resources and its
+//!   continuity with the previous one (CN 1.0.1 3).
 
 pub mod capability;
 pub mod changedump;
 pub mod changelist;
 pub mod config;
 mod dumps;
+pub mod follow;
 pub mod gc;
 mod harvest;
 pub mod links;
@@ -46,6 +53,7 @@ mod package;
 pub mod publish;
 pub mod published;
 mod publisher;
+pub mod push;
 pub mod resourcedump;
 pub mod resourcelist;
 mod runner;
@@ -54,9 +62,11 @@ pub mod uris;
 use std::path::PathBuf;
 
 pub use config::{Pipeline, PipelineConfig};
+pub use follow::{FollowOptions, follow};
 pub use harvest::{UpstreamReport, Verdict};
 pub use notify::{DeliveryReport, Notifier, NotifyReport, Prepared};
 pub use publisher::{PublishOptions, PublishReport, publish};
+pub use push::{Inbox, Intake, PushStats};
 pub use runner::{RunOptions, RunReport, STATS_OBJECT, run_once};
 
 /// Errors of a pipeline.
@@ -108,6 +118,14 @@ pub enum Error {
     Notify {
         /// The hub URL.
         hub: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The push intake could not be set up (CN 1.0.1 4.2).
+    #[error("push intake{}: {message}", if upstream.is_empty() { String::new() } else { format!(" of upstream `{upstream}`") })]
+    Push {
+        /// The upstream, when one is concerned.
+        upstream: String,
         /// What is wrong.
         message: String,
     },

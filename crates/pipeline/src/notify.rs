@@ -727,13 +727,27 @@ fn payload(base_url: &str, from: W3cDateTime, until: W3cDateTime, entries: &[u8]
     xml
 }
 
-/// The notification step of a run, after the publish stage: prepares the changes up to
-/// `published_seq` (the last sequence number committed before the publish began) when the
-/// publish made them fetchable (the Resource List, through which copies are found, and the
-/// Change Lists were published: never announce what cannot be fetched), then delivers the
-/// outbox for at most `notify.deliver_timeout` (what was prepared before is delivered even
-/// when this publish failed).
+/// The notification step of `run --once`: [`prepare_published`], then the outbox delivered
+/// for at most `notify.deliver_timeout` (what was prepared before is delivered even when this
+/// publish failed).
 pub async fn after_publish(
+    notifier: &Notifier,
+    state: &State,
+    published_seq: u64,
+    published: &PublishReport,
+) -> NotifyReport {
+    let mut report = prepare_published(notifier, state, published_seq, published).await;
+    report.delivery = notifier.deliver(Some(notifier.cfg.deliver_timeout)).await;
+    report
+}
+
+/// Prepares the payloads of the changes up to `published_seq` (the last sequence number
+/// committed before the publish began) when the publish made them fetchable (the Resource
+/// List, through which copies are found, and the Change Lists were published: never announce
+/// what cannot be fetched). Delivery is left to the caller: `run --once` waits for it with a
+/// bound ([`after_publish`]), `run --follow` hands it to a background sender so the next pass
+/// does not wait for the hub.
+pub async fn prepare_published(
     notifier: &Notifier,
     state: &State,
     published_seq: u64,
@@ -762,7 +776,6 @@ pub async fn after_publish(
             .errors
             .push("not prepared: the Resource List or the Change Lists were not published".into());
     }
-    report.delivery = notifier.deliver(Some(notifier.cfg.deliver_timeout)).await;
     report
 }
 

@@ -117,6 +117,7 @@ pub async fn publish(
         }
     }
     let e = &mut report.errors;
+    let t = std::time::Instant::now();
     report.resource_list_parts = note(
         e,
         "resource list",
@@ -124,11 +125,15 @@ pub async fn publish(
             .await
             .map(|parts| parts.len()),
     );
+    let resource_list_ms = t.elapsed().as_millis() as u64;
+    let t = std::time::Instant::now();
     report.change_lists = note(
         e,
         "change lists",
         crate::changelist::publish(state, objects, base, &policy, cfg).await,
     );
+    let change_lists_ms = t.elapsed().as_millis() as u64;
+    let t = std::time::Instant::now();
     if cfg.change_dumps {
         report.change_dumps = note(
             e,
@@ -156,12 +161,22 @@ pub async fn publish(
             crate::capability::publish(objects, base, &a).await,
         );
     }
+    let rest_ms = t.elapsed().as_millis() as u64;
+    let t = std::time::Instant::now();
     report.gc = note(
         e,
         "garbage collection",
         crate::gc::collect(state, objects, cfg, opts.force).await,
     )
     .flatten();
+    // Where a publish spends its time (the follower publishes after every push pass).
+    tracing::debug!(
+        resource_list_ms,
+        change_lists_ms,
+        dumps_and_capability_list_ms = rest_ms,
+        gc_ms = t.elapsed().as_millis() as u64,
+        "published"
+    );
     report
 }
 

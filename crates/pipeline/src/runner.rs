@@ -40,6 +40,9 @@ pub struct RunReport {
     pub notify: Option<NotifyReport>,
     /// Wall time.
     pub seconds: f64,
+    /// Push intake counters (`run --follow --listen` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<crate::push::PushStats>,
 }
 
 impl RunReport {
@@ -63,6 +66,20 @@ impl RunReport {
         }
         if let Some(n) = &self.notify {
             s.push_str(&n.summary());
+        }
+        if let Some(p) = &self.push {
+            s.push_str(&format!(
+                "  push: {} subscription(s), {} received, {} applied, dropped {} (signature) {} (unknown) {} (invalid), {} busy, {} gap(s) recovered, latency max {} ms\n",
+                p.subscriptions,
+                p.received,
+                p.applied,
+                p.dropped_signature,
+                p.dropped_unknown,
+                p.dropped_invalid,
+                p.busy,
+                p.gaps_recovered,
+                p.max_latency_ms
+            ));
         }
         for u in &self.upstreams {
             s.push_str(&format!(
@@ -133,6 +150,7 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         publish: None,
         notify: None,
         seconds: 0.0,
+        push: None,
     };
     if fenced.is_none() {
         // Then publish: what was committed, whichever upstreams failed.
@@ -182,7 +200,7 @@ struct Stats<'a> {
 }
 
 /// Writes [`STATS_OBJECT`]. A failure is logged, not fatal: the harvest itself is committed.
-async fn write_stats(
+pub(crate) async fn write_stats(
     objects: &Arc<dyn object_store::ObjectStore>,
     state: &State,
     report: &RunReport,

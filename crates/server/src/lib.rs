@@ -1,8 +1,9 @@
 //! rsagg-server: HTTP serving of what pipelines published (`rsagg serve`).
 //!
 //! The server reads only published objects from each pipeline's store (it writes one small
-//! marker, below): it never opens the state database, so it can run beside (and never
-//! fences) the job that writes it. Requests are routed by path only (the server may sit behind a proxy), each
+//! marker, below; the WebSub callbacks of `run --follow --listen` go to an injected intake):
+//! it never opens the state database, so it can run beside (and never fences) the job that
+//! writes it. Requests are routed by path only (the server may sit behind a proxy), each
 //! collection under the path of its `collection.base_url`:
 //!
 //! ```text
@@ -20,6 +21,9 @@
 //! {base}r/{upstream}/…           a resource copy, found through the published Resource List
 //! {base}change/                  the change-notification topic (collections with [notify]):
 //!                                HEAD/GET with Link rel=self and rel=hub, the latest payload
+//! {base}websub/{upstream}        the WebSub callback of that upstream (GET verification,
+//!                                POST delivery), only with an injected [`PushIntake`]
+//!                                (`run --follow --listen`); 404 under `serve`
 //! ```
 //!
 //! The one object the server writes is `notify/fetched.json` (see `topic.rs`): which payload
@@ -28,6 +32,8 @@
 //!
 //! # Layout
 //!
+//! - `callbacks.rs`: the WebSub callbacks, handing verification and deliveries to the
+//!   injected [`PushIntake`] (bounded body, quick answers, 503 when its queue is full).
 //! - `collection.rs`: a served collection (name, base URL and path, object store) and the
 //!   checks that several can be served together.
 //! - `documents.rs`: the published documents (allowlisted paths, streamed from the store) and
@@ -43,6 +49,7 @@
 //! - `router.rs`: the axum router dispatching by path, and [`Server`] (bind, serve, graceful
 //!   shutdown).
 
+mod callbacks;
 mod collection;
 mod copies;
 mod documents;
@@ -54,8 +61,9 @@ mod stats;
 mod status;
 mod topic;
 
+pub use callbacks::{MAX_PAYLOAD_BYTES, Push, PushIntake};
 pub use collection::{Collection, check_collections};
-pub use router::{DEFAULT_LISTEN, HEALTHZ, METRICS, READYZ, STATUS, Server, router};
+pub use router::{DEFAULT_LISTEN, HEALTHZ, METRICS, READYZ, STATUS, Server, router, router_with};
 
 /// Errors of the server crate: configuration of the collections served, and failures of the
 /// stores behind a request (which answer that request with an error status, never stop the

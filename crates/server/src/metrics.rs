@@ -354,6 +354,18 @@ pub(crate) fn render(
         "rsagg_notification_errors",
         "Errors of the last run's notification step: failures to prepare payloads, plus 1 when payloads are pending after a failed delivery.",
     );
+    let mut push = Family::counter(
+        "rsagg_push_notifications_total",
+        "Change notifications received at the WebSub callbacks since the follower started, by outcome (received, applied, dropped_signature, dropped_unknown, dropped_invalid, busy, gaps_recovered); run --follow --listen only.",
+    );
+    let mut push_subscriptions = Family::gauge(
+        "rsagg_push_subscriptions",
+        "Verified subscriptions to upstream change-notification channels whose lease runs.",
+    );
+    let mut push_latency = Family::gauge(
+        "rsagg_push_latency_seconds",
+        "From a notification's arrival to rsagg's published change: the last push pass (stat=last) and the largest so far (stat=max).",
+    );
     let mut requests = Family::counter(
         "rsagg_http_requests_total",
         "Requests answered by this server since it started, by collection (empty: none), kind (document, copy, other) and status.",
@@ -392,6 +404,26 @@ pub(crate) fn render(
                     let t = seconds(t);
                     checkpoint.sample(&labels, t);
                     lag.sample(&labels, (now - t).max(0.0));
+                }
+            }
+            if let Some(p) = &s.report.push {
+                for (outcome, n) in [
+                    ("received", p.received),
+                    ("applied", p.applied),
+                    ("dropped_signature", p.dropped_signature),
+                    ("dropped_unknown", p.dropped_unknown),
+                    ("dropped_invalid", p.dropped_invalid),
+                    ("busy", p.busy),
+                    ("gaps_recovered", p.gaps_recovered),
+                ] {
+                    push.sample(&[("collection", c.name), ("outcome", outcome)], n);
+                }
+                push_subscriptions.sample(&coll, p.subscriptions);
+                for (stat, ms) in [("last", p.last_latency_ms), ("max", p.max_latency_ms)] {
+                    push_latency.sample(
+                        &[("collection", c.name), ("stat", stat)],
+                        ms as f64 / 1000.0,
+                    );
                 }
             }
             quarantined.sample(&coll, s.quarantine.len() as u64);
@@ -486,6 +518,9 @@ pub(crate) fn render(
         gc_scanned,
         gc_deleted,
         gc_bytes,
+        push,
+        push_subscriptions,
+        push_latency,
         requests,
         bytes,
     ] {
@@ -512,6 +547,49 @@ mod tests {
             "# HELP x a \\\\ b\\nc\n# TYPE x gauge\nx{l=\"q\\\"uote\\\\back\\nline\"} 1\nx NaN\n\
              x{a=\"\",b=\"é\"} +Inf\nx 0.25\n"
         );
+    }
+
+    #[test]
+    fn push_counters_come_from_the_stats_object() {
+        let stats: crate::stats::Stats = serde_json::from_str(
+            r#"{"report": {"upstreams": [], "push": {"received": 7, "applied": 5,
+                "dropped_signature": 1, "dropped_unknown": 0, "dropped_invalid": 1, "busy": 0,
+                "gaps_recovered": 2, "subscriptions": 1, "last_latency_ms": 40,
+                "max_latency_ms": 250}}}"#,
+        )
+        .unwrap();
+        let observed = crate::stats::Observed {
+            stats: Ok(Some(std::sync::Arc::new(stats))),
+            gc: Ok(None),
+        };
+        let http = HttpCounters::default();
+        let c = CollectionMetrics {
+            name: "maps",
+            observed: &observed,
+            http: &http,
+        };
+        let text = render(&[c], &HttpCounters::default(), SystemTime::now());
+        for line in [
+            "rsagg_push_notifications_total{collection=\"maps\",outcome=\"received\"} 7\n",
+            "rsagg_push_notifications_total{collection=\"maps\",outcome=\"dropped_signature\"} 1\n",
+            "rsagg_push_notifications_total{collection=\"maps\",outcome=\"gaps_recovered\"} 2\n",
+            "rsagg_push_subscriptions{collection=\"maps\"} 1\n",
+            "rsagg_push_latency_seconds{collection=\"maps\",stat=\"max\"} 0.25\n",
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
+        // Without push intake (run --once, or a follower without --listen): no samples.
+        let observed = crate::stats::Observed {
+            stats: Ok(Some(std::sync::Arc::new(crate::stats::Stats::default()))),
+            gc: Ok(None),
+        };
+        let c = CollectionMetrics {
+            name: "maps",
+            observed: &observed,
+            http: &http,
+        };
+        let text = render(&[c], &HttpCounters::default(), SystemTime::now());
+        assert!(!text.contains("rsagg_push_notifications_total{"), "{text}");
     }
 
     #[test]

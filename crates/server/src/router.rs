@@ -28,6 +28,7 @@ use rsagg_pipeline::capability::capability_list_url;
 use tokio::net::TcpListener;
 
 use crate::Error;
+use crate::callbacks::{Push, SEGMENT, callback as callback_answer};
 use crate::collection::{Collection, check_collections};
 use crate::copies::{Copies, serve_copy};
 use crate::documents::{
@@ -79,6 +80,8 @@ struct App {
     robots: Generated,
     /// Requests outside every collection.
     http: HttpCounters,
+    /// The WebSub callbacks of one collection (`run --follow --listen` only).
+    push: Option<Push>,
 }
 
 impl App {
@@ -103,6 +106,12 @@ impl App {
 /// Call [`check_collections`] first (as [`Server::bind`] does): of collections sharing a
 /// base path, only the first given answers.
 pub fn router(collections: Vec<Collection>) -> Router {
+    router_with(collections, None)
+}
+
+/// [`router`] plus, with `push`, the WebSub callbacks `{base}websub/{upstream}` of that
+/// collection (see `callbacks.rs`); without, those paths answer 404 like any other.
+pub fn router_with(collections: Vec<Collection>, push: Option<Push>) -> Router {
     let description = source_description(&collections);
     let robots = robots(&collections);
     let mut served: Vec<Served> = collections
@@ -137,11 +146,22 @@ pub fn router(collections: Vec<Collection>) -> Router {
         description,
         robots,
         http: HttpCounters::default(),
+        push,
     });
     Router::new().fallback(handle).with_state(app)
 }
 
 async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
+    if let Some(push) = &app.push {
+        let callback = app
+            .collection_for(request.uri().path())
+            .filter(|(_, s, _)| s.collection.name() == push.collection)
+            .and_then(|(i, _, rest)| rest.strip_prefix(SEGMENT).map(|up| (i, up.to_owned())));
+        if let Some((i, upstream)) = callback {
+            let response = callback_answer(&*push.intake, &upstream, request).await;
+            return counted(&app.served[i].http, Kind::Other, response);
+        }
+    }
     // The body is not `Sync`: only the head is kept across awaits.
     let (parts, _) = request.into_parts();
     let (collection, kind, response) = dispatch(&app, &parts).await;
@@ -338,6 +358,16 @@ impl Server {
     /// Checks that `collections` can be served together, then binds `listen`
     /// (`HOST:PORT`; port 0 picks a free one, see [`Server::local_addr`]).
     pub async fn bind(listen: &str, collections: Vec<Collection>) -> Result<Server, Error> {
+        Server::bind_with(listen, collections, None).await
+    }
+
+    /// [`Server::bind`] with the WebSub callbacks of one collection (`run --follow
+    /// --listen`).
+    pub async fn bind_with(
+        listen: &str,
+        collections: Vec<Collection>,
+        push: Option<Push>,
+    ) -> Result<Server, Error> {
         check_collections(&collections)?;
         let listener = TcpListener::bind(listen)
             .await
@@ -347,7 +377,7 @@ impl Server {
             })?;
         Ok(Server {
             listener,
-            router: router(collections),
+            router: router_with(collections, push),
         })
     }
 

@@ -56,6 +56,8 @@ pub(crate) struct Report {
     pub notify: Option<Notify>,
     /// Wall time of the run.
     pub seconds: f64,
+    /// The push intake's counters (`run --follow --listen` only).
+    pub push: Option<rsagg_pipeline::PushStats>,
 }
 
 /// `UpstreamReport`.

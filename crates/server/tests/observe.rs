@@ -600,6 +600,7 @@ async fn hostile_strings_in_the_stats_object_are_escaped() {
             errors: vec![format!("preparing: {evil}")],
         }),
         seconds: 0.5,
+        push: None,
     };
     let mut report = serde_json::to_value(&report).unwrap();
     report["upstreams"] = serde_json::json!([{

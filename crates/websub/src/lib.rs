@@ -1,5 +1,6 @@
 //! rsagg-websub: the WebSub hub of `rsagg hub`, the publishing client rsagg's own change
-//! notifications go out with, and the HMAC signatures of WebSub 7.1.
+//! notifications go out with, the subscriber side `rsagg run --follow --listen` uses for
+//! upstream channels, and the HMAC signatures of WebSub 7.1.
 //!
 //! The hub speaks W3C WebSub (Recommendation, 23 January 2018) to subscribers and accepts
 //! publications in both forms a ResourceSync Source uses: the Change Notification 1.0.1
@@ -34,6 +35,8 @@
 //! - `publisher.rs`: the publishing side ([`Publisher`]): one publish request to a hub, in
 //!   the CN 1.0.1 4.1 form or the WebSub `hub.mode=publish` form, and what its answer means
 //!   for a retry loop (used by rsagg's notification outbox, `rsagg-pipeline`'s `notify.rs`).
+//! - `subscriber.rs`: [`subscriber::Subscriber`]: subscription requests, verification of
+//!   intent answered only for what was asked, lease renewal, authentication of deliveries.
 
 mod config;
 mod delivery;
@@ -42,6 +45,7 @@ pub mod link;
 mod publisher;
 mod records;
 pub mod signature;
+pub mod subscriber;
 
 use std::fmt;
 
@@ -102,6 +106,14 @@ pub enum Error {
     /// The HTTP client could not be built.
     #[error("HTTP client: {0}")]
     Client(#[source] reqwest::Error),
+    /// A subscription request to a hub failed (WebSub 5.1: the hub must answer 2xx).
+    #[error("subscription request to hub `{hub}` (WebSub 5.1): {message}")]
+    Request {
+        /// The hub URL.
+        hub: String,
+        /// What happened.
+        message: String,
+    },
     /// An `X-Hub-Signature` did not verify.
     #[error("X-Hub-Signature: {0}")]
     Signature(SignatureFailure),

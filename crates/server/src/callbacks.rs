@@ -1,0 +1,139 @@
+//! The WebSub callbacks `{base}websub/{upstream}` of `run --follow --listen` (CN 1.0.1 4.2,
+//! 4.3; WebSub 5.3, 7).
+//!
+//! The server knows nothing of subscriptions or of the harvest: whoever runs the server
+//! injects a [`PushIntake`] (the pipeline's [`rsagg_pipeline::Inbox`] implements it) for
+//! one collection; `serve` injects none, so these paths answer 404 there.
+//!
+//! - `GET ?hub.mode=…` (verification of intent): the challenge, `text/plain` 200, only when
+//!   the intake asked for that subscription; 404 otherwise (WebSub 5.3.1: anything but the
+//!   challenge refuses).
+//! - `POST` (delivery): the body is read up to [`MAX_PAYLOAD_BYTES`] (413 beyond), handed to
+//!   the intake, and answered at once: 202 when queued, 200 when dropped as forged or
+//!   unknown (WebSub 7.1: a bad signature still gets a 2xx, so the hub does not retry a
+//!   forgery), 503 with `Retry-After` when the queue is full (the hub retries later rather
+//!   than rsagg losing a notification).
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+use rsagg_pipeline::Intake;
+pub use rsagg_pipeline::push::MAX_PAYLOAD_BYTES;
+use rsagg_websub::subscriber::{Answer, Delivery};
+
+use crate::http::{not_found, text};
+
+/// What a callback needs from whoever follows the upstreams.
+pub trait PushIntake: Send + Sync + 'static {
+    /// Whether `upstream` has a callback.
+    fn has_callback(&self, upstream: &str) -> bool;
+    /// Answers a verification of intent (`query`: the raw query string); `None` when it is
+    /// not one or there is no such callback.
+    fn verify(&self, upstream: &str, query: &str) -> Option<Answer>;
+    /// Takes a delivery (authenticates and queues it, never waits for the harvest).
+    fn deliver(&self, upstream: &str, delivery: Delivery) -> Intake;
+}
+
+impl PushIntake for rsagg_pipeline::Inbox {
+    fn has_callback(&self, upstream: &str) -> bool {
+        rsagg_pipeline::Inbox::has_callback(self, upstream)
+    }
+
+    fn verify(&self, upstream: &str, query: &str) -> Option<Answer> {
+        rsagg_pipeline::Inbox::verify(self, upstream, query)
+    }
+
+    fn deliver(&self, upstream: &str, delivery: Delivery) -> Intake {
+        rsagg_pipeline::Inbox::deliver(self, upstream, delivery)
+    }
+}
+
+/// Callbacks of one collection: its name and the intake behind them.
+#[derive(Clone)]
+pub struct Push {
+    /// `collection.name` of the collection whose base path the callbacks live under.
+    pub collection: String,
+    /// The intake.
+    pub intake: std::sync::Arc<dyn PushIntake>,
+}
+
+impl std::fmt::Debug for Push {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Push")
+            .field("collection", &self.collection)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The path segment under the base path.
+pub(crate) const SEGMENT: &str = "websub/";
+
+/// Answers a request at `{base}websub/{upstream}` (`upstream` already cut from the path).
+pub(crate) async fn callback(
+    intake: &dyn PushIntake,
+    upstream: &str,
+    request: Request,
+) -> Response {
+    if upstream.is_empty() || upstream.contains('/') || !intake.has_callback(upstream) {
+        return not_found();
+    }
+    let (parts, body) = request.into_parts();
+    if parts.method == Method::GET {
+        let query = parts.uri.query().unwrap_or("");
+        return match intake.verify(upstream, query) {
+            Some(Answer::Confirm(challenge)) => {
+                let mut r = text(StatusCode::OK, challenge);
+                r.headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                r
+            }
+            Some(Answer::Acknowledge) => text(StatusCode::OK, ""),
+            Some(Answer::Refuse) | None => not_found(),
+        };
+    }
+    if parts.method != Method::POST {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "GET or POST\n");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
+        return r;
+    }
+    let body = match axum::body::to_bytes(Body::new(body), MAX_PAYLOAD_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            return text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a notification may have at most {MAX_PAYLOAD_BYTES} bytes\n"),
+            );
+        }
+    };
+    let links = parts
+        .headers
+        .get_all(header::LINK)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_owned))
+        .collect();
+    let signature = parts
+        .headers
+        .get("x-hub-signature")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match intake.deliver(
+        upstream,
+        Delivery {
+            links,
+            signature,
+            body,
+        },
+    ) {
+        Intake::Queued => text(StatusCode::ACCEPTED, "queued\n"),
+        Intake::Dropped(_) => text(StatusCode::OK, "dropped\n"),
+        Intake::Busy => {
+            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "busy; retry later\n");
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            r
+        }
+        _ => not_found(),
+    }
+}
