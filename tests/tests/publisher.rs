@@ -19,118 +19,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use common::*;
-use rsagg_e2e::{
-    Delivery, FlaskHub, FlaskMode, HubUnderTest, RsaggHub, RsaggServer, SignatureCheck,
-    TestSubscriber,
-};
-use rsagg_model::{Capability, Change, Mode, UrlEntry, W3cDateTime};
-use rsagg_sitemap::{ReadOptions, read_document};
+use rsagg_e2e::{FlaskHub, FlaskMode, HubUnderTest, RsaggHub, RsaggServer, TestSubscriber};
+use rsagg_model::Change;
 use rsagg_websub::signature::Algorithm;
 
 /// Longest wait for a delivery.
 const T: Duration = Duration::from_secs(20);
-
-/// A delivered payload read strictly: its interval and entries.
-struct Read {
-    from: W3cDateTime,
-    until: W3cDateTime,
-    up: Option<String>,
-    entries: Vec<UrlEntry>,
-}
-
-fn read(d: &Delivery) -> Result<Read> {
-    let doc = read_document(&d.body, ReadOptions::new(Mode::Strict, "delivered payload"))?;
-    let errors: Vec<_> = doc.errors().collect();
-    ensure!(errors.is_empty(), "delivered payload invalid: {errors:?}");
-    ensure!(
-        doc.header.capability() == Some(&Capability::ChangeNotification),
-        "not a change notification"
-    );
-    let md = doc.header.md.as_ref().context("no rs:md")?;
-    Ok(Read {
-        from: md.from.context("no from")?,
-        until: md.until.context("no until")?,
-        up: doc
-            .header
-            .links
-            .iter()
-            .find(|l| l.rel == "up")
-            .map(|l| l.href.clone()),
-        entries: doc.entries,
-    })
-}
-
-/// (upstream URI named by `via`, change) of every entry.
-fn changes(r: &Read) -> Vec<(String, Change)> {
-    r.entries
-        .iter()
-        .map(|e| {
-            let via = e
-                .links
-                .iter()
-                .find(|l| l.rel == "via")
-                .map(|l| l.href.clone())
-                .unwrap_or_default();
-            let change =
-                e.md.as_ref()
-                    .and_then(|m| m.change.clone())
-                    .unwrap_or(Change::Updated);
-            (via, change)
-        })
-        .collect()
-}
-
-/// Reads every delivery, checks `Content-Type`, both `Link` rels, the signature, the `up`
-/// link and that the intervals chain; returns the changes they carry, in order.
-fn check_deliveries(
-    deliveries: &[Delivery],
-    topic: &str,
-    hub: &str,
-    caplist: &str,
-    alg: Algorithm,
-) -> Result<Vec<(String, Change)>> {
-    let mut all = Vec::new();
-    let mut prev: Option<W3cDateTime> = None;
-    for d in deliveries {
-        let ct = d.header("content-type").unwrap_or("");
-        ensure!(
-            ct.split(';').next().map(str::trim) == Some("application/xml"),
-            "Content-Type {ct}"
-        );
-        ensure!(
-            d.link("self").as_deref() == Some(topic),
-            "Link rel=self: {d:?}"
-        );
-        ensure!(d.link("hub").as_deref() == Some(hub), "Link rel=hub: {d:?}");
-        ensure!(
-            d.signature == SignatureCheck::Valid(alg),
-            "X-Hub-Signature: {:?}",
-            d.signature
-        );
-        let r = read(d)?;
-        ensure!(r.up.as_deref() == Some(caplist), "rs:ln up {:?}", r.up);
-        ensure!(r.from.cmp_instant(&r.until).is_lt(), "from < until");
-        for e in &r.entries {
-            let dt = e.md.as_ref().and_then(|m| m.datetime).context("datetime")?;
-            ensure!(
-                dt.cmp_instant(&r.from).is_ge() && dt.cmp_instant(&r.until).is_lt(),
-                "entry datetime {dt} outside [{}, {})",
-                r.from,
-                r.until
-            );
-        }
-        if let Some(p) = prev {
-            ensure!(
-                r.from.cmp_instant(&p).is_eq(),
-                "from {} is not the previous until {p}",
-                r.from
-            );
-        }
-        prev = Some(r.until);
-        all.extend(changes(&r));
-    }
-    Ok(all)
-}
 
 /// A Source with a Resource List only (each run re-syncs from it), a pipeline notifying
 /// `hub` in `form`, `rsagg serve` for the topic, and a subscriber on rsagg's topic.

@@ -10,22 +10,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use common::*;
-
-/// Kills the child (by PID) if the test ends before it exits.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `rsagg hub --listen 127.0.0.1:0 --store memory:// --lease-min 1`: the child and its URL.
 fn start_hub() -> Result<(KillOnDrop, BufReader<std::process::ChildStdout>, String)> {
@@ -53,75 +42,6 @@ fn start_hub() -> Result<(KillOnDrop, BufReader<std::process::ChildStdout>, Stri
         .strip_prefix("listening ")
         .with_context(|| format!("hub printed {line:?}"))?;
     Ok((child, stdout, format!("{addr}/")))
-}
-
-/// A `run --follow --listen` child, its stderr in a log file.
-struct Follower {
-    child: KillOnDrop,
-    /// Kept open: the follower prints a report per poll pass.
-    _stdout: BufReader<std::process::ChildStdout>,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Follower {
-    fn start(case: &Case, port: u16) -> Result<Follower> {
-        let dir = tempfile::Builder::new()
-            .prefix("rsagg-e2e-push-")
-            .tempdir()?;
-        let log = dir.path().join("follow.log");
-        let child = Command::new(rsagg_e2e::rsagg_bin()?)
-            .arg("run")
-            .arg(&case.toml)
-            .args(["--follow", "--listen", &format!("127.0.0.1:{port}")])
-            .env(
-                "RSAGG_LOG",
-                std::env::var("RSAGG_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()?;
-        let mut child = KillOnDrop(child);
-        let mut line = String::new();
-        let mut stdout = BufReader::new(child.0.stdout.take().context("stdout")?);
-        stdout.read_line(&mut line)?;
-        ensure!(
-            line.trim() == format!("listening http://127.0.0.1:{port}"),
-            "printed {line:?}"
-        );
-        Ok(Follower {
-            child,
-            _stdout: stdout,
-            log,
-            _dir: dir,
-        })
-    }
-
-    fn log_tail(&self) -> String {
-        let s = std::fs::read_to_string(&self.log).unwrap_or_default();
-        // Backtrace frames (indented) are left out: the messages tell more.
-        let lines: Vec<&str> = s.lines().filter(|l| !l.starts_with("  ")).collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-}
-
-/// Waits until `check` holds (checked every 50 ms), or fails after `limit` with the log.
-fn wait_for(
-    what: &str,
-    limit: Duration,
-    f: &Follower,
-    mut check: impl FnMut() -> Result<bool>,
-) -> Result<Duration> {
-    let t0 = Instant::now();
-    loop {
-        if check()? {
-            return Ok(t0.elapsed());
-        }
-        if t0.elapsed() > limit {
-            bail!("{what}: not within {limit:?}; log:\n{}", f.log_tail());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A CN 1.0.1 payload: (path, change, datetime, body) entries, `up` to the Capability List.
@@ -157,19 +77,6 @@ fn publish(hub: &str, topic: &str, body: String) -> Result<()> {
         ensure!(status == 200, "hub answered {status}: {text}");
         Ok(())
     })
-}
-
-/// The subscription rsagg keeps for upstream UP: verified (a lease was granted)?
-fn verified(case: &Case) -> Result<bool> {
-    let dir = store_dir(case)?;
-    let Ok(text) = std::fs::read_to_string(dir.join(format!("push/{UP}.json"))) else {
-        return Ok(false);
-    };
-    let v: serde_json::Value = serde_json::from_str(&text)?;
-    Ok(v["subscriptions"].as_array().is_some_and(|a| {
-        a.iter()
-            .any(|s| s["lease_granted"].is_u64() && s["secret"].is_string())
-    }))
 }
 
 /// A fixture upstream (a.txt, b.txt; an empty Change List from T0) whose Capability List
@@ -350,21 +257,7 @@ fn push_notifications_are_applied_at_once_gaps_recovered_replays_dropped() -> Re
 
     // SIGTERM: the follower stops (state closed, server drained) and exits 0.
     let mut f = f;
-    let pid = f.child.0.id().to_string();
-    ensure!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()?
-            .success()
-    );
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = f.child.0.try_wait()? {
-            break s;
-        }
-        ensure!(t0.elapsed().as_secs() < 40, "still running after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = f.terminate(Duration::from_secs(40))?;
     ensure!(
         status.code() == Some(0),
         "{status:?}; log:\n{}",
@@ -412,11 +305,4 @@ fn push_notifications_are_applied_at_once_gaps_recovered_replays_dropped() -> Re
         f.log_tail()
     );
     Ok(())
-}
-
-/// The directory of a `file://` store.
-fn store_dir(case: &Case) -> Result<PathBuf> {
-    url::Url::parse(&case.store.url)?
-        .to_file_path()
-        .map_err(|()| anyhow::anyhow!("{} is not a file URL", case.store.url))
 }

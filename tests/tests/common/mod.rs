@@ -5,19 +5,25 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use anyhow::ensure;
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use md5::{Digest, Md5};
 use object_store::ObjectStore;
-use rsagg_e2e::{FixtureServer, Seaweed, rsagg_bin, unique_prefix};
+use rsagg_e2e::{Delivery, FixtureServer, Seaweed, SignatureCheck, rsagg_bin, unique_prefix};
+use rsagg_model::{Capability, Change, Mode, UrlEntry, W3cDateTime};
+use rsagg_sitemap::{ReadOptions, read_document};
 use rsagg_store::{
     Blobs, Checkpoint, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, State,
     open_object_store,
 };
+use rsagg_websub::signature::Algorithm;
 use serde_json::Value;
 
 pub const NS: &str = r#"xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/""#;
@@ -711,4 +717,240 @@ pub fn http_get(url: &str) -> Result<(u16, Vec<u8>)> {
         let status = r.status().as_u16();
         Ok((status, r.bytes().await?.to_vec()))
     })
+}
+
+// ---------------------------------------------------------------------------------------
+// Followers (`rsagg run P --follow --listen`)
+
+/// Kills the child (by PID) if the test ends before it exits.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A `run --follow --listen` child, its stderr in a log file.
+pub struct Follower {
+    pub child: KillOnDrop,
+    /// Kept open: the follower prints a report per poll pass.
+    _stdout: BufReader<std::process::ChildStdout>,
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Follower {
+    /// Starts `rsagg run PIPELINE --follow --listen 127.0.0.1:PORT` (log level `$RSAGG_LOG`,
+    /// else info) and waits for its `listening` line.
+    pub fn start(case: &Case, port: u16) -> Result<Follower> {
+        let dir = tempfile::Builder::new()
+            .prefix("rsagg-e2e-follow-")
+            .tempdir()?;
+        let log = dir.path().join("follow.log");
+        let child = Command::new(rsagg_bin()?)
+            .arg("run")
+            .arg(&case.toml)
+            .args(["--follow", "--listen", &format!("127.0.0.1:{port}")])
+            .env(
+                "RSAGG_LOG",
+                std::env::var("RSAGG_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .envs(case.store.env()?)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()?;
+        let mut child = KillOnDrop(child);
+        let mut line = String::new();
+        let mut stdout = BufReader::new(child.0.stdout.take().context("stdout")?);
+        stdout.read_line(&mut line)?;
+        anyhow::ensure!(
+            line.trim() == format!("listening http://127.0.0.1:{port}"),
+            "printed {line:?}"
+        );
+        Ok(Follower {
+            child,
+            _stdout: stdout,
+            log,
+            _dir: dir,
+        })
+    }
+
+    /// The whole log.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The last 40 lines of the log, backtrace frames left out.
+    pub fn log_tail(&self) -> String {
+        let s = self.log_text();
+        // Backtrace frames (indented) are left out: the messages tell more.
+        let lines: Vec<&str> = s.lines().filter(|l| !l.starts_with("  ")).collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Sends SIGTERM and waits (at most `limit`) for the exit status.
+    pub fn terminate(&mut self, limit: Duration) -> Result<ExitStatus> {
+        let pid = self.child.0.id().to_string();
+        anyhow::ensure!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()?
+                .success()
+        );
+        let t0 = Instant::now();
+        loop {
+            if let Some(s) = self.child.0.try_wait()? {
+                return Ok(s);
+            }
+            anyhow::ensure!(t0.elapsed() < limit, "still running after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Waits until `check` holds (checked every 50 ms), or fails after `limit` with the log.
+pub fn wait_for(
+    what: &str,
+    limit: Duration,
+    f: &Follower,
+    mut check: impl FnMut() -> Result<bool>,
+) -> Result<Duration> {
+    let t0 = Instant::now();
+    loop {
+        if check()? {
+            return Ok(t0.elapsed());
+        }
+        if t0.elapsed() > limit {
+            anyhow::bail!("{what}: not within {limit:?}; log:\n{}", f.log_tail());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The subscription rsagg keeps for upstream [`UP`]: verified (a lease was granted, with a
+/// secret)?
+pub fn verified(case: &Case) -> Result<bool> {
+    let dir = store_dir(case)?;
+    let Ok(text) = std::fs::read_to_string(dir.join(format!("push/{UP}.json"))) else {
+        return Ok(false);
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)?;
+    Ok(v["subscriptions"].as_array().is_some_and(|a| {
+        a.iter()
+            .any(|s| s["lease_granted"].is_u64() && s["secret"].is_string())
+    }))
+}
+
+/// The directory of a `file://` store.
+pub fn store_dir(case: &Case) -> Result<PathBuf> {
+    url::Url::parse(&case.store.url)?
+        .to_file_path()
+        .map_err(|()| anyhow::anyhow!("{} is not a file URL", case.store.url))
+}
+
+// ---------------------------------------------------------------------------------------
+// rsagg's delivered change notifications
+
+/// A delivered payload read strictly: its interval and entries.
+pub struct Read {
+    pub from: W3cDateTime,
+    pub until: W3cDateTime,
+    pub up: Option<String>,
+    pub entries: Vec<UrlEntry>,
+}
+
+pub fn read(d: &Delivery) -> Result<Read> {
+    let doc = read_document(&d.body, ReadOptions::new(Mode::Strict, "delivered payload"))?;
+    let errors: Vec<_> = doc.errors().collect();
+    ensure!(errors.is_empty(), "delivered payload invalid: {errors:?}");
+    ensure!(
+        doc.header.capability() == Some(&Capability::ChangeNotification),
+        "not a change notification"
+    );
+    let md = doc.header.md.as_ref().context("no rs:md")?;
+    Ok(Read {
+        from: md.from.context("no from")?,
+        until: md.until.context("no until")?,
+        up: doc
+            .header
+            .links
+            .iter()
+            .find(|l| l.rel == "up")
+            .map(|l| l.href.clone()),
+        entries: doc.entries,
+    })
+}
+
+/// (upstream URI named by `via`, change) of every entry.
+pub fn changes(r: &Read) -> Vec<(String, Change)> {
+    r.entries
+        .iter()
+        .map(|e| {
+            let via = e
+                .links
+                .iter()
+                .find(|l| l.rel == "via")
+                .map(|l| l.href.clone())
+                .unwrap_or_default();
+            let change =
+                e.md.as_ref()
+                    .and_then(|m| m.change.clone())
+                    .unwrap_or(Change::Updated);
+            (via, change)
+        })
+        .collect()
+}
+
+/// Reads every delivery, checks `Content-Type`, both `Link` rels, the signature, the `up`
+/// link and that the intervals chain; returns the changes they carry, in order.
+pub fn check_deliveries(
+    deliveries: &[Delivery],
+    topic: &str,
+    hub: &str,
+    caplist: &str,
+    alg: Algorithm,
+) -> Result<Vec<(String, Change)>> {
+    let mut all = Vec::new();
+    let mut prev: Option<W3cDateTime> = None;
+    for d in deliveries {
+        let ct = d.header("content-type").unwrap_or("");
+        ensure!(
+            ct.split(';').next().map(str::trim) == Some("application/xml"),
+            "Content-Type {ct}"
+        );
+        ensure!(
+            d.link("self").as_deref() == Some(topic),
+            "Link rel=self: {d:?}"
+        );
+        ensure!(d.link("hub").as_deref() == Some(hub), "Link rel=hub: {d:?}");
+        ensure!(
+            d.signature == SignatureCheck::Valid(alg),
+            "X-Hub-Signature: {:?}",
+            d.signature
+        );
+        let r = read(d)?;
+        ensure!(r.up.as_deref() == Some(caplist), "rs:ln up {:?}", r.up);
+        ensure!(r.from.cmp_instant(&r.until).is_lt(), "from < until");
+        for e in &r.entries {
+            let dt = e.md.as_ref().and_then(|m| m.datetime).context("datetime")?;
+            ensure!(
+                dt.cmp_instant(&r.from).is_ge() && dt.cmp_instant(&r.until).is_lt(),
+                "entry datetime {dt} outside [{}, {})",
+                r.from,
+                r.until
+            );
+        }
+        if let Some(p) = prev {
+            ensure!(
+                r.from.cmp_instant(&p).is_eq(),
+                "from {} is not the previous until {p}",
+                r.from
+            );
+        }
+        prev = Some(r.until);
+        all.extend(changes(&r));
+    }
+    Ok(all)
 }
