@@ -243,6 +243,24 @@ fn replayed(f: &Follower) -> u64 {
         .sum()
 }
 
+/// Waits until rsagg's subscription at the upstream's `hub` is verified (with a secret) on
+/// rsagg's side and stored by the hub, which stores it only after the verification was
+/// answered (flask-websub in delayed mode a moment later): a publication before that would
+/// not reach rsagg.
+fn wait_subscribed(f: &Follower, case: &Case, hub: &dyn HubUnderTest) -> Result<()> {
+    let callback = format!("{}websub/{UP}", case.base_url);
+    blocking(|| {
+        wait_for(
+            &format!("rsagg's subscription ({callback}) verified and stored by the hub"),
+            T,
+            f,
+            || Ok(verified(case)? && hub.subscribed(&callback)?),
+        )
+    })
+    .with_context(|| hub.log_tail(20))?;
+    Ok(())
+}
+
 /// Whether rsagg serves `body` at its copy of `path` (under `/res/`).
 fn served(case: &Case, src: &NotifyingSource, path: &str, body: &[u8]) -> Result<bool> {
     let (code, got) = http_get(&copy_uri(case, &src.url(&format!("/res/{path}"))))?;
@@ -276,7 +294,7 @@ async fn chain_through_rsagg_hub() -> Result<()> {
         .expect_after(0, &[expect(&src, "a.txt", Change::Created, Some(b"alpha"))])
         .await
         .with_context(|| f.log_tail())?;
-    blocking(|| wait_for("rsagg's subscription verified", T, &f, || verified(&case)))?;
+    wait_subscribed(&f, &case, &hub)?;
 
     // Three changes, each notified (CN 1.0.1 form) and announced on its own.
     let steps: [(&str, Option<&'static [u8]>, Change); 3] = [
@@ -399,21 +417,7 @@ async fn stock_hub_to_rsagg(name: &str, mode: FlaskMode) -> Result<()> {
         .await
         .with_context(|| f.log_tail())?;
     // rsagg's subscription at flask-websub, with a secret (`verified` requires one).
-    blocking(|| {
-        wait_for(
-            "rsagg's subscription at flask-websub verified",
-            T,
-            &f,
-            || verified(&case),
-        )
-    })
-    .with_context(|| flask.log_tail(30))?;
-    let callback = format!("{}websub/{UP}", case.base_url);
-    ensure!(
-        flask.subscribed(&callback)?,
-        "flask-websub stored no subscription of {callback}:\n{}",
-        flask.log_tail(30)
-    );
+    wait_subscribed(&f, &case, &flask)?;
 
     // Each change published in the WebSub form (flask-websub GETs the topic), waited for
     // before the next: in delayed mode every delivery is a task of its own, unordered.
