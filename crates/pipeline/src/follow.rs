@@ -15,7 +15,9 @@
 //!   order through the same path as Change List entries (checkpoint, dedupe, verify, store,
 //!   commit); a payload that does not follow the previous one on its channel (gap,
 //!   reordering, or none to compare with) first makes the follower read the upstream's
-//!   Change List from the checkpoint; then publish;
+//!   Change List from the checkpoint; then publish the lists (the dumps and garbage
+//!   collection wait for the next poll pass: `PublishOptions::lists_only`) and prepare
+//!   rsagg's own notifications, which a background task sends to the hub;
 //! - a subscription renewal (80% of the granted lease) or retry;
 //! - the stop signal: the pass in flight may finish within the shutdown grace (what it
 //!   committed stays either way), then the state is closed.
@@ -44,7 +46,7 @@ use url::Url;
 use crate::config::UpstreamConfig;
 use crate::harvest::{Ctx, Harvest, PushApplied, UpstreamReport, Verdict, harvest_upstream};
 use crate::notify::{DeliveryReport, Notifier, NotifyReport, prepare_published};
-use crate::publisher::{PublishReport, publish};
+use crate::publisher::{PublishOptions, PublishReport, publish};
 use crate::push::{
     Continuity, Counters, Inbox, PushRecord, Pushed, QUEUE, callback_url, continuity, read_payload,
     record_path, set_for,
@@ -597,7 +599,12 @@ impl Follower<'_> {
         let publishing = Instant::now();
         if changed {
             let published_seq = self.state.last_seq().await;
-            let r = publish(&self.state, &self.objects, self.p, self.opts.run.publish).await;
+            // Lists only: the dumps and garbage collection wait for the next poll pass.
+            let opts = PublishOptions {
+                lists_only: true,
+                ..self.opts.run.publish
+            };
+            let r = publish(&self.state, &self.objects, self.p, opts).await;
             notify = self.after_publish(published_seq, &r).await;
             published = Some(r);
         }
