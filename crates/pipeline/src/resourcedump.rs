@@ -274,6 +274,7 @@ impl Packages<'_> {
         let prefix = generation_prefix(self.generation);
         let zip = Path::from(format!("{prefix}part-{k:05}.zip"));
         let manifest = Path::from(format!("{prefix}part-{k:05}-manifest.xml"));
+        let started = std::time::Instant::now();
         let built = package::build(self.objects, header, items, &zip, &manifest).await?;
         self.report.packages += 1;
         self.report.resources += built.info.entries;
@@ -283,6 +284,7 @@ impl Packages<'_> {
             package = %zip,
             entries = built.info.entries,
             bytes = built.info.length,
+            seconds = started.elapsed().as_secs_f64(),
             "resource dump package written"
         );
         self.packages.push(DumpPackage {

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rsagg_model::W3cDateTime;
+use rsagg_pipeline::gc::GcMeta;
 
 use crate::stats::{Observed, Stats, Upstream};
 
@@ -366,8 +367,13 @@ fn publish(h: &mut String, s: &Stats) {
 }
 
 fn gc(h: &mut String, o: &Observed) {
-    match &o.gc {
-        Ok(Some(g)) => {
+    let meta = match &o.gc {
+        Ok(Some(meta)) => Ok(Some(meta.as_ref())),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e),
+    };
+    match meta {
+        Ok(Some(GcMeta { last: Some(g), .. })) => {
             let _ = writeln!(
                 h,
                 "<p class=\"gc\">Last blob garbage collection <time>{}</time>: {} object(s) scanned, \
@@ -379,7 +385,18 @@ fn gc(h: &mut String, o: &Observed) {
                 g.bytes_freed
             );
         }
-        Ok(None) => h.push_str("<p class=\"gc muted\">no blob garbage collection yet</p>\n"),
+        Ok(Some(GcMeta {
+            last: None,
+            first_due: Some(due),
+        })) => {
+            let _ = writeln!(
+                h,
+                "<p class=\"gc muted\">no blob garbage collection yet; the first is due \
+                 <time>{}</time></p>",
+                esc(&due.to_string())
+            );
+        }
+        Ok(_) => h.push_str("<p class=\"gc muted\">no blob garbage collection yet</p>\n"),
         Err(e) => {
             let _ = writeln!(
                 h,
