@@ -49,7 +49,7 @@ const READ_AHEAD: usize = 16;
 /// Bitstreams up to this size are held in memory between the read and the writer; larger
 /// ones go through a temporary file. Creating (and deleting) a file per resource cost more
 /// than reading it for the small resources a dump is mostly made of.
-const IN_MEMORY: u64 = 256 << 10;
+pub(crate) const IN_MEMORY: u64 = 256 << 10;
 /// The name the spec reserves for the manifest (spec 11.2, 13.2).
 const MANIFEST: &str = "manifest.xml";
 

@@ -447,4 +447,39 @@ mod tests {
         assert!(page.contains("href=\"/maps/capabilitylist.xml\""), "{page}");
         assert!(!page.contains("<script"), "{page}");
     }
+
+    #[test]
+    fn before_the_first_collection_the_page_says_when_it_is_due() {
+        let page = |gc: GcMeta| {
+            let o = Observed {
+                stats: Ok(None),
+                gc: Ok(Some(std::sync::Arc::new(gc))),
+            };
+            let mut h = String::new();
+            super::gc(&mut h, &o);
+            h
+        };
+        let due = W3cDateTime::parse("2026-11-22T10:00:00Z").unwrap().value;
+        let scheduled = page(GcMeta {
+            last: None,
+            first_due: Some(due),
+        });
+        assert!(
+            scheduled.contains("no blob garbage collection yet; the first is due")
+                && scheduled.contains("2026-11-22T10:00:00Z"),
+            "{scheduled}"
+        );
+        let ran = page(GcMeta {
+            last: Some(rsagg_pipeline::gc::GcReport {
+                scanned: 7,
+                kept: 5,
+                deleted: 2,
+                bytes_freed: 9,
+                at: due,
+            }),
+            first_due: None,
+        });
+        assert!(ran.contains("Last blob garbage collection"), "{ran}");
+        assert!(ran.contains("7 object(s) scanned"), "{ran}");
+    }
 }
