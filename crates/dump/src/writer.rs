@@ -1,15 +1,17 @@
 //! [`PackageWriter`]: writing a package for republishing (spec 11.2, 13.2).
 //!
-//! Files are streamed in first (deflated, regular files, mode 0644, fixed timestamps so the
-//! same input gives the same bytes), `manifest.xml` is written last, when the entries are
-//! known. The writer holds rsagg's own output to the strict rules: every manifest entry must
+//! Files are streamed in first (deflated, or stored where deflating does not pay; regular
+//! files, mode 0644, fixed timestamps so the same input gives the same bytes), `manifest.xml`
+//! is written last, when the entries are known. The ZIP goes through a buffer: the `zip`
+//! crate writes a file's local header, data and sizes in many small pieces, and a package of
+//! many small files would otherwise cost several system calls per file. The writer holds rsagg's own output to the strict rules: every manifest entry must
 //! pass strict validation, every `path` must name a file added, and every file added must be
 //! named by an entry, so whatever it writes [`crate::Package::open`] accepts without
 //! problems.
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 
 use rsagg_model::{
     Change, DocumentKind, EntrySpans, HeaderSpans, Mode, Pos, Root, Severity, UrlEntry, Validator,
@@ -23,11 +25,72 @@ use crate::names::{normalise_path, unsafe_reason};
 use crate::structure::MANIFEST;
 
 const FLUSH_AT: usize = 256 * 1024;
+/// The ZIP's write buffer.
+const ZIP_BUFFER: usize = 256 * 1024;
+/// Bodies shorter than this are stored: deflate's block overhead leaves nothing to gain.
+const DEFLATE_MIN: usize = 64;
+
+/// How a file's bytes go into the package.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Deflated (method 8).
+    Deflated,
+    /// Stored as they are (method 0).
+    Stored,
+}
+
+impl Compression {
+    /// The method for a body that begins with `head` (its first bytes, at least 16 where the
+    /// body has them) and is `length` bytes long: stored when deflating cannot pay (tiny
+    /// bodies, and formats that are compressed already, recognised by their signature:
+    /// archives, compressed streams, images, audio and video), else deflated. Deflating
+    /// compressed data burns CPU for a slightly larger result.
+    pub fn for_body(head: &[u8], length: u64) -> Compression {
+        if length < DEFLATE_MIN as u64 || compressed_signature(head) {
+            Compression::Stored
+        } else {
+            Compression::Deflated
+        }
+    }
+
+    fn method(self) -> CompressionMethod {
+        match self {
+            Compression::Deflated => CompressionMethod::Deflated,
+            Compression::Stored => CompressionMethod::Stored,
+        }
+    }
+}
+
+/// Whether `head` starts like a format that is already compressed.
+fn compressed_signature(head: &[u8]) -> bool {
+    const PREFIXES: &[&[u8]] = &[
+        b"PK\x03\x04",           // ZIP (and docx, epub, jar, odt)
+        b"\x1f\x8b",             // gzip
+        b"BZh",                  // bzip2
+        b"\xfd7zXZ\x00",         // xz
+        b"\x28\xb5\x2f\xfd",     // zstd
+        b"7z\xbc\xaf\x27\x1c",   // 7-Zip
+        b"\x89PNG",              // PNG
+        b"\xff\xd8\xff",         // JPEG
+        b"GIF8",                 // GIF
+        b"\x00\x00\x00\x0cjP  ", // JPEG 2000
+        b"\xff\x4f\xff\x51",     // JPEG 2000 codestream
+        b"OggS",                 // Ogg
+        b"fLaC",                 // FLAC
+        b"ID3",                  // MP3
+        b"\x1a\x45\xdf\xa3",     // Matroska, WebM
+    ];
+    PREFIXES.iter().any(|p| head.starts_with(p))
+        // RIFF containers that hold compressed data (WebP; WAV and AVI often do not).
+        || (head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WEBP"))
+        // ISO base media (MP4, MOV, HEIC, AVIF): a box of type `ftyp` first.
+        || head.get(4..8) == Some(b"ftyp")
+}
 
 /// Writes a package (used later to republish dumps): files streamed in, manifest.xml written
 /// at finish.
 pub struct PackageWriter {
-    zip: ZipWriter<File>,
+    zip: ZipWriter<BufWriter<File>>,
     name: String,
     files: HashSet<String>,
     /// Set when an `add` failed half-way: the ZIP then holds a partial entry, so the package
@@ -44,9 +107,9 @@ impl std::fmt::Debug for PackageWriter {
     }
 }
 
-fn options() -> SimpleFileOptions {
+fn options(compression: Compression) -> SimpleFileOptions {
     SimpleFileOptions::default()
-        .compression_method(CompressionMethod::Deflated)
+        .compression_method(compression.method())
         .unix_permissions(0o644)
 }
 
@@ -60,7 +123,7 @@ impl PackageWriter {
     /// Like [`PackageWriter::new`], with a name for error messages.
     pub fn with_name(file: File, name: &str) -> Self {
         PackageWriter {
-            zip: ZipWriter::new(file).set_auto_large_file(),
+            zip: ZipWriter::new(BufWriter::with_capacity(ZIP_BUFFER, file)).set_auto_large_file(),
             name: name.to_owned(),
             files: HashSet::new(),
             broken: false,
@@ -95,6 +158,23 @@ impl PackageWriter {
     /// leaves the writer usable. When reading `body` or writing fails, the package holds a
     /// partial file and every later call fails.
     pub fn add(&mut self, path: &str, body: &mut dyn Read) -> Result<u64, Error> {
+        self.add_with(path, body, Compression::Deflated)
+    }
+
+    /// Like [`PackageWriter::add`] for a body in memory, deflated or stored as
+    /// [`Compression::for_body`] says.
+    pub fn add_bytes(&mut self, path: &str, body: &[u8]) -> Result<u64, Error> {
+        let compression = Compression::for_body(body, body.len() as u64);
+        self.add_with(path, &mut &body[..], compression)
+    }
+
+    /// Like [`PackageWriter::add`], with the given compression.
+    pub fn add_with(
+        &mut self,
+        path: &str,
+        body: &mut dyn Read,
+        compression: Compression,
+    ) -> Result<u64, Error> {
         let name = normalise_path(path);
         if let Some(reason) = unsafe_reason(name) {
             return Err(Error::UnsafeName {
@@ -115,7 +195,7 @@ impl PackageWriter {
         self.check_not_broken()?;
         self.broken = true;
         self.zip
-            .start_file(name, options())
+            .start_file(name, options(compression))
             .map_err(|e| self.zip_error(format!("starting `{name}`"), e))?;
         let n = io::copy(body, &mut self.zip).map_err(|source| Error::Io {
             package: self.name.clone(),
@@ -179,7 +259,7 @@ impl PackageWriter {
         }
         let section = kind.section();
         self.zip
-            .start_file(MANIFEST, options())
+            .start_file(MANIFEST, options(Compression::Deflated))
             .map_err(|e| self.zip_error("starting manifest.xml".into(), e))?;
         let mut validator = Validator::new(Mode::Strict);
         validator.header(header, &HeaderSpans::default());
@@ -250,17 +330,18 @@ impl PackageWriter {
             ));
         }
         let name = self.name.clone();
-        self.zip.finish().map_err(|e| {
-            let source = match e {
+        let finishing = |source| Error::Io {
+            package: name.clone(),
+            context: "finishing the ZIP".into(),
+            source,
+        };
+        let buffered = self.zip.finish().map_err(|e| {
+            finishing(match e {
                 zip::result::ZipError::Io(io) => io,
                 other => io::Error::other(other),
-            };
-            Error::Io {
-                package: name,
-                context: "finishing the ZIP".into(),
-                source,
-            }
-        })
+            })
+        })?;
+        buffered.into_inner().map_err(|e| finishing(e.into_error()))
     }
 
     fn check_not_broken(&self) -> Result<(), Error> {
@@ -301,6 +382,76 @@ mod tests {
     use rsagg_model::{Capability, Header, Link, Md, W3cDateTime};
 
     use super::*;
+
+    #[test]
+    fn deflate_is_skipped_where_it_cannot_pay_and_either_way_the_package_reads_back() {
+        use crate::{Limits, Package};
+        let text = b"a resource of plain text, long enough to be worth deflating. ".repeat(4);
+        let mut jpeg = b"\xff\xd8\xff\xe0\x00\x10JFIF".to_vec();
+        jpeg.resize(300, 7);
+        let mut mp4 = b"\x00\x00\x00\x18ftypmp42".to_vec();
+        mp4.resize(300, 9);
+        assert_eq!(
+            Compression::for_body(&text, text.len() as u64),
+            Compression::Deflated
+        );
+        assert_eq!(Compression::for_body(b"tiny", 4), Compression::Stored);
+        assert_eq!(Compression::for_body(&jpeg, 300), Compression::Stored);
+        assert_eq!(Compression::for_body(&mp4, 300), Compression::Stored);
+        assert_eq!(
+            Compression::for_body(b"RIFF\x00\x00\x00\x00WAVEfmt ", 300),
+            Compression::Deflated
+        );
+
+        let mut header = Header::new(Root::Urlset, Capability::ResourceDumpManifest);
+        if let Some(md) = header.md.as_mut() {
+            md.at = Some(W3cDateTime::parse("2013-01-03T09:00:00Z").unwrap().value);
+        }
+        header
+            .links
+            .push(Link::new("up", "http://example.com/capabilitylist.xml"));
+        let bodies: [(&str, &[u8]); 3] = [("/t", &text), ("/j", &jpeg), ("/s", b"tiny")];
+        let mut w = PackageWriter::new(tempfile::tempfile().unwrap());
+        for (path, body) in bodies {
+            w.add_bytes(path, body).unwrap();
+        }
+        let entries = bodies.map(|(path, body)| UrlEntry {
+            loc: format!("http://example.com{path}"),
+            md: Some(Md {
+                path: Some(path.into()),
+                length: Some(body.len() as u64),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        });
+        let mut file = w.finish(&header, &mut entries.into_iter()).unwrap();
+        file.rewind().unwrap();
+        let mut zip = zip::ZipArchive::new(&mut file).unwrap();
+        let methods: Vec<_> = ["t", "j", "s"]
+            .iter()
+            .map(|n| zip.by_name(n).unwrap().compression())
+            .collect();
+        assert_eq!(
+            methods,
+            [
+                CompressionMethod::Deflated,
+                CompressionMethod::Stored,
+                CompressionMethod::Stored
+            ]
+        );
+        file.rewind().unwrap();
+        let mut package = Package::open(file, "p.zip", Limits::default()).unwrap();
+        assert!(package.problems().is_empty(), "{:?}", package.problems());
+        for (i, (_, body)) in bodies.iter().enumerate() {
+            let mut back = Vec::new();
+            package
+                .open_item(i)
+                .unwrap()
+                .read_to_end(&mut back)
+                .unwrap();
+            assert_eq!(&back, body);
+        }
+    }
 
     #[test]
     fn the_manifest_copy_is_byte_identical_to_the_manifest_in_the_package() {

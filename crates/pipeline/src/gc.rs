@@ -26,8 +26,15 @@
 //! The blob area belongs to one collection: every pipeline has a store URL of its own, so
 //! the records of this state are all that can refer to a blob in it.
 //!
-//! The last report is kept in [`GC_META`], which is also when collection last ran; a status
-//! page reads it with [`last_report`].
+//! The first collection is due one `gc_interval` after the first publish, not at it: a
+//! first publish follows a baseline, whose blobs are all younger than `grace` and referenced
+//! anyway, so a full listing and record scan then would find nothing to delete (at most the
+//! leftovers of an earlier run that failed before publishing, which can wait one interval).
+//! `--force` still collects at once.
+//!
+//! [`GC_META`] keeps the last report, which is also when collection last ran, or before the
+//! first collection when it is due; a status page reads it with [`read_meta`] (or
+//! [`last_report`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -46,7 +53,7 @@ use crate::changelist::first_listed_seq;
 use crate::config::PublishConfig;
 use crate::published::{CHANGELISTS_META, ChangeListsMeta};
 
-/// `published/gc.json`: the report of the last collection.
+/// `published/gc.json`: [`GcMeta`].
 pub const GC_META: &str = "published/gc.json";
 /// Content-addressed blobs (`blobs/sha256/ab/abcdef…`).
 const BLOBS: &str = "blobs/sha256";
@@ -71,14 +78,34 @@ pub struct GcReport {
     pub at: W3cDateTime,
 }
 
-/// The report of the last collection, if any ran.
-pub async fn last_report(objects: &Arc<dyn ObjectStore>) -> Result<Option<GcReport>, Error> {
+/// What [`GC_META`] holds: the report of the last collection (its fields at the top level,
+/// as the object held before `first_due` existed), or, before the first collection, when
+/// that is due.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcMeta {
+    /// The last collection's report; `None` until the first collection.
+    #[serde(flatten)]
+    pub last: Option<GcReport>,
+    /// When the first collection is due (set by the first publish); `None` once one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_due: Option<W3cDateTime>,
+}
+
+/// [`GC_META`], `None` when no publish has written it yet.
+pub async fn read_meta(objects: &Arc<dyn ObjectStore>) -> Result<Option<GcMeta>, Error> {
     Ok(get_json(objects.as_ref(), GC_META).await?)
 }
 
+/// The report of the last collection, if any ran.
+pub async fn last_report(objects: &Arc<dyn ObjectStore>) -> Result<Option<GcReport>, Error> {
+    Ok(read_meta(objects).await?.and_then(|m| m.last))
+}
+
 /// Collects the blobs of `state`'s collection in `objects` that nothing refers to. Returns
-/// `None` without doing anything when the last collection is less than `cfg.gc_interval` ago
-/// and `force` is false.
+/// `None` without doing anything when, and `force` is false, the last collection is less
+/// than `cfg.gc_interval` ago, or none ran yet and the first is not due: the first publish
+/// (no [`GC_META`] yet) only records that it is due one `cfg.gc_interval` later (see the
+/// module documentation), unless that interval is zero.
 pub async fn collect(
     state: &State,
     objects: &Arc<dyn ObjectStore>,
@@ -86,11 +113,39 @@ pub async fn collect(
     force: bool,
 ) -> Result<Option<GcReport>, Error> {
     let at = W3cDateTime::now();
-    if !force
-        && let Some(last) = last_report(objects).await?
-        && !elapsed(&last.at, at.unix_nanos(), cfg.gc_interval)
-    {
-        return Ok(None);
+    let now = at.unix_nanos();
+    if !force {
+        let due = match read_meta(objects).await? {
+            Some(GcMeta {
+                last: Some(last), ..
+            }) => elapsed(&last.at, now, cfg.gc_interval),
+            Some(GcMeta {
+                last: None,
+                first_due: Some(first),
+            }) => now >= first.unix_nanos(),
+            // The first publish: nothing to collect yet.
+            Some(GcMeta {
+                last: None,
+                first_due: None,
+            })
+            | None => {
+                if cfg.gc_interval.is_zero() {
+                    true
+                } else {
+                    let first = after(&at, cfg.gc_interval);
+                    let meta = GcMeta {
+                        last: None,
+                        first_due: Some(first),
+                    };
+                    put_json(objects.as_ref(), GC_META, &meta).await?;
+                    tracing::debug!(first_due = %first, "first blob garbage collection scheduled");
+                    false
+                }
+            }
+        };
+        if !due {
+            return Ok(None);
+        }
     }
     let referenced = referenced(state, objects, cfg.change_dumps).await?;
     let mut report = GcReport {
@@ -103,7 +158,11 @@ pub async fn collect(
     let unreferenced = |m: &ObjectMeta| address(m).is_some_and(|a| !referenced.contains(&a));
     sweep(objects, BLOBS, unreferenced, cfg.grace, &mut report).await?;
     sweep(objects, TMP, |_| true, cfg.grace, &mut report).await?;
-    put_json(objects.as_ref(), GC_META, &report).await?;
+    let meta = GcMeta {
+        last: Some(report.clone()),
+        first_due: None,
+    };
+    put_json(objects.as_ref(), GC_META, &meta).await?;
     tracing::info!(
         scanned = report.scanned,
         deleted = report.deleted,
@@ -221,6 +280,14 @@ fn decode(hex: &str) -> Option<[u8; 32]> {
         out[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
     }
     Some(out)
+}
+
+/// `t` plus `period` (saturating far in the future).
+fn after(t: &W3cDateTime, period: std::time::Duration) -> W3cDateTime {
+    let period = i128::try_from(period.as_nanos()).unwrap_or(i128::MAX / 2);
+    let total = t.unix_nanos().saturating_add(period);
+    let secs = i64::try_from(total.div_euclid(1_000_000_000)).unwrap_or(i64::MAX / 2);
+    W3cDateTime::from_unix(secs, total.rem_euclid(1_000_000_000) as u32)
 }
 
 /// True when at least `period` passed from `since` to `now_nanos`.
@@ -429,10 +496,40 @@ mod tests {
         let f = fixture().await;
         let cfg = gc_cfg(Duration::ZERO, HOUR);
         assert!(last_report(&f.objects).await.unwrap().is_none());
+        // The first publish only schedules the first collection, one interval later.
+        let scheduled = collect(&f.state, &f.objects, &cfg, false).await.unwrap();
+        assert!(scheduled.is_none(), "the first publish does not collect");
+        let meta = read_meta(&f.objects).await.unwrap().unwrap();
+        assert!(meta.last.is_none());
+        let due = meta.first_due.expect("scheduled");
+        let lead = due.unix_nanos() - W3cDateTime::now().unix_nanos();
+        assert!(
+            lead > 3_590 * 1_000_000_000 && lead <= 3_600 * 1_000_000_000,
+            "{lead}"
+        );
+        assert!(
+            collect(&f.state, &f.objects, &cfg, false)
+                .await
+                .unwrap()
+                .is_none(),
+            "not due before then"
+        );
+        assert_eq!(read_meta(&f.objects).await.unwrap(), Some(meta.clone()));
+        // Once it is due (as if the interval had passed), it runs.
+        let past = GcMeta {
+            first_due: Some(W3cDateTime::from_unix(0, 0)),
+            ..meta
+        };
+        put_json(f.objects.as_ref(), GC_META, &past).await.unwrap();
         let first = collect(&f.state, &f.objects, &cfg, false)
             .await
             .unwrap()
             .expect("the first collection is due");
+        assert_eq!(
+            read_meta(&f.objects).await.unwrap().unwrap().first_due,
+            None,
+            "the schedule is done with"
+        );
         let orphan = f.blob().await;
         assert!(
             collect(&f.state, &f.objects, &cfg, false)
@@ -455,6 +552,38 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
+    }
+
+    #[test]
+    fn the_meta_reads_reports_written_before_the_schedule_existed() {
+        let report = GcReport {
+            scanned: 3,
+            kept: 2,
+            deleted: 1,
+            bytes_freed: 10,
+            at: W3cDateTime::parse("2026-11-21T10:00:00Z").unwrap().value,
+        };
+        // As `published/gc.json` was written before: the report alone.
+        let old = serde_json::to_vec(&report).unwrap();
+        let meta: GcMeta = serde_json::from_slice(&old).unwrap();
+        assert_eq!(meta.last.as_ref(), Some(&report));
+        assert_eq!(meta.first_due, None);
+        // A report is written the same way still (one object, the report's fields).
+        let now = serde_json::to_value(GcMeta {
+            last: Some(report.clone()),
+            first_due: None,
+        })
+        .unwrap();
+        assert_eq!(now, serde_json::to_value(&report).unwrap());
+        // A schedule alone has no report.
+        let due = W3cDateTime::parse("2026-11-22T10:00:00Z").unwrap().value;
+        let scheduled = serde_json::to_vec(&GcMeta {
+            last: None,
+            first_due: Some(due),
+        })
+        .unwrap();
+        let back: GcMeta = serde_json::from_slice(&scheduled).unwrap();
+        assert_eq!((back.last, back.first_due), (None, Some(due)));
     }
 
     #[test]

@@ -3,25 +3,28 @@
 //!
 //! A package is written to a local temporary file by [`rsagg_dump::PackageWriter`] on a
 //! blocking thread while blobs are fetched on the async side and handed over through a
-//! bounded channel, so fetching and compressing overlap and memory stays bounded. Each blob
-//! is first copied to a temporary file of its own and its SHA-256 checked against its
-//! address before the writer sees a byte of it: a corrupt or missing blob is left out (with a
-//! warning, counted) rather than ending up in the ZIP, where a half-written entry would spoil
-//! the whole package. The finished ZIP is uploaded in parts (multipart upload, so packages far
+//! bounded channel, so fetching and compressing overlap and memory stays bounded. Blobs are
+//! read [`READ_AHEAD`] at a time (in manifest order), since one read costs a round trip to
+//! the store (a blocking-thread hand-off locally, a GET on S3) and the typical dump is many
+//! small resources. Each blob is read whole (into memory up to [`IN_MEMORY`] bytes, else into
+//! a temporary file of its own) and its SHA-256 checked against its address before the
+//! writer sees a byte of it: a corrupt or missing blob is left out (with a warning, counted)
+//! rather than ending up in the ZIP, where a half-written entry would spoil the whole
+//! package. The finished ZIP is uploaded in parts (multipart upload, so packages far
 //! larger than memory work on S3), hashed (md5, sha-256) as it is read, and the manifest is
 //! uploaded a second time as an object of its own, the byte-identical copy a dump's
 //! `rs:ln rel="contents"` points to (spec 11.1, 13.1: it must match the one in the package).
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, BufWriter, Seek, Write};
+use std::io::{self, BufWriter, Read, Seek, Write};
 use std::sync::Arc;
 
 use futures::StreamExt;
 use md5::Digest;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
-use rsagg_dump::PackageWriter;
+use rsagg_dump::{Compression, PackageWriter};
 use rsagg_model::{HashAlgorithm, HashValue, Header, Link, Md, UrlEntry, W3cDateTime};
 use rsagg_store::Blobs;
 use serde::{Deserialize, Serialize};
@@ -38,8 +41,15 @@ pub(crate) const PART: usize = 8 << 20;
 const PARTS_IN_FLIGHT: usize = 2;
 /// Bytes read from a local file at a time.
 const READ_CHUNK: usize = 1 << 20;
-/// Verified bitstreams waiting for the writer (each in a temporary file, not in memory).
+/// Verified bitstreams waiting for the writer.
 const QUEUE: usize = 2;
+/// Blobs read at once ahead of the writer. With [`IN_MEMORY`] and [`QUEUE`] this bounds the
+/// memory a build holds: (16 + 2 + 1) × 256 KiB, under 5 MiB.
+const READ_AHEAD: usize = 16;
+/// Bitstreams up to this size are held in memory between the read and the writer; larger
+/// ones go through a temporary file. Creating (and deleting) a file per resource cost more
+/// than reading it for the small resources a dump is mostly made of.
+pub(crate) const IN_MEMORY: u64 = 256 << 10;
 /// The name the spec reserves for the manifest (spec 11.2, 13.2).
 const MANIFEST: &str = "manifest.xml";
 
@@ -106,10 +116,34 @@ enum Msg {
     Finish,
 }
 
-/// A verified bitstream in a temporary file.
+/// A verified bitstream.
 struct Ready {
-    file: File,
+    data: Spool,
     body: Body,
+}
+
+/// Where a bitstream waits for the writer.
+enum Spool {
+    /// Small, verified: its bytes.
+    Memory(bytes::Bytes),
+    /// Large, verified: a file (temporary, or the local blob itself) whose bytes start at
+    /// `start`.
+    File {
+        /// The file.
+        file: File,
+        /// Where the bitstream starts in it.
+        start: u64,
+    },
+    /// A blob of a local store, opened but not read yet: the writer thread reads and
+    /// verifies it (it is a blocking thread already), which spares a blocking-thread hand-off
+    /// per 8 KiB chunk that reading it as a stream costs, and the temporary file a large one
+    /// would need.
+    Local {
+        /// The open blob.
+        file: File,
+        /// Where its bytes start.
+        start: u64,
+    },
 }
 
 /// What the writer thread produced.
@@ -144,22 +178,28 @@ pub(crate) async fn build(
     let writer =
         tokio::task::spawn_blocking(move || write_package(zip_file, copy_file, &name, header, rx));
     let mut skipped = 0u64;
-    for item in items {
-        let ready = match item.body {
-            None => None,
-            Some(body) => match fetch_verified(objects, &body).await? {
-                Some(file) => Some(Ready { file, body }),
-                None => {
-                    skipped += 1;
-                    continue;
-                }
-            },
+    // Each item's blob read and verified, READ_AHEAD at once, in manifest order; `None` for
+    // an item left out.
+    let mut fetched = std::pin::pin!(
+        futures::stream::iter(items)
+            .map(|item| async move {
+                let ready = match item.body {
+                    None => None,
+                    Some(body) => match fetch_verified(objects, &body).await? {
+                        Some(data) => Some(Ready { data, body }),
+                        None => return Ok::<_, Error>(None),
+                    },
+                };
+                Ok(Some((item.entry, ready)))
+            })
+            .buffered(READ_AHEAD)
+    );
+    while let Some(next) = fetched.next().await {
+        let Some((entry, ready)) = next? else {
+            skipped += 1;
+            continue;
         };
-        if tx
-            .send(Msg::Item(Box::new(item.entry), ready))
-            .await
-            .is_err()
-        {
+        if tx.send(Msg::Item(Box::new(entry), ready)).await.is_err() {
             // The writer stopped early; its error is reported below.
             break;
         }
@@ -195,25 +235,38 @@ fn temp_file(for_object: &Path) -> Result<File, Error> {
     })
 }
 
-/// The blob `body.sha256` copied into a temporary file, or `None` (warned) when it is
-/// missing or its bytes are not what its address and length say.
+/// The blob `body.sha256`, read whole (into memory up to [`IN_MEMORY`] bytes, else into a
+/// temporary file), or `None` (warned) when it is missing or its bytes are not what its
+/// address and length say.
 async fn fetch_verified(
     objects: &Arc<dyn ObjectStore>,
     body: &Body,
-) -> Result<Option<File>, Error> {
+) -> Result<Option<Spool>, Error> {
     let path = Blobs::path(&body.sha256);
-    let mut stream = match Blobs::new(objects.clone()).get(&body.sha256).await {
-        Ok(s) => s,
-        Err(rsagg_store::Error::ObjectStore {
-            source: object_store::Error::NotFound { .. },
-            ..
-        }) => {
+    let got = match objects.get(&path).await {
+        Ok(g) => g,
+        Err(object_store::Error::NotFound { .. }) => {
             tracing::warn!(blob = %path, "blob missing; left out of the dump package");
             return Ok(None);
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(rsagg_store::Error::object_store(&path, e).into()),
     };
-    let mut file = temp_file(&path)?;
+    let start = got.range.start;
+    let mut stream = match got.payload {
+        object_store::GetResultPayload::File(file, _) => {
+            // Verified by the writer thread as it reads it (see `Spool::Local`).
+            return Ok(Some(Spool::Local { file, start }));
+        }
+        object_store::GetResultPayload::Stream(s) => s,
+    };
+    let in_memory = body.length <= IN_MEMORY;
+    let mut file = if in_memory {
+        None
+    } else {
+        Some(temp_file(&path)?)
+    };
+    // The first chunk is usually the whole of a small blob: kept as it is, not copied.
+    let mut chunks: Vec<bytes::Bytes> = Vec::new();
     let mut sha256 = sha2::Sha256::new();
     let mut length = 0u64;
     while let Some(chunk) = stream.next().await {
@@ -223,11 +276,14 @@ async fn fetch_verified(
             break;
         }
         sha256.update(&chunk);
-        // Small writes to a local temporary file; the download is the slow part.
-        file.write_all(&chunk).map_err(|source| Error::Io {
-            what: format!("copying {path} to a temporary file"),
-            source,
-        })?;
+        match &mut file {
+            // Small writes to a local temporary file; the download is the slow part.
+            Some(f) => f.write_all(&chunk).map_err(|source| Error::Io {
+                what: format!("copying {path} to a temporary file"),
+                source,
+            })?,
+            None => chunks.push(chunk),
+        }
     }
     let got = hex(HashAlgorithm::Sha256, &sha256.finalize());
     if length != body.length || got != body.sha256 {
@@ -240,7 +296,11 @@ async fn fetch_verified(
         );
         return Ok(None);
     }
-    Ok(Some(file))
+    Ok(Some(match file {
+        Some(file) => Spool::File { file, start: 0 },
+        None if chunks.len() == 1 => Spool::Memory(chunks.swap_remove(0)),
+        None => Spool::Memory(chunks.concat().into()),
+    }))
 }
 
 /// The writer thread: adds the items as they come, then writes the manifest (and its copy).
@@ -265,6 +325,19 @@ fn write_package(
             }
             Some(Msg::Finish) => break,
             Some(Msg::Item(mut entry, ready)) => {
+                let ready = match ready {
+                    Some(Ready {
+                        data: Spool::Local { file, start },
+                        body,
+                    }) => match verify_local(file, start, &body)? {
+                        Some(data) => Some(Ready { data, body }),
+                        None => {
+                            skipped += 1;
+                            continue;
+                        }
+                    },
+                    other => other,
+                };
                 if let Some(mut ready) = ready {
                     match add(&mut writer, &mut names, &mut ready, name)? {
                         Some(path) => {
@@ -315,6 +388,55 @@ fn write_package(
     })
 }
 
+/// The local blob `file` (bytes from `start`) read and checked against `body`'s address and
+/// length: into memory up to [`IN_MEMORY`] bytes, else hashed in place and handed back
+/// rewound to `start` (blobs are replaced by renaming, never rewritten in place, so the open
+/// file keeps the bytes that were hashed). `None` (warned) when they do not match.
+fn verify_local(mut file: File, start: u64, body: &Body) -> Result<Option<Spool>, Error> {
+    let path = Blobs::path(&body.sha256);
+    let local = |source| Error::Io {
+        what: format!("reading {path}"),
+        source,
+    };
+    file.seek(io::SeekFrom::Start(start)).map_err(local)?;
+    let mut sha256 = sha2::Sha256::new();
+    // One byte more than expected, to notice a longer blob without reading all of it.
+    let mut limited = Read::by_ref(&mut file).take(body.length.saturating_add(1));
+    let (length, data) = if body.length <= IN_MEMORY {
+        let mut all = Vec::with_capacity(body.length as usize + 1);
+        limited.read_to_end(&mut all).map_err(local)?;
+        sha256.update(&all);
+        (all.len() as u64, Some(all))
+    } else {
+        let mut buf = vec![0u8; READ_CHUNK];
+        let mut length = 0u64;
+        loop {
+            let n = limited.read(&mut buf).map_err(local)?;
+            if n == 0 {
+                break;
+            }
+            sha256.update(&buf[..n]);
+            length += n as u64;
+        }
+        (length, None)
+    };
+    let got = hex(HashAlgorithm::Sha256, &sha256.finalize());
+    if length != body.length || got != body.sha256 {
+        tracing::warn!(
+            blob = %path,
+            expected_length = body.length,
+            length,
+            sha256 = %got,
+            "blob does not match its address; left out of the dump package"
+        );
+        return Ok(None);
+    }
+    Ok(Some(match data {
+        Some(bytes) => Spool::Memory(bytes.into()),
+        None => Spool::File { file, start },
+    }))
+}
+
 /// Adds `ready` under its preferred path, else its fallback; `None` when neither is usable
 /// (refused by the writer's name checks, or clashing with a file already in the package).
 fn add(
@@ -327,11 +449,34 @@ fn add(
         if !names.fits(path) {
             continue;
         }
-        ready.file.rewind().map_err(|source| Error::Io {
-            what: format!("reading the bitstream for {path} of {package}"),
-            source,
-        })?;
-        match writer.add(path, &mut ready.file) {
+        let added = match &mut ready.data {
+            Spool::Memory(bytes) => writer.add_bytes(path, bytes),
+            Spool::File { file, start } => {
+                let local = |source| Error::Io {
+                    what: format!("reading the bitstream for {path} of {package}"),
+                    source,
+                };
+                // Its first bytes say whether deflating it can pay.
+                let mut head = Vec::with_capacity(16);
+                file.seek(io::SeekFrom::Start(*start)).map_err(local)?;
+                Read::by_ref(file)
+                    .take(16)
+                    .read_to_end(&mut head)
+                    .map_err(local)?;
+                file.seek(io::SeekFrom::Start(*start)).map_err(local)?;
+                let compression = Compression::for_body(&head, ready.body.length);
+                let mut bitstream = Read::by_ref(file).take(ready.body.length);
+                writer.add_with(path, &mut bitstream, compression)
+            }
+            // `write_package` verifies a local blob (into one of the above) before adding it.
+            Spool::Local { .. } => {
+                return Err(Error::Io {
+                    what: format!("adding {path} to {package}"),
+                    source: io::Error::other("a local blob reached the writer unverified"),
+                });
+            }
+        };
+        match added {
             Ok(_) => {
                 names.insert(path);
                 return Ok(Some(path.clone()));

@@ -18,6 +18,7 @@
 //! whatever happens here.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -48,12 +49,60 @@ pub struct PublishReport {
     pub gc: Option<GcReport>,
     /// Steps that failed: `step: error`.
     pub errors: Vec<String>,
+    /// Wall time of each step that ran (skipped steps are absent), so an operator can see
+    /// where a publish spends its time (a Resource Dump rebuild or a garbage collection
+    /// costs O(collection), the other steps O(changes)).
+    pub seconds: StageSeconds,
+}
+
+/// Wall time of the publish steps, in seconds (`None`: the step did not run).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct StageSeconds {
+    /// The Resource List.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_list: Option<f64>,
+    /// The Change Lists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_lists: Option<f64>,
+    /// The Change Dumps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_dumps: Option<f64>,
+    /// The Resource Dump (also when it was not due: checking and sweeping take time too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_dump: Option<f64>,
+    /// The Capability List and Source Description.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capability_list: Option<f64>,
+    /// Blob garbage collection (also when it was not due).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gc: Option<f64>,
+    /// The whole publish stage.
+    pub total: f64,
+}
+
+impl StageSeconds {
+    /// `  publish: 1.23 s (resource list 0.10, …)`, the steps that ran in order.
+    fn summary(&self) -> String {
+        let steps = [
+            ("resource list", self.resource_list),
+            ("change lists", self.change_lists),
+            ("change dumps", self.change_dumps),
+            ("resource dump", self.resource_dump),
+            ("capability list", self.capability_list),
+            ("gc", self.gc),
+        ];
+        let parts: Vec<String> = steps
+            .iter()
+            .filter_map(|(name, s)| s.map(|s| format!("{name} {s:.2}")))
+            .collect();
+        format!("  publish: {:.2} s ({})\n", self.total, parts.join(", "))
+    }
 }
 
 impl PublishReport {
     /// Human summary lines (for `rsagg run`'s output).
     pub fn summary(&self) -> String {
-        let mut s = String::new();
+        let mut s = self.seconds.summary();
         if let Some(n) = self.resource_list_parts {
             s.push_str(&format!("  resource list: {n} part(s) rewritten\n"));
         }
@@ -114,6 +163,16 @@ pub async fn publish(
     let base = p.base_url.as_str();
     let policy = LinkPolicy::new(&cfg.links);
     let mut report = PublishReport::default();
+    let started = Instant::now();
+    let mut times = StageSeconds::default();
+    let mut step = Instant::now();
+    // The time since the previous call (each step's own wall time).
+    let mut lap = move || {
+        let now = Instant::now();
+        let s = now.duration_since(step).as_secs_f64();
+        step = now;
+        Some(s)
+    };
     fn note<T>(errors: &mut Vec<String>, step: &str, r: Result<T, Error>) -> Option<T> {
         match r {
             Ok(v) => Some(v),
@@ -125,7 +184,6 @@ pub async fn publish(
         }
     }
     let e = &mut report.errors;
-    let t = std::time::Instant::now();
     report.resource_list_parts = note(
         e,
         "resource list",
@@ -133,29 +191,29 @@ pub async fn publish(
             .await
             .map(|parts| parts.len()),
     );
-    let resource_list_ms = t.elapsed().as_millis() as u64;
-    let t = std::time::Instant::now();
+    times.resource_list = lap();
     report.change_lists = note(
         e,
         "change lists",
         crate::changelist::publish(state, objects, base, &policy, cfg).await,
     );
-    let change_lists_ms = t.elapsed().as_millis() as u64;
-    let t = std::time::Instant::now();
+    times.change_lists = lap();
     if cfg.change_dumps && !opts.lists_only {
         report.change_dumps = note(
             e,
             "change dumps",
             crate::changedump::publish(state, objects, base, &policy, cfg).await,
         );
+        times.change_dumps = lap();
     }
-    if !opts.lists_only {
+    if cfg.resource_dump && !opts.lists_only {
         report.resource_dump = note(
             e,
             "resource dump",
             crate::resourcedump::publish(state, objects, base, &policy, cfg, opts.force).await,
         )
         .flatten();
+        times.resource_dump = lap();
     }
     let advertised = match advertised(objects, p).await {
         Ok(a) => Some(a),
@@ -171,8 +229,7 @@ pub async fn publish(
             crate::capability::publish(objects, base, &a).await,
         );
     }
-    let rest_ms = t.elapsed().as_millis() as u64;
-    let t = std::time::Instant::now();
+    times.capability_list = lap();
     if !opts.lists_only {
         report.gc = note(
             e,
@@ -180,15 +237,10 @@ pub async fn publish(
             crate::gc::collect(state, objects, cfg, opts.force).await,
         )
         .flatten();
+        times.gc = lap();
     }
-    // Where a publish spends its time (the follower publishes after every push pass).
-    tracing::debug!(
-        resource_list_ms,
-        change_lists_ms,
-        dumps_and_capability_list_ms = rest_ms,
-        gc_ms = t.elapsed().as_millis() as u64,
-        "published"
-    );
+    times.total = started.elapsed().as_secs_f64();
+    report.seconds = times;
     report
 }
 

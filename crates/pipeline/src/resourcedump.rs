@@ -274,6 +274,7 @@ impl Packages<'_> {
         let prefix = generation_prefix(self.generation);
         let zip = Path::from(format!("{prefix}part-{k:05}.zip"));
         let manifest = Path::from(format!("{prefix}part-{k:05}-manifest.xml"));
+        let started = std::time::Instant::now();
         let built = package::build(self.objects, header, items, &zip, &manifest).await?;
         self.report.packages += 1;
         self.report.resources += built.info.entries;
@@ -283,6 +284,7 @@ impl Packages<'_> {
             package = %zip,
             entries = built.info.entries,
             bytes = built.info.length,
+            seconds = started.elapsed().as_secs_f64(),
             "resource dump package written"
         );
         self.packages.push(DumpPackage {
@@ -652,6 +654,66 @@ mod tests {
             .collect();
         locs.sort();
         assert_eq!(locs, ["1", "4"]);
+    }
+
+    #[tokio::test]
+    async fn corrupt_and_missing_blobs_of_a_local_store_are_left_out_too() {
+        // A local store's blobs are read and verified by the writer thread (`Spool::Local`),
+        // not through the stream the other stores use.
+        let dir = tempfile::tempdir().unwrap();
+        let url = url::Url::from_directory_path(dir.path()).unwrap();
+        let objects = rsagg_store::open_object_store(url.as_str())
+            .unwrap()
+            .objects;
+        let state = State::open(objects.clone(), url.as_str()).await.unwrap();
+        let mut sha = BTreeMap::new();
+        // Larger than what is read into memory, and incompressible (the safe reader refuses
+        // a high compression ratio).
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let long: Vec<u8> = (0..package::IN_MEMORY + 10)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for (name, body) in [
+            ("1", b"one".as_slice()),
+            ("2", b"two"),
+            ("3", b"three"),
+            ("4", &long),
+            ("5", b"five, longer than its record says"),
+        ] {
+            let e = change(&objects, &state, name, Change::Created, body).await;
+            sha.insert(name, e.copy.unwrap().sha256);
+        }
+        let bad = sha["2"].clone();
+        let mut corrupted = get(&objects, Blobs::path(&bad).as_ref()).await;
+        corrupted[0] ^= 1;
+        objects
+            .put(&Blobs::path(&bad), corrupted.into())
+            .await
+            .unwrap();
+        objects.delete(&Blobs::path(&sha["3"])).await.unwrap();
+        // Longer than its address says: the bytes are the record's plus more.
+        let five = Blobs::path(&sha["5"]);
+        let mut longer = get(&objects, five.as_ref()).await;
+        longer.extend_from_slice(b" and more");
+        objects.put(&five, longer.into()).await.unwrap();
+        let report = run(&objects, &state, &cfg(10, 1 << 30), true)
+            .await
+            .unwrap();
+        assert_eq!((report.resources, report.skipped), (2, 3));
+        let (_, packages) = dump(&objects).await;
+        let mut got: Vec<(String, usize)> = packages
+            .into_iter()
+            .flatten()
+            .map(|(e, b)| (e.loc.rsplit('/').next().unwrap().to_owned(), b.len()))
+            .collect();
+        got.sort();
+        assert_eq!(got, [("1".to_owned(), 3), ("4".to_owned(), long.len())]);
+        state.close().await.unwrap();
     }
 
     #[tokio::test]

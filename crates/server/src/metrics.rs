@@ -453,7 +453,9 @@ pub(crate) fn render(
                 notify_errors.sample(&labels, n.errors.len() as u64 + u64::from(stuck));
             }
         }
-        if let Ok(Some(g)) = &c.observed.gc {
+        if let Ok(Some(meta)) = &c.observed.gc
+            && let Some(g) = &meta.last
+        {
             gc_at.sample(&coll, seconds(&g.at));
             gc_scanned.sample(&coll, g.scanned);
             gc_deleted.sample(&coll, g.deleted);

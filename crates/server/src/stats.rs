@@ -18,7 +18,7 @@ use std::sync::Arc;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_model::W3cDateTime;
-use rsagg_pipeline::gc::{GC_META, GcReport};
+use rsagg_pipeline::gc::{GC_META, GcMeta, GcReport};
 use rsagg_store::QuarantineRecord;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -189,7 +189,8 @@ pub(crate) struct ResourceDump {
 #[derive(Debug, Clone)]
 pub(crate) struct Observed {
     pub stats: Result<Option<Arc<Stats>>, String>,
-    pub gc: Result<Option<Arc<GcReport>>, String>,
+    /// `published/gc.json`: the last collection's report, or when the first is due.
+    pub gc: Result<Option<Arc<GcMeta>>, String>,
 }
 
 impl Observed {
@@ -203,7 +204,7 @@ impl Observed {
 #[derive(Debug)]
 pub(crate) struct StatsReader {
     stats: Cached<Stats>,
-    gc: Cached<GcReport>,
+    gc: Cached<GcMeta>,
 }
 
 impl StatsReader {

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rsagg_model::W3cDateTime;
+use rsagg_pipeline::gc::GcMeta;
 
 use crate::stats::{Observed, Stats, Upstream};
 
@@ -366,8 +367,13 @@ fn publish(h: &mut String, s: &Stats) {
 }
 
 fn gc(h: &mut String, o: &Observed) {
-    match &o.gc {
-        Ok(Some(g)) => {
+    let meta = match &o.gc {
+        Ok(Some(meta)) => Ok(Some(meta.as_ref())),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e),
+    };
+    match meta {
+        Ok(Some(GcMeta { last: Some(g), .. })) => {
             let _ = writeln!(
                 h,
                 "<p class=\"gc\">Last blob garbage collection <time>{}</time>: {} object(s) scanned, \
@@ -379,7 +385,18 @@ fn gc(h: &mut String, o: &Observed) {
                 g.bytes_freed
             );
         }
-        Ok(None) => h.push_str("<p class=\"gc muted\">no blob garbage collection yet</p>\n"),
+        Ok(Some(GcMeta {
+            last: None,
+            first_due: Some(due),
+        })) => {
+            let _ = writeln!(
+                h,
+                "<p class=\"gc muted\">no blob garbage collection yet; the first is due \
+                 <time>{}</time></p>",
+                esc(&due.to_string())
+            );
+        }
+        Ok(_) => h.push_str("<p class=\"gc muted\">no blob garbage collection yet</p>\n"),
         Err(e) => {
             let _ = writeln!(
                 h,
@@ -429,5 +446,40 @@ mod tests {
         assert!(page.contains("no run yet"), "{page}");
         assert!(page.contains("href=\"/maps/capabilitylist.xml\""), "{page}");
         assert!(!page.contains("<script"), "{page}");
+    }
+
+    #[test]
+    fn before_the_first_collection_the_page_says_when_it_is_due() {
+        let page = |gc: GcMeta| {
+            let o = Observed {
+                stats: Ok(None),
+                gc: Ok(Some(std::sync::Arc::new(gc))),
+            };
+            let mut h = String::new();
+            super::gc(&mut h, &o);
+            h
+        };
+        let due = W3cDateTime::parse("2026-11-22T10:00:00Z").unwrap().value;
+        let scheduled = page(GcMeta {
+            last: None,
+            first_due: Some(due),
+        });
+        assert!(
+            scheduled.contains("no blob garbage collection yet; the first is due")
+                && scheduled.contains("2026-11-22T10:00:00Z"),
+            "{scheduled}"
+        );
+        let ran = page(GcMeta {
+            last: Some(rsagg_pipeline::gc::GcReport {
+                scanned: 7,
+                kept: 5,
+                deleted: 2,
+                bytes_freed: 9,
+                at: due,
+            }),
+            first_due: None,
+        });
+        assert!(ran.contains("Last blob garbage collection"), "{ran}");
+        assert!(ran.contains("7 object(s) scanned"), "{ran}");
     }
 }
