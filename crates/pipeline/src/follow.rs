@@ -35,10 +35,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use object_store::ObjectStore;
-use rsagg_fetch::{CapabilitySet, FetchConfig, Fetcher};
+use rsagg_fetch::CapabilitySet;
 use rsagg_model::W3cDateTime;
+use rsagg_store::State;
 use rsagg_store::documents::{get_json, put_json};
-use rsagg_store::{Blobs, State, open_object_store};
 use rsagg_websub::subscriber::unix_millis;
 use tokio::sync::{mpsc, watch};
 use url::Url;
@@ -170,28 +170,11 @@ pub async fn follow(
 ) -> Result<i32, Error> {
     let cfg = &p.config;
     let opened = Instant::now();
-    let loc = open_object_store(&cfg.store.url)?;
-    let state = Arc::new(State::open(loc.objects.clone(), &cfg.store.url).await?);
-    let fetcher = Fetcher::new(FetchConfig {
-        max_connections: cfg.fetch.concurrency,
-        per_host: cfg.fetch.per_host,
-        connect_timeout: cfg.fetch.connect_timeout,
-        read_timeout: cfg.fetch.read_timeout,
-        retries: cfg.fetch.retries,
-        backoff_max: Duration::from_secs(30),
-        ..FetchConfig::default()
-    })?;
+    let (loc, state, ctx) = crate::runner::open(p, &opts.run).await?;
     tracing::info!(
         ms = opened.elapsed().as_millis() as u64,
         "follow: state and HTTP client opened (once for the whole follow)"
     );
-    let ctx = Arc::new(Ctx {
-        fetcher,
-        blobs: Blobs::new(loc.objects.clone()),
-        state: state.clone(),
-        fetch: cfg.fetch.clone(),
-        progress: opts.run.progress.clone(),
-    });
     let now = Instant::now();
     let mut f = Follower {
         p,

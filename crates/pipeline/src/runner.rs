@@ -110,10 +110,13 @@ impl RunReport {
     }
 }
 
-/// Runs the pipeline once. Errors are reserved for what stops the whole run (store cannot be
-/// opened, fenced); upstream failures are in the report.
-pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Error> {
-    let started = Instant::now();
+/// What a run works with: the collection's store, its state opened as the writer, and the
+/// context every upstream's harvest shares (the HTTP client with the pipeline's `[fetch]`
+/// bounds). `run --once` opens them per run, `run --follow` once for its whole life.
+pub(crate) async fn open(
+    p: &Pipeline,
+    opts: &RunOptions,
+) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
     let cfg = &p.config;
     let loc = open_object_store(&cfg.store.url)?;
     let state = Arc::new(State::open(loc.objects.clone(), &cfg.store.url).await?);
@@ -133,6 +136,15 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         fetch: cfg.fetch.clone(),
         progress: opts.progress.clone(),
     });
+    Ok((loc, state, ctx))
+}
+
+/// Runs the pipeline once. Errors are reserved for what stops the whole run (store cannot be
+/// opened, fenced); upstream failures are in the report.
+pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Error> {
+    let started = Instant::now();
+    let cfg = &p.config;
+    let (loc, state, ctx) = open(p, opts).await?;
     let upstreams = futures::future::join_all(
         cfg.upstreams
             .iter()
