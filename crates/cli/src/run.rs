@@ -18,7 +18,8 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "follow")]
     once: bool,
     /// Keep going until SIGINT/SIGTERM: poll each upstream at its poll_interval, apply push
-    /// notifications (with --listen), publish after every pass that changed something.
+    /// notifications (with --listen), publish after every pass that changed something and
+    /// (with `[notify]`) announce it to the hub.
     #[arg(long)]
     follow: bool,
     /// With --follow: also serve what the pipeline publishes (everything `rsagg serve`
