@@ -3,6 +3,8 @@
 //! loopback that checks what a hub checks (CN 1.0.1 4.1: the publish request's links, then
 //! a GET of the topic), and real `run --once` passes (`run_once`) in both publish forms.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -18,45 +20,35 @@ use tower::ServiceExt;
 
 /// An upstream Source with two resources, and its origin.
 async fn upstream() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin = format!("http://{}", listener.local_addr().unwrap());
-    let ns = r#"xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/""#;
-    let mut files: HashMap<String, Vec<u8>> = HashMap::new();
-    files.insert("/res/a.txt".into(), b"alpha".to_vec());
-    files.insert("/res/b.txt".into(), b"bravo".to_vec());
-    files.insert(
-        "/resourcelist.xml".into(),
-        format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {ns}>\n\
-             <rs:ln rel=\"up\" href=\"{origin}/capabilitylist.xml\"/>\n\
-             <rs:md capability=\"resourcelist\" at=\"2026-01-01T00:00:00Z\"/>\n\
-             <url><loc>{origin}/res/a.txt</loc><rs:md length=\"5\"/></url>\n\
-             <url><loc>{origin}/res/b.txt</loc><rs:md length=\"5\"/></url>\n</urlset>\n"
-        )
-        .into_bytes(),
-    );
-    files.insert(
-        "/capabilitylist.xml".into(),
-        format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {ns}>\n\
-             <rs:md capability=\"capabilitylist\"/>\n\
-             <url><loc>{origin}/resourcelist.xml</loc><rs:md capability=\"resourcelist\"/></url>\n\
-             </urlset>\n"
-        )
-        .into_bytes(),
-    );
-    let files = Arc::new(files);
-    let app = Router::new().fallback(move |req: Request<Body>| {
-        let files = files.clone();
-        async move {
-            match files.get(req.uri().path()) {
-                Some(b) => (StatusCode::OK, b.clone()),
-                None => (StatusCode::NOT_FOUND, b"no".to_vec()),
-            }
-        }
-    });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    origin
+    common::serve_files(|origin| {
+        let ns = r#"xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/""#;
+        let mut files: HashMap<String, Vec<u8>> = HashMap::new();
+        files.insert("/res/a.txt".into(), b"alpha".to_vec());
+        files.insert("/res/b.txt".into(), b"bravo".to_vec());
+        files.insert(
+            "/resourcelist.xml".into(),
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {ns}>\n\
+                 <rs:ln rel=\"up\" href=\"{origin}/capabilitylist.xml\"/>\n\
+                 <rs:md capability=\"resourcelist\" at=\"2026-01-01T00:00:00Z\"/>\n\
+                 <url><loc>{origin}/res/a.txt</loc><rs:md length=\"5\"/></url>\n\
+                 <url><loc>{origin}/res/b.txt</loc><rs:md length=\"5\"/></url>\n</urlset>\n"
+            )
+            .into_bytes(),
+        );
+        files.insert(
+            "/capabilitylist.xml".into(),
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {ns}>\n\
+                 <rs:md capability=\"capabilitylist\"/>\n\
+                 <url><loc>{origin}/resourcelist.xml</loc><rs:md capability=\"resourcelist\"/></url>\n\
+                 </urlset>\n"
+            )
+            .into_bytes(),
+        );
+        files
+    })
+    .await
 }
 
 /// What the hub saw of one publish request: its headers and body, and what the topic URI

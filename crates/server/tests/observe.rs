@@ -4,6 +4,8 @@
 //! `rsagg run --once` pass (`run_once`) into a `file://` store, then `/healthz`, `/readyz`,
 //! `/metrics` and `/status` through the axum router.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path as FsPath;
 use std::sync::Arc;
@@ -40,76 +42,66 @@ fn xml_escape(s: &str) -> String {
 
 /// An upstream Source on 127.0.0.1 (paths → bodies; queries ignored), and its origin.
 async fn upstream() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin = format!("http://{}", listener.local_addr().unwrap());
-    let at = W3cDateTime::from_unix(
-        i64::try_from(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_secs()
-                - LAG,
-        )
-        .unwrap(),
-        0,
-    );
-    let ns = r#"xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/""#;
-    let item = |path: &str, listed: &[u8]| {
-        format!(
-            "<url><loc>{}</loc><lastmod>2025-12-01T00:00:00Z</lastmod>\
-             <rs:md hash=\"md5:{}\" length=\"{}\"/></url>\n",
-            xml_escape(&format!("{origin}{path}")),
-            md5_hex(listed),
-            listed.len()
-        )
-    };
-    let mut files: HashMap<String, Vec<u8>> = HashMap::new();
-    files.insert("/res/a.txt".into(), b"alpha".to_vec());
-    files.insert("/res/b.txt".into(), b"bravo".to_vec());
-    files.insert("/res/bad.txt".into(), b"not what the list says".to_vec());
-    let list = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {ns}>\n\
-         <rs:ln rel=\"up\" href=\"{origin}/capabilitylist.xml\"/>\n\
-         <rs:md capability=\"resourcelist\" at=\"{at}\"/>\n{}{}{}{}</urlset>\n",
-        item("/res/a.txt", b"alpha"),
-        item("/res/b.txt", b"bravo"),
-        item(BAD, b"the listed bytes"),
-        item(GONE, b"whatever"),
-    );
-    files.insert("/resourcelist.xml".into(), list.into_bytes());
-    files.insert(
-        "/capabilitylist.xml".into(),
-        format!(
+    common::serve_files(|origin| {
+        let at = W3cDateTime::from_unix(
+            i64::try_from(
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs()
+                    - LAG,
+            )
+            .unwrap(),
+            0,
+        );
+        let ns = r#"xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/""#;
+        let item = |path: &str, listed: &[u8]| {
+            format!(
+                "<url><loc>{}</loc><lastmod>2025-12-01T00:00:00Z</lastmod>\
+                 <rs:md hash=\"md5:{}\" length=\"{}\"/></url>\n",
+                xml_escape(&format!("{origin}{path}")),
+                md5_hex(listed),
+                listed.len()
+            )
+        };
+        let mut files: HashMap<String, Vec<u8>> = HashMap::new();
+        files.insert("/res/a.txt".into(), b"alpha".to_vec());
+        files.insert("/res/b.txt".into(), b"bravo".to_vec());
+        files.insert("/res/bad.txt".into(), b"not what the list says".to_vec());
+        let list = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {ns}>\n\
-             <rs:ln rel=\"up\" href=\"{origin}/.well-known/resourcesync\"/>\n\
-             <rs:md capability=\"capabilitylist\"/>\n\
-             <url><loc>{origin}/resourcelist.xml</loc><rs:md capability=\"resourcelist\"/></url>\n\
-             </urlset>\n"
-        )
-        .into_bytes(),
-    );
-    files.insert(
-        "/.well-known/resourcesync".into(),
-        format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {ns}>\n\
-             <rs:md capability=\"description\"/>\n\
-             <url><loc>{origin}/capabilitylist.xml</loc><rs:md capability=\"capabilitylist\"/></url>\n\
-             </urlset>\n"
-        )
-        .into_bytes(),
-    );
-    let files = Arc::new(files);
-    let app = Router::new().fallback(move |req: Request<Body>| {
-        let files = files.clone();
-        async move {
-            match files.get(req.uri().path()) {
-                Some(b) => (StatusCode::OK, b.clone()),
-                None => (StatusCode::NOT_FOUND, b"no".to_vec()),
-            }
-        }
-    });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    origin
+             <rs:ln rel=\"up\" href=\"{origin}/capabilitylist.xml\"/>\n\
+             <rs:md capability=\"resourcelist\" at=\"{at}\"/>\n{}{}{}{}</urlset>\n",
+            item("/res/a.txt", b"alpha"),
+            item("/res/b.txt", b"bravo"),
+            item(BAD, b"the listed bytes"),
+            item(GONE, b"whatever"),
+        );
+        files.insert("/resourcelist.xml".into(), list.into_bytes());
+        files.insert(
+            "/capabilitylist.xml".into(),
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {ns}>\n\
+                 <rs:ln rel=\"up\" href=\"{origin}/.well-known/resourcesync\"/>\n\
+                 <rs:md capability=\"capabilitylist\"/>\n\
+                 <url><loc>{origin}/resourcelist.xml</loc><rs:md capability=\"resourcelist\"/></url>\n\
+                 </urlset>\n"
+            )
+            .into_bytes(),
+        );
+        files.insert(
+            "/.well-known/resourcesync".into(),
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {ns}>\n\
+                 <rs:md capability=\"description\"/>\n\
+                 <url><loc>{origin}/capabilitylist.xml</loc><rs:md capability=\"capabilitylist\"/></url>\n\
+                 </urlset>\n"
+            )
+            .into_bytes(),
+        );
+        files
+    })
+    .await
 }
 
 fn file_url(dir: &FsPath) -> String {
