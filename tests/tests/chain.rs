@@ -376,14 +376,7 @@ async fn chain_through_rsagg_hub() -> Result<()> {
         .with_context(|| f.log_tail())?;
 
     // The push counters, written at shutdown.
-    let status = blocking(|| f.terminate(T))?;
-    ensure!(
-        status.code() == Some(0),
-        "{status:?}; log:\n{}",
-        f.log_tail()
-    );
-    let stats = blocking(|| case.stats())?;
-    let push = &stats["report"]["push"];
+    let push = push_stats_after_sigterm(&mut f, &case)?;
     ensure!(push["received"].as_u64() >= Some(6), "{push}");
     ensure!(push["applied"].as_u64() >= Some(5), "{push}");
     ensure!(push["gaps_recovered"].as_u64() >= Some(1), "{push}");
@@ -445,14 +438,7 @@ async fn stock_hub_to_rsagg(name: &str, mode: FlaskMode) -> Result<()> {
             .with_context(|| f.log_tail())?;
     }
 
-    let status = blocking(|| f.terminate(T))?;
-    ensure!(
-        status.code() == Some(0),
-        "{status:?}; log:\n{}",
-        f.log_tail()
-    );
-    let stats = blocking(|| case.stats())?;
-    let push = &stats["report"]["push"];
+    let push = push_stats_after_sigterm(&mut f, &case)?;
     ensure!(push["applied"].as_u64() >= Some(2), "{push}");
     ensure!(push["dropped_signature"].as_u64() == Some(0), "{push}");
     // The same counters on `/metrics` of `rsagg serve`.
@@ -486,4 +472,17 @@ async fn stock_hub_delivers_upstream_notifications_to_rsagg_eager() -> Result<()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stock_hub_delivers_upstream_notifications_to_rsagg_delayed() -> Result<()> {
     stock_hub_to_rsagg("stockdelayed", FlaskMode::Delayed).await
+}
+
+/// Stops the follower with SIGTERM (it must exit 0) and returns the push counters it wrote
+/// to the stats object at shutdown.
+fn push_stats_after_sigterm(f: &mut Follower, case: &Case) -> Result<serde_json::Value> {
+    let status = blocking(|| f.terminate(T))?;
+    ensure!(
+        status.code() == Some(0),
+        "{status:?}; log:\n{}",
+        f.log_tail()
+    );
+    let stats = blocking(|| case.stats())?;
+    Ok(stats["report"]["push"].clone())
 }
