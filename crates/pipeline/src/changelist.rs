@@ -451,7 +451,7 @@ pub(crate) mod tests {
         let loc = rsagg_store::open_object_store(url).unwrap();
         Fixture {
             state: State::open(loc.objects.clone(), url).await.unwrap(),
-            blobs: Blobs::new(loc.objects.clone()),
+            blobs: Blobs::for_location(&loc),
             objects: loc.objects,
             bodies: AtomicU64::new(0),
             _dir: dir,

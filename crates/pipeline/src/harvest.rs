@@ -734,6 +734,18 @@ impl Harvest {
         let mut listed: HashSet<u128> = HashSet::new();
         let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
+        // A first baseline (no record of this upstream yet, the common case for a large
+        // harvest) needs no per-resource state lookup, nor a scan for deletions at the end.
+        // Sets and passes of one upstream run one after the other, so nothing adds records
+        // of it meanwhile but this baseline (a URI listed twice is stored once, below).
+        let fresh = self
+            .ctx
+            .state
+            .resources(&self.up.name)
+            .await?
+            .next()
+            .await?
+            .is_none();
         let consumer =
             async {
                 let entries = futures::stream::unfold(rx, |mut rx| async move {
@@ -748,7 +760,14 @@ impl Harvest {
                             let (h, set) = (self.clone(), shared_set.clone());
                             async move {
                                 if first {
-                                    spawned(async move { h.store_entry(&set, e, true).await }).await
+                                    spawned(async move {
+                                        if fresh {
+                                            h.store_with_prior(&set, e, true, None).await
+                                        } else {
+                                            h.store_entry(&set, e, true).await
+                                        }
+                                    })
+                                    .await
                                 } else {
                                     Outcome::Skipped
                                 }
@@ -766,7 +785,7 @@ impl Harvest {
         let header = header?;
         let at = header.md.as_ref().and_then(|m| m.at);
         self.finish_sync(
-            set, &list_url, listed, committer, all_ok, at, started, counted, report,
+            set, &list_url, listed, committer, all_ok, at, started, counted, fresh, report,
         )
         .await
     }
@@ -784,6 +803,7 @@ impl Harvest {
         at: Option<W3cDateTime>,
         started: W3cDateTime,
         counted: bool,
+        fresh: bool,
         report: &mut UpstreamReport,
     ) -> Result<Option<Checkpoint>, Error> {
         let previous = self
@@ -793,9 +813,10 @@ impl Harvest {
             .await?
             .map_or(0, |c| c.resyncs);
         // Deletions: resources of this set the list no longer has, streamed from the state
-        // (the scan reads a snapshot, so committing meanwhile is safe).
+        // (the scan reads a snapshot, so committing meanwhile is safe). After a `fresh`
+        // baseline every record is one the list had.
         let mut records = self.ctx.state.resources(&self.up.name).await?;
-        while let Some(mut r) = records.next().await? {
+        while !fresh && let Some(mut r) = records.next().await? {
             if r.status == ResourceStatus::Present
                 && r.set == set.url.as_str()
                 && !listed.contains(&uri_digest(&r.uri))
@@ -906,7 +927,7 @@ impl Harvest {
         }
         let at = header.md.as_ref().and_then(|m| m.at);
         self.finish_sync(
-            set, &dump_url, listed, committer, all_ok, at, started, false, report,
+            set, &dump_url, listed, committer, all_ok, at, started, false, false, report,
         )
         .await
     }
@@ -1084,11 +1105,24 @@ impl Harvest {
     /// `gone_ok`: a 404/410 is not a failure (a baseline from a Resource List older than the
     /// resource's deletion).
     async fn store_entry(&self, set: &CapabilitySet, e: UrlEntry, gone_ok: bool) -> Outcome {
-        let uri = e.loc.trim().to_owned();
-        let prior = match self.ctx.state.resource(&self.up.name, &uri).await {
+        let prior = match self.ctx.state.resource(&self.up.name, e.loc.trim()).await {
             Ok(p) => p,
-            Err(err) => return Outcome::Failed(format!("{uri}: reading state: {err}")),
+            Err(err) => {
+                return Outcome::Failed(format!("{}: reading state: {err}", e.loc.trim()));
+            }
         };
+        self.store_with_prior(set, e, gone_ok, prior).await
+    }
+
+    /// [`Self::store_entry`] with the resource's record already known (`None`: no record).
+    async fn store_with_prior(
+        &self,
+        set: &CapabilitySet,
+        e: UrlEntry,
+        gone_ok: bool,
+        prior: Option<ResourceRecord>,
+    ) -> Outcome {
+        let uri = e.loc.trim().to_owned();
         if let Some(p) = &prior
             && unchanged(&e, p)
         {

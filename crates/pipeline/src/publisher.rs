@@ -1,14 +1,14 @@
 //! The publish stage of a run: every document of the collection, in an order that keeps
 //! each reader's view consistent.
 //!
-//! 1. the Resource List (parts that changed, then its index);
-//! 2. the Change Lists (new closed lists, the open list, the index, the open alias);
-//! 3. the Change Dumps for newly closed lists;
-//! 4. the Resource Dump, when its interval has passed;
-//! 5. the Capability List and the collection's Source Description, last, advertising only
+//! 1. side by side, as none depends on another: the Resource List (parts that changed, then
+//!    its index); the Change Lists (new closed lists, the open list, the index, the open
+//!    alias), then the Change Dumps for newly closed lists; the Resource Dump, when its
+//!    interval has passed;
+//! 2. the Capability List and the collection's Source Description, last, advertising only
 //!    documents that exist (spec 9: a Destination starting from the Capability List never
 //!    meets a capability whose document is not there yet);
-//! 6. blob garbage collection, when its interval has passed (it reads what the Change Lists
+//! 3. blob garbage collection, when its interval has passed (it reads what the Change Lists
 //!    still name, so it runs after them).
 //!
 //! Change notifications (`notify.rs`) come after this stage, from what it published.
@@ -55,7 +55,8 @@ pub struct PublishReport {
     pub seconds: StageSeconds,
 }
 
-/// Wall time of the publish steps, in seconds (`None`: the step did not run).
+/// Wall time of the publish steps, in seconds (`None`: the step did not run). The lists and
+/// dumps are built side by side, so their times overlap and may add up to more than `total`.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct StageSeconds {
     /// The Resource List.
@@ -183,38 +184,63 @@ pub async fn publish(
             }
         }
     }
-    let e = &mut report.errors;
-    report.resource_list_parts = note(
-        e,
-        "resource list",
-        crate::resourcelist::publish_with(state, objects, base, &policy, PART_TARGET, cfg.grace)
-            .await
-            .map(|parts| parts.len()),
-    );
-    times.resource_list = lap();
-    report.change_lists = note(
-        e,
-        "change lists",
-        crate::changelist::publish(state, objects, base, &policy, cfg).await,
-    );
-    times.change_lists = lap();
-    if cfg.change_dumps && !opts.lists_only {
-        report.change_dumps = note(
-            e,
-            "change dumps",
-            crate::changedump::publish(state, objects, base, &policy, cfg).await,
-        );
-        times.change_dumps = lap();
-    }
-    if cfg.resource_dump && !opts.lists_only {
-        report.resource_dump = note(
-            e,
-            "resource dump",
-            crate::resourcedump::publish(state, objects, base, &policy, cfg, opts.force).await,
+    // The Resource List, the Change Lists (then their dumps) and the Resource Dump are
+    // independent of each other: built side by side, the dump's writer thread and the lists'
+    // encoding overlap (the ordering readers rely on, documents before the Capability List
+    // that advertises them and garbage collection after the Change Lists, is kept).
+    let timed = |t: Instant| Some(t.elapsed().as_secs_f64());
+    let resource_list = async {
+        let t = Instant::now();
+        let r = crate::resourcelist::publish_with(
+            state,
+            objects,
+            base,
+            &policy,
+            PART_TARGET,
+            cfg.grace,
         )
-        .flatten();
-        times.resource_dump = lap();
+        .await
+        .map(|parts| parts.len());
+        (r, timed(t))
+    };
+    let changes = async {
+        let t = Instant::now();
+        let lists = crate::changelist::publish(state, objects, base, &policy, cfg).await;
+        let lists = (lists, timed(t));
+        let dumps = if cfg.change_dumps && !opts.lists_only {
+            let t = Instant::now();
+            let r = crate::changedump::publish(state, objects, base, &policy, cfg).await;
+            Some((r, timed(t)))
+        } else {
+            None
+        };
+        (lists, dumps)
+    };
+    let resource_dump = async {
+        if cfg.resource_dump && !opts.lists_only {
+            let t = Instant::now();
+            let r =
+                crate::resourcedump::publish(state, objects, base, &policy, cfg, opts.force).await;
+            Some((r, timed(t)))
+        } else {
+            None
+        }
+    };
+    let ((rl, rl_t), ((cl, cl_t), cd), rd) = futures::join!(resource_list, changes, resource_dump);
+    let e = &mut report.errors;
+    report.resource_list_parts = note(e, "resource list", rl);
+    times.resource_list = rl_t;
+    report.change_lists = note(e, "change lists", cl);
+    times.change_lists = cl_t;
+    if let Some((r, t)) = cd {
+        report.change_dumps = note(e, "change dumps", r);
+        times.change_dumps = t;
     }
+    if let Some((r, t)) = rd {
+        report.resource_dump = note(e, "resource dump", r).flatten();
+        times.resource_dump = t;
+    }
+    lap();
     let advertised = match advertised(objects, p).await {
         Ok(a) => Some(a),
         Err(err) => {

@@ -131,7 +131,7 @@ pub(crate) async fn open(
     })?;
     let ctx = Arc::new(Ctx {
         fetcher,
-        blobs: Blobs::new(loc.objects.clone()),
+        blobs: Blobs::for_location(&loc),
         state: state.clone(),
         fetch: cfg.fetch.clone(),
         progress: opts.progress.clone(),

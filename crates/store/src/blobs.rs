@@ -19,6 +19,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use rsagg_model::{HashAlgorithm, HashValue};
 
 use crate::Error;
+use crate::StoreLocation;
+use crate::local::LocalWriter;
 
 /// Bodies up to this size are buffered and written with one request.
 pub const SMALL_BODY: usize = 8 * 1024 * 1024;
@@ -44,6 +46,8 @@ pub struct BlobInfo {
 #[derive(Debug, Clone)]
 pub struct Blobs {
     objects: Arc<dyn ObjectStore>,
+    /// A `file://` store's writer threads for small bodies (see `local.rs`).
+    local: Option<LocalWriter>,
 }
 
 struct Hashers {
@@ -81,7 +85,20 @@ fn hex(algorithm: HashAlgorithm, digest: &[u8]) -> String {
 impl Blobs {
     /// The blob area of `objects`.
     pub fn new(objects: Arc<dyn ObjectStore>) -> Self {
-        Blobs { objects }
+        Blobs {
+            objects,
+            local: None,
+        }
+    }
+
+    /// The blob area of an opened store: for a `file://` store, small bodies are written by
+    /// two dedicated threads instead of one blocking-pool hand-off each (see `local.rs`);
+    /// the files are the ones `objects` reads.
+    pub fn for_location(loc: &StoreLocation) -> Self {
+        Blobs {
+            objects: loc.objects.clone(),
+            local: loc.local_root.clone().map(LocalWriter::new),
+        }
     }
 
     /// The object path of the blob with this SHA-256 (hex).
@@ -165,10 +182,15 @@ impl Blobs {
                 // (another upstream's identical bitstream, or a concurrent writer) changes
                 // nothing, and it costs one rename locally and one PUT on S3, where a
                 // conditional create costs a link and an unlink, or a 412 round trip.
-                self.objects
-                    .put(&dest, PutPayload::from_iter(chunks))
-                    .await
-                    .map_err(os_err(&dest))?;
+                match &self.local {
+                    Some(local) => local.put(dest.as_ref(), chunks).await?,
+                    None => {
+                        self.objects
+                            .put(&dest, PutPayload::from_iter(chunks))
+                            .await
+                            .map_err(os_err(&dest))?;
+                    }
+                }
             }
             Some((tmp, w)) => {
                 w.finish().await.map_err(os_err(&tmp))?;

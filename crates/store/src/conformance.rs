@@ -29,12 +29,18 @@ fn record(uri: &str, copy: Option<BlobInfo>, status: ResourceStatus) -> Resource
 
 /// Runs every check against `objects` (which should be empty).
 pub async fn suite(objects: Arc<dyn ObjectStore>) {
-    blobs(objects.clone()).await;
+    suite_with(objects.clone(), Blobs::new(objects)).await;
+}
+
+/// Runs every check against `objects` (which should be empty), storing bodies through
+/// `blobs` (the blob area of the same objects, e.g. [`Blobs::for_location`], which writes a
+/// `file://` store's small bodies itself): what it writes must be what `objects` reads.
+pub async fn suite_with(objects: Arc<dyn ObjectStore>, blobs: Blobs) {
+    self::blobs(objects.clone(), blobs).await;
     state(objects).await;
 }
 
-async fn blobs(objects: Arc<dyn ObjectStore>) {
-    let blobs = Blobs::new(objects.clone());
+async fn blobs(objects: Arc<dyn ObjectStore>, blobs: Blobs) {
     let body = |parts: Vec<&'static [u8]>| {
         futures::stream::iter(
             parts
@@ -73,6 +79,14 @@ async fn blobs(objects: Arc<dyn ObjectStore>) {
             .map(Result::unwrap)
             .collect();
     assert_eq!(got.concat(), b"hello world");
+    // Listed as one object at its address, and nothing else (no staging file).
+    let sha = object_store::path::Path::from("blobs/sha256");
+    let listed: Vec<String> = futures::StreamExt::collect::<Vec<_>>(objects.list(Some(&sha)))
+        .await
+        .into_iter()
+        .map(|m| m.unwrap().location.to_string())
+        .collect();
+    assert_eq!(listed, vec![Blobs::path(&a.sha256).to_string()]);
 
     // A body larger than the in-memory threshold goes through a multipart upload.
     let chunk = Bytes::from(vec![7u8; 1 << 20]);

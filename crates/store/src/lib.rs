@@ -22,6 +22,8 @@
 //!   `memory://` for tests).
 //! - `blobs.rs`: content-addressed bodies, hashed (md5, sha-256, optionally sha-1) while they
 //!   stream in.
+//! - `local.rs`: a `file://` store's small blobs, written by two dedicated threads rather
+//!   than one blocking-pool hand-off each.
 //! - `documents.rs`: published documents and JSON objects: read, write, retire after a grace
 //!   period.
 //! - `records.rs`: the serialised records (resource, change-log entry, checkpoint,
@@ -31,6 +33,7 @@
 mod blobs;
 pub mod conformance;
 pub mod documents;
+mod local;
 mod location;
 mod records;
 mod state;
@@ -63,6 +66,15 @@ pub enum Error {
         /// Underlying error.
         #[source]
         source: object_store::Error,
+    },
+    /// A local (`file://`) store's file could not be written.
+    #[error("file `{}`: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
     },
     /// The body stream failed while it was being stored.
     #[error("body of `{uri}`: {message}")]

@@ -1,5 +1,6 @@
 //! Store URLs → object stores.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use object_store::ObjectStore;
@@ -17,6 +18,9 @@ pub struct StoreLocation {
     pub url: String,
     /// Objects under the URL's prefix (keys are relative to it).
     pub objects: Arc<dyn ObjectStore>,
+    /// For a `file://` store, the directory `objects` is rooted at (an object's file is this
+    /// directory joined with its key), for the paths that write or read files directly.
+    pub local_root: Option<PathBuf>,
 }
 
 /// Opens `file:///abs/dir`, `s3://bucket/prefix` (endpoint and credentials from the `AWS_*`
@@ -31,6 +35,7 @@ pub fn open_object_store(url: &str) -> Result<StoreLocation, Error> {
         message,
     };
     let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
+    let mut local_root = None;
     let objects: Arc<dyn ObjectStore> = match parsed.scheme() {
         "file" => {
             let dir = parsed
@@ -38,13 +43,17 @@ pub fn open_object_store(url: &str) -> Result<StoreLocation, Error> {
                 .map_err(|()| err("not an absolute local path".into()))?;
             std::fs::create_dir_all(&dir)
                 .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
-            Arc::new(
-                LocalFileSystem::new_with_prefix(&dir)
-                    .map_err(|e| err(e.to_string()))?
-                    // Deleting the last object of a directory removes the directory too, so
-                    // garbage collection does not leave empty trees behind.
-                    .with_automatic_cleanup(true),
-            )
+            let fs = LocalFileSystem::new_with_prefix(&dir)
+                .map_err(|e| err(e.to_string()))?
+                // Deleting the last object of a directory removes the directory too, so
+                // garbage collection does not leave empty trees behind.
+                .with_automatic_cleanup(true);
+            // The same canonical directory object_store resolves keys against.
+            local_root = Some(
+                std::fs::canonicalize(&dir)
+                    .map_err(|e| err(format!("cannot resolve {}: {e}", dir.display())))?,
+            );
+            Arc::new(fs)
         }
         "s3" => {
             let bucket = parsed
@@ -72,6 +81,7 @@ pub fn open_object_store(url: &str) -> Result<StoreLocation, Error> {
     Ok(StoreLocation {
         url: url.to_owned(),
         objects,
+        local_root,
     })
 }
 
