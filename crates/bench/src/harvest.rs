@@ -117,6 +117,10 @@ pub struct GetArgs {
     /// Concurrent requests.
     #[arg(long)]
     concurrency: usize,
+    /// Also hash each body (MD5 and SHA-256, as every verified copy needs) and write it to
+    /// `DIR/{i}`: the least a verifying harvester into a directory does, without state.
+    #[arg(long, value_name = "DIR")]
+    write_dir: Option<PathBuf>,
 }
 
 /// Arguments of `harvest-put` (the S3 ceiling; endpoint and credentials from `AWS_*`).
@@ -530,10 +534,18 @@ pub fn get_all(a: GetArgs) -> anyhow::Result<()> {
             .map(|i| {
                 let client = client.clone();
                 let url = format!("{}/res/{i}", a.base);
+                let file = a.write_dir.as_ref().map(|d| d.join(i.to_string()));
                 async move {
                     let r = client.get(&url).send().await?.error_for_status()?;
                     let b = r.bytes().await?;
                     anyhow::ensure!(b.len() == a.size, "{url}: {} bytes", b.len());
+                    if let Some(file) = file {
+                        use md5::Digest;
+                        let digests = (md5::Md5::digest(&b), sha2::Sha256::digest(&b));
+                        std::hint::black_box(digests);
+                        // Written on the worker itself: the cheapest way there is.
+                        std::fs::write(&file, &b)?;
+                    }
                     anyhow::Ok(())
                 }
             })
@@ -860,6 +872,32 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
             &format!("GET x{} (reqwest)", a.get_concurrency),
             n,
             get,
+        );
+        let floor = median(
+            (0..a.runs)
+                .map(|r| {
+                    let dir = work.join(format!("floor-{r}"));
+                    std::fs::create_dir_all(&dir)?;
+                    ceiling_run(
+                        Command::new(&me)
+                            .args(["harvest-get", "--base", &base, "--resources"])
+                            .arg(n.to_string())
+                            .arg("--size")
+                            .arg(a.size.to_string())
+                            .arg("--concurrency")
+                            .arg(a.get_concurrency.to_string())
+                            .arg("--write-dir")
+                            .arg(&dir),
+                        "GET + hash + write floor",
+                    )
+                })
+                .collect::<anyhow::Result<_>>()?,
+        );
+        row(
+            "floor (no state)",
+            &format!("GET x{} + md5/sha256 + file", a.get_concurrency),
+            n,
+            floor,
         );
 
         let rs = RsaggRun {
