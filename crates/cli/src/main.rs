@@ -25,7 +25,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// Entries are allocated on the parsing thread and freed on the consuming one; mimalloc
-/// handles that pattern far better than the system allocator.
+/// handles that pattern far better than the system allocator. Built without transparent
+/// huge pages (see the workspace `Cargo.toml`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
