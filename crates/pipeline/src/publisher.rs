@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use rsagg_store::State;
+use rsagg_store::{State, StoreLocation};
 use serde::Serialize;
 
 use crate::capability::Advertised;
@@ -152,13 +152,14 @@ pub struct PublishOptions {
     pub lists_only: bool,
 }
 
-/// Publishes every document of `p`'s collection from `state` into `objects`.
+/// Publishes every document of `p`'s collection from `state` into `store`.
 pub async fn publish(
     state: &State,
-    objects: &Arc<dyn ObjectStore>,
+    store: &StoreLocation,
     p: &Pipeline,
     opts: PublishOptions,
 ) -> PublishReport {
+    let objects = &store.objects;
     let cfg = &p.config.publish;
     let base = p.base_url.as_str();
     let policy = LinkPolicy::new(&cfg.links);
@@ -210,7 +211,16 @@ pub async fn publish(
         report.resource_dump = note(
             e,
             "resource dump",
-            crate::resourcedump::publish(state, objects, base, &policy, cfg, opts.force).await,
+            crate::resourcedump::publish(
+                state,
+                objects,
+                store.local_root.as_deref(),
+                base,
+                &policy,
+                cfg,
+                opts.force,
+            )
+            .await,
         )
         .flatten();
         times.resource_dump = lap();
