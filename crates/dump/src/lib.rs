@@ -64,6 +64,7 @@ mod error;
 mod item;
 mod names;
 mod package;
+mod seekbuf;
 mod structure;
 mod writer;
 

@@ -285,7 +285,15 @@ async fn make(
     header.links.push(up_link(base_url));
     let zip = Path::from(format!("{stem}-{k:03}.zip"));
     let manifest = Path::from(format!("{stem}-{k:03}-manifest.xml"));
-    let built = package::build(objects, header, items, &zip, &manifest).await?;
+    let built = package::build(
+        objects,
+        None,
+        header,
+        futures::stream::iter(items.into_iter().map(Ok)),
+        &zip,
+        &manifest,
+    )
+    .await?;
     tracing::debug!(
         package = %zip,
         entries = built.info.entries,

@@ -34,11 +34,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use object_store::ObjectStore;
 use rsagg_fetch::CapabilitySet;
 use rsagg_model::W3cDateTime;
-use rsagg_store::State;
 use rsagg_store::documents::{get_json, put_json};
+use rsagg_store::{State, StoreLocation};
 use rsagg_websub::subscriber::unix_millis;
 use tokio::sync::{mpsc, watch};
 use url::Url;
@@ -97,7 +96,7 @@ struct Gathered {
 struct Follower<'a> {
     p: &'a Pipeline,
     opts: &'a FollowOptions,
-    objects: Arc<dyn ObjectStore>,
+    store: StoreLocation,
     state: Arc<State>,
     ctx: Arc<Ctx>,
     ups: Vec<Up>,
@@ -179,7 +178,7 @@ pub async fn follow(
     let mut f = Follower {
         p,
         opts,
-        objects: loc.objects.clone(),
+        store: loc.clone(),
         state,
         ctx,
         ups: cfg
@@ -214,7 +213,7 @@ pub async fn follow(
                     seconds: 0.0,
                     push: Some(inbox.stats()),
                 };
-                write_stats(&f.objects, &f.state, &report).await;
+                write_stats(&f.store.objects, &f.state, &report).await;
             }
             f.save_changed().await;
         }
@@ -431,7 +430,7 @@ impl Follower<'_> {
             }));
         }
         let published_seq = self.state.last_seq().await;
-        let published = publish(&self.state, &self.objects, self.p, self.opts.run.publish).await;
+        let published = publish(&self.state, &self.store, self.p, self.opts.run.publish).await;
         let notify = self.after_publish(published_seq, &published).await;
         let mut report = RunReport {
             collection: self.p.config.collection.name.clone(),
@@ -445,7 +444,7 @@ impl Follower<'_> {
         on_pass(&report);
         // The stats object shows every upstream's last poll, not only this pass's.
         report.upstreams = self.ups.iter().filter_map(|u| u.report.clone()).collect();
-        write_stats(&self.objects, &self.state, &report).await;
+        write_stats(&self.store.objects, &self.state, &report).await;
         self.stats_written = Some(Instant::now());
         for &i in due {
             self.subscribe(i).await;
@@ -587,7 +586,7 @@ impl Follower<'_> {
                 lists_only: true,
                 ..self.opts.run.publish
             };
-            let r = publish(&self.state, &self.objects, self.p, opts).await;
+            let r = publish(&self.state, &self.store, self.p, opts).await;
             notify = self.after_publish(published_seq, &r).await;
             published = Some(r);
         }
@@ -621,7 +620,7 @@ impl Follower<'_> {
                 seconds: 0.0,
                 push: Some(inbox.stats()),
             };
-            write_stats(&self.objects, &self.state, &report).await;
+            write_stats(&self.store.objects, &self.state, &report).await;
             self.stats_written = Some(Instant::now());
         }
         Ok(())
@@ -786,7 +785,7 @@ impl Follower<'_> {
         };
         for up in &mut self.ups {
             let path = record_path(&up.cfg.name);
-            match get_json::<PushRecord>(&*self.objects, &path).await {
+            match get_json::<PushRecord>(&*self.store.objects, &path).await {
                 Ok(Some(r)) => {
                     if up.cfg.push {
                         inbox.subscriber.restore(r.subscriptions);
@@ -813,7 +812,7 @@ impl Follower<'_> {
             until: up.until.clone(),
         };
         let path = record_path(&up.cfg.name);
-        if let Err(e) = put_json(&*self.objects, &path, &record).await {
+        if let Err(e) = put_json(&*self.store.objects, &path, &record).await {
             tracing::warn!(%path, error = %e, "cannot save the push record");
         }
     }

@@ -5,10 +5,11 @@
 //! blocking thread while blobs are fetched on the async side and handed over through a
 //! bounded channel, so fetching and compressing overlap and memory stays bounded. Blobs are
 //! read [`READ_AHEAD`] at a time (in manifest order), since one read costs a round trip to
-//! the store (a blocking-thread hand-off locally, a GET on S3) and the typical dump is many
-//! small resources. Each blob is read whole (into memory up to [`IN_MEMORY`] bytes, else into
-//! a temporary file of its own) and its SHA-256 checked against its address before the
-//! writer sees a byte of it: a corrupt or missing blob is left out (with a warning, counted)
+//! the store (a GET on S3) and the typical dump is many small resources; a local store's
+//! blobs are read as files by one blocking thread of their own ([`read_local`]), which hands
+//! them to the writer in batches. Each blob is read whole (into memory up to [`IN_MEMORY`]
+//! bytes, else into a temporary file of its own, or left in place when local) and its
+//! SHA-256 checked against its address before the writer sees a byte of it: a corrupt or missing blob is left out (with a warning, counted)
 //! rather than ending up in the ZIP, where a half-written entry would spoil the whole
 //! package. The finished ZIP is uploaded in parts (multipart upload, so packages far
 //! larger than memory work on S3), hashed (md5, sha-256) as it is read, and the manifest is
@@ -20,7 +21,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, Write};
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use md5::Digest;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
@@ -41,8 +42,15 @@ pub(crate) const PART: usize = 8 << 20;
 const PARTS_IN_FLIGHT: usize = 2;
 /// Bytes read from a local file at a time.
 const READ_CHUNK: usize = 1 << 20;
-/// Verified bitstreams waiting for the writer.
+/// Batches of items waiting for the writer.
 const QUEUE: usize = 2;
+/// Items a local store's reader hands to the writer at once, so that the two threads wake
+/// each other once per batch rather than once per item (see [`read_local`]).
+pub(crate) const BATCH: usize = 64;
+/// Bitstream bytes after which a local store's reader hands its batch over early (a large
+/// blob counts as [`IN_MEMORY`] bytes: it is handed over as an open file). With [`QUEUE`]
+/// this bounds what the local reader holds: (2 + 2) × (1 MiB + 256 KiB), about 5 MiB.
+const BATCH_BYTES: u64 = 1 << 20;
 /// Blobs read at once ahead of the writer. With [`IN_MEMORY`] and [`QUEUE`] this bounds the
 /// memory a build holds: (16 + 2 + 1) × 256 KiB, under 5 MiB.
 const READ_AHEAD: usize = 16;
@@ -110,7 +118,8 @@ pub(crate) struct Built {
 
 /// What the writer thread is given, in manifest order.
 enum Msg {
-    Item(Box<UrlEntry>, Option<Ready>),
+    /// The next items with their bitstreams (`None` for a deletion).
+    Items(Vec<(UrlEntry, Option<Ready>)>),
     /// Every item was sent: write the manifest and finish. Without it (the feeding side
     /// failed) the writer gives up instead of finishing a package nobody will publish.
     Finish,
@@ -159,6 +168,11 @@ struct Written {
 /// Builds the package of `items` (in manifest order) with manifest header `header`, uploads
 /// it to `zip` and the copy of its manifest to `manifest`.
 ///
+/// `local` is the directory of a `file://` store ([`rsagg_store::StoreLocation::local_root`]):
+/// the blobs are then read as files by one blocking thread ([`read_local`]) instead of one
+/// `objects.get` each (a blocking-thread hand-off per blob, and a task wake-up per blob on
+/// each side of the writer's queue), while the writer thread compresses what it was given.
+///
 /// When the header has `at` (a Resource Dump Manifest, spec 11.2), its `completed` is set to
 /// when the last bitstream had been read. Items whose blob is missing or does not hash to
 /// its address, or for which neither `path` is usable, are left out with a warning and
@@ -166,8 +180,9 @@ struct Written {
 /// manifest entry the writer's strict validation refuses) fails the package.
 pub(crate) async fn build(
     objects: &Arc<dyn ObjectStore>,
+    local: Option<&std::path::Path>,
     header: Header,
-    items: Vec<Item>,
+    items: impl Stream<Item = Result<Item, Error>> + Send,
     zip: &Path,
     manifest: &Path,
 ) -> Result<Built, Error> {
@@ -177,33 +192,10 @@ pub(crate) async fn build(
     let name = zip.to_string();
     let writer =
         tokio::task::spawn_blocking(move || write_package(zip_file, copy_file, &name, header, rx));
-    let mut skipped = 0u64;
-    // Each item's blob read and verified, READ_AHEAD at once, in manifest order; `None` for
-    // an item left out.
-    let mut fetched = std::pin::pin!(
-        futures::stream::iter(items)
-            .map(|item| async move {
-                let ready = match item.body {
-                    None => None,
-                    Some(body) => match fetch_verified(objects, &body).await? {
-                        Some(data) => Some(Ready { data, body }),
-                        None => return Ok::<_, Error>(None),
-                    },
-                };
-                Ok(Some((item.entry, ready)))
-            })
-            .buffered(READ_AHEAD)
-    );
-    while let Some(next) = fetched.next().await {
-        let Some((entry, ready)) = next? else {
-            skipped += 1;
-            continue;
-        };
-        if tx.send(Msg::Item(Box::new(entry), ready)).await.is_err() {
-            // The writer stopped early; its error is reported below.
-            break;
-        }
-    }
+    let skipped = match local {
+        Some(root) => feed_local(root, items, &tx, zip).await?,
+        _ => feed(objects, items, &tx).await?,
+    };
     // A failed send means the writer is gone; its own error says why.
     let _ = tx.send(Msg::Finish).await;
     drop(tx);
@@ -226,6 +218,162 @@ pub(crate) async fn build(
         },
         completed: written.completed,
     })
+}
+
+/// Feeds the writer `items` with their blobs read through `objects`, [`READ_AHEAD`] at a
+/// time; returns the items left out (blob missing or not matching its address).
+async fn feed(
+    objects: &Arc<dyn ObjectStore>,
+    items: impl Stream<Item = Result<Item, Error>>,
+    tx: &mpsc::Sender<Msg>,
+) -> Result<u64, Error> {
+    let mut skipped = 0u64;
+    // Each item's blob read and verified, READ_AHEAD at once, in manifest order; `None` for
+    // an item left out.
+    let mut fetched = std::pin::pin!(
+        items
+            .map(|item| async move {
+                let item = item?;
+                let ready = match item.body {
+                    None => None,
+                    Some(body) => match fetch_verified(objects, &body).await? {
+                        Some(data) => Some(Ready { data, body }),
+                        None => return Ok::<_, Error>(None),
+                    },
+                };
+                Ok(Some((item.entry, ready)))
+            })
+            .buffered(READ_AHEAD)
+    );
+    while let Some(next) = fetched.next().await {
+        let Some((entry, ready)) = next? else {
+            skipped += 1;
+            continue;
+        };
+        if tx.send(Msg::Items(vec![(entry, ready)])).await.is_err() {
+            // The writer stopped early; its error is reported by `build`.
+            break;
+        }
+    }
+    Ok(skipped)
+}
+
+/// Feeds the writer `items` with their blobs read from the directory `root` of a local
+/// store by one blocking thread ([`read_local`]), to which they go in batches of
+/// [`BATCH`]; returns the items left out.
+async fn feed_local(
+    root: &std::path::Path,
+    items: impl Stream<Item = Result<Item, Error>>,
+    tx: &mpsc::Sender<Msg>,
+    zip: &Path,
+) -> Result<u64, Error> {
+    let (batches, batches_rx) = mpsc::channel(QUEUE);
+    let (root, feed) = (root.to_owned(), tx.clone());
+    let reader = tokio::task::spawn_blocking(move || read_local(&root, batches_rx, &feed));
+    let mut items = std::pin::pin!(items);
+    let forwarded: Result<(), Error> = async {
+        let mut batch = Vec::with_capacity(BATCH);
+        while let Some(item) = items.next().await {
+            batch.push(item?);
+            if batch.len() >= BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                if batches.send(full).await.is_err() {
+                    // The reader stopped early: its error is reported below.
+                    return Ok(());
+                }
+            }
+        }
+        if !batch.is_empty() {
+            // As above.
+            let _ = batches.send(batch).await;
+        }
+        Ok(())
+    }
+    .await;
+    // Closed either way: the reader stops after what it was given.
+    drop(batches);
+    let skipped = reader.await.map_err(|e| Error::Io {
+        what: format!("reading the blobs for package {zip}"),
+        source: io::Error::other(e),
+    })??;
+    // Items that stopped coming (an error) leave the package unfinished.
+    forwarded?;
+    Ok(skipped)
+}
+
+/// Reads the blobs of the items it is given, from the directory `root` of a local store, on
+/// the calling (blocking) thread, and hands them to the writer in batches of up to [`BATCH`]
+/// items or [`BATCH_BYTES`]; returns the items left out. Each blob is read and verified
+/// (SHA-256 and length) by [`verify_local`] before it is handed over, as on the other path:
+/// a corrupt or missing blob is left out, counted and warned about.
+fn read_local(
+    root: &std::path::Path,
+    mut items: mpsc::Receiver<Vec<Item>>,
+    tx: &mpsc::Sender<Msg>,
+) -> Result<u64, Error> {
+    let mut skipped = 0u64;
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut held = 0u64;
+    while let Some(given) = items.blocking_recv() {
+        for item in given {
+            let ready = match item.body {
+                None => None,
+                Some(body) => match open_local(root, &body)? {
+                    Some(file) => match verify_local(file, 0, &body)? {
+                        Some(data) => {
+                            held += body.length.min(IN_MEMORY);
+                            Some(Ready { data, body })
+                        }
+                        None => {
+                            skipped += 1;
+                            continue;
+                        }
+                    },
+                    None => {
+                        skipped += 1;
+                        continue;
+                    }
+                },
+            };
+            batch.push((item.entry, ready));
+            if batch.len() >= BATCH || held >= BATCH_BYTES {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                held = 0;
+                if tx.blocking_send(Msg::Items(full)).is_err() {
+                    // The writer stopped early; its error is reported by `build`.
+                    return Ok(skipped);
+                }
+            }
+        }
+    }
+    if !batch.is_empty() {
+        // As above, a writer gone has its own error.
+        let _ = tx.blocking_send(Msg::Items(batch));
+    }
+    Ok(skipped)
+}
+
+/// The blob of `body` in the local store at `root`, opened; `None` (warned) when it is
+/// missing.
+fn open_local(root: &std::path::Path, body: &Body) -> Result<Option<File>, Error> {
+    let Some(file) = Blobs::local_path(root, &body.sha256) else {
+        tracing::warn!(
+            sha256 = %body.sha256,
+            "not a blob address; left out of the dump package"
+        );
+        return Ok(None);
+    };
+    match File::open(&file) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            tracing::warn!(blob = %file.display(), "blob missing; left out of the dump package");
+            Ok(None)
+        }
+        Err(source) => Err(Error::Io {
+            what: format!("opening {}", file.display()),
+            source,
+        }),
+    }
 }
 
 fn temp_file(for_object: &Path) -> Result<File, Error> {
@@ -324,40 +472,42 @@ fn write_package(
                 });
             }
             Some(Msg::Finish) => break,
-            Some(Msg::Item(mut entry, ready)) => {
-                let ready = match ready {
-                    Some(Ready {
-                        data: Spool::Local { file, start },
-                        body,
-                    }) => match verify_local(file, start, &body)? {
-                        Some(data) => Some(Ready { data, body }),
-                        None => {
-                            skipped += 1;
-                            continue;
-                        }
-                    },
-                    other => other,
-                };
-                if let Some(mut ready) = ready {
-                    match add(&mut writer, &mut names, &mut ready, name)? {
-                        Some(path) => {
-                            entry.md.get_or_insert_with(Md::default).path = Some(path);
-                            bytes += ready.body.length;
-                        }
-                        None => {
-                            tracing::warn!(
-                                package = name,
-                                loc = %entry.loc,
-                                path = %ready.body.path,
-                                fallback = %ready.body.fallback,
-                                "no usable name in the package; item left out"
-                            );
-                            skipped += 1;
-                            continue;
+            Some(Msg::Items(items)) => {
+                for (mut entry, ready) in items {
+                    let ready = match ready {
+                        Some(Ready {
+                            data: Spool::Local { file, start },
+                            body,
+                        }) => match verify_local(file, start, &body)? {
+                            Some(data) => Some(Ready { data, body }),
+                            None => {
+                                skipped += 1;
+                                continue;
+                            }
+                        },
+                        other => other,
+                    };
+                    if let Some(mut ready) = ready {
+                        match add(&mut writer, &mut names, &mut ready, name)? {
+                            Some(path) => {
+                                entry.md.get_or_insert_with(Md::default).path = Some(path);
+                                bytes += ready.body.length;
+                            }
+                            None => {
+                                tracing::warn!(
+                                    package = name,
+                                    loc = %entry.loc,
+                                    path = %ready.body.path,
+                                    fallback = %ready.body.fallback,
+                                    "no usable name in the package; item left out"
+                                );
+                                skipped += 1;
+                                continue;
+                            }
                         }
                     }
+                    entries.push(entry);
                 }
-                entries.push(*entry);
             }
         }
     }

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use rsagg_store::State;
+use rsagg_store::{State, StoreLocation};
 use serde::Serialize;
 
 use crate::capability::Advertised;
@@ -153,13 +153,14 @@ pub struct PublishOptions {
     pub lists_only: bool,
 }
 
-/// Publishes every document of `p`'s collection from `state` into `objects`.
+/// Publishes every document of `p`'s collection from `state` into `store`.
 pub async fn publish(
     state: &State,
-    objects: &Arc<dyn ObjectStore>,
+    store: &StoreLocation,
     p: &Pipeline,
     opts: PublishOptions,
 ) -> PublishReport {
+    let objects = &store.objects;
     let cfg = &p.config.publish;
     let base = p.base_url.as_str();
     let policy = LinkPolicy::new(&cfg.links);
@@ -219,8 +220,16 @@ pub async fn publish(
     let resource_dump = async {
         if cfg.resource_dump && !opts.lists_only {
             let t = Instant::now();
-            let r =
-                crate::resourcedump::publish(state, objects, base, &policy, cfg, opts.force).await;
+            let r = crate::resourcedump::publish(
+                state,
+                objects,
+                store.local_root.as_deref(),
+                base,
+                &policy,
+                cfg,
+                opts.force,
+            )
+            .await;
             Some((r, timed(t)))
         } else {
             None

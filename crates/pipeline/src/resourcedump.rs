@@ -24,6 +24,7 @@ use rsagg_model::{Capability, Header, Md, Root, W3cDateTime};
 use rsagg_store::State;
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 
 use crate::Error;
 use crate::capability::up_link;
@@ -100,10 +101,12 @@ fn generation_prefix(generation: u64) -> String {
 /// Publishes the Resource Dump of the collection at `base_url` from `state` into `objects`
 /// when it is due: `None` when `cfg.resource_dump` is off or (unless `force`) the last dump
 /// is younger than `cfg.resource_dump_interval`. Retired generations past `cfg.grace` are
-/// deleted either way.
+/// deleted either way. `local` is the directory of a `file://` store
+/// ([`rsagg_store::StoreLocation::local_root`]), whose blobs are then read as files.
 pub async fn publish(
     state: &State,
     objects: &Arc<dyn ObjectStore>,
+    local: Option<&std::path::Path>,
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
@@ -155,7 +158,8 @@ pub async fn publish(
     }
     put_json(store, RESOURCEDUMP_META, &meta).await?;
 
-    let (packages, report) = build(state, objects, base_url, policy, cfg, generation).await?;
+    let (packages, report) =
+        build(state, objects, local, base_url, policy, cfg, generation).await?;
     let done = W3cDateTime::now();
     if let Some(old) = meta.current.replace(generation) {
         meta.retired
@@ -186,9 +190,15 @@ pub async fn publish(
 
 /// Builds and uploads the packages of `generation`: every present copy, in slot order, cut
 /// at the configured bounds.
+///
+/// Listing the copies (a state lookup and a Resource List entry each) and building the
+/// packages overlap: [`plan`] sends each package's items as it finds them and
+/// [`Packages::make`] builds from them as they come, so the listing takes no time of its own
+/// beside the build.
 async fn build(
     state: &State,
     objects: &Arc<dyn ObjectStore>,
+    local: Option<&std::path::Path>,
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
@@ -196,14 +206,53 @@ async fn build(
 ) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
     let mut out = Packages {
         objects,
+        local,
         base_url,
         generation,
         packages: Vec::new(),
         report: ResourceDumpReport::default(),
     };
-    let mut batch: Vec<Item> = Vec::new();
-    let mut batch_bytes = 0u64;
-    let mut batch_at = W3cDateTime::now();
+    let (tx, rx) = mpsc::channel(PLAN_QUEUE);
+    let (planned, made) = tokio::join!(plan(state, base_url, policy, cfg, tx), out.make(rx));
+    // The plan's error first: a package it stopped feeding fails for that reason.
+    planned?;
+    made?;
+    Ok((out.packages, out.report))
+}
+
+/// The error of a package whose items stopped coming: the listing failed, and its own error
+/// is what gets reported.
+fn abandoned() -> Error {
+    Error::Io {
+        what: "building the resource dump".into(),
+        source: std::io::Error::other("the listing of the collection stopped"),
+    }
+}
+
+/// Items planned ahead of the package builder.
+const PLAN_QUEUE: usize = 256;
+
+/// What [`plan`] tells the package builder, in order.
+enum Planned {
+    /// A new package starts, its resources collected from this time on (`rs:md at`).
+    Package(W3cDateTime),
+    /// The next item of the current package.
+    Item(Box<Item>),
+    /// Every package was planned. Without it (the plan failed) the last package is given up.
+    Done,
+}
+
+/// Lists every present copy, in slot order, as the items of packages cut at the configured
+/// bounds, into `tx`.
+async fn plan(
+    state: &State,
+    base_url: &str,
+    policy: &LinkPolicy,
+    cfg: &PublishConfig,
+    tx: mpsc::Sender<Planned>,
+) -> Result<(), Error> {
+    let mut count = 0u64;
+    let mut bytes = 0u64;
     let mut members = state.present_in_slots(0..=u16::MAX).await?;
     while let Some((_, upstream, uri)) = members.next().await? {
         let Some(record) = state.resource(&upstream, &uri).await? else {
@@ -216,18 +265,18 @@ async fn build(
         ) else {
             continue;
         };
-        let full = batch.len() as u64 >= cfg.dump_package_entries.max(1)
-            || batch_bytes.saturating_add(copy.length) > cfg.dump_package_bytes;
-        if !batch.is_empty() && full {
-            out.flush(std::mem::take(&mut batch), batch_at).await?;
-            batch_bytes = 0;
-        }
-        if batch.is_empty() {
-            batch_at = W3cDateTime::now();
+        let full = count >= cfg.dump_package_entries.max(1)
+            || bytes.saturating_add(copy.length) > cfg.dump_package_bytes;
+        if count == 0 || full {
+            if tx.send(Planned::Package(W3cDateTime::now())).await.is_err() {
+                // The builder failed; its error is reported.
+                return Ok(());
+            }
+            (count, bytes) = (0, 0);
         }
         // `own_uri` builds every `<loc>` on `base_url`, so the rest is the copy's path.
         let own_path = entry.loc.strip_prefix(base_url).unwrap_or(&entry.loc);
-        batch.push(Item {
+        let item = Item {
             body: Some(Body {
                 sha256: copy.sha256.clone(),
                 length: copy.length,
@@ -235,18 +284,22 @@ async fn build(
                 fallback: format!("/sha256/{}", copy.sha256),
             }),
             entry,
-        });
-        batch_bytes = batch_bytes.saturating_add(copy.length);
+        };
+        if tx.send(Planned::Item(Box::new(item))).await.is_err() {
+            return Ok(());
+        }
+        count += 1;
+        bytes = bytes.saturating_add(copy.length);
     }
-    if !batch.is_empty() {
-        out.flush(batch, batch_at).await?;
-    }
-    Ok((out.packages, out.report))
+    // A builder gone has its own error.
+    let _ = tx.send(Planned::Done).await;
+    Ok(())
 }
 
 /// The packages of one generation as they are made.
 struct Packages<'a> {
     objects: &'a Arc<dyn ObjectStore>,
+    local: Option<&'a std::path::Path>,
     base_url: &'a str,
     generation: u64,
     packages: Vec<DumpPackage>,
@@ -254,7 +307,44 @@ struct Packages<'a> {
 }
 
 impl Packages<'_> {
-    async fn flush(&mut self, items: Vec<Item>, at: W3cDateTime) -> Result<(), Error> {
+    /// Builds the packages `rx` plans, one after the other.
+    async fn make(&mut self, mut rx: mpsc::Receiver<Planned>) -> Result<(), Error> {
+        let mut next = rx.recv().await;
+        loop {
+            let at = match next.take() {
+                Some(Planned::Package(at)) => at,
+                // Nothing to dump, or every package made.
+                Some(Planned::Done) => return Ok(()),
+                // The plan failed (its error is reported), or went wrong.
+                None | Some(Planned::Item(_)) => return Err(abandoned()),
+            };
+            // The package's items: up to the next package or the end, which is kept in
+            // `next`; an error when the plan stops without saying it is done.
+            let items = futures::stream::unfold(
+                (&mut rx, &mut next, false),
+                |(rx, next, failed)| async move {
+                    if failed {
+                        return None;
+                    }
+                    match rx.recv().await {
+                        Some(Planned::Item(item)) => Some((Ok(*item), (rx, next, false))),
+                        Some(end @ (Planned::Package(_) | Planned::Done)) => {
+                            *next = Some(end);
+                            None
+                        }
+                        None => Some((Err(abandoned()), (rx, next, true))),
+                    }
+                },
+            );
+            self.flush(items, at).await?;
+        }
+    }
+
+    async fn flush(
+        &mut self,
+        items: impl futures::Stream<Item = Result<Item, Error>> + Send,
+        at: W3cDateTime,
+    ) -> Result<(), Error> {
         let k = self.packages.len() + 1;
         if k > MAX_PACKAGES {
             return Err(Error::Dump(rsagg_dump::Error::Invalid {
@@ -275,7 +365,8 @@ impl Packages<'_> {
         let zip = Path::from(format!("{prefix}part-{k:05}.zip"));
         let manifest = Path::from(format!("{prefix}part-{k:05}-manifest.xml"));
         let started = std::time::Instant::now();
-        let built = package::build(self.objects, header, items, &zip, &manifest).await?;
+        let built =
+            package::build(self.objects, self.local, header, items, &zip, &manifest).await?;
         self.report.packages += 1;
         self.report.resources += built.info.entries;
         self.report.bytes += built.info.length;
@@ -349,9 +440,50 @@ mod tests {
         cfg: &PublishConfig,
         force: bool,
     ) -> Option<ResourceDumpReport> {
-        publish(state, objects, BASE, &LinkPolicy::default(), cfg, force)
+        publish(
+            state,
+            objects,
+            None,
+            BASE,
+            &LinkPolicy::default(),
+            cfg,
+            force,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// A forced rebuild on a local store, its blobs read as files under `root` when given.
+    async fn run_local(
+        objects: &Arc<dyn ObjectStore>,
+        root: Option<&std::path::Path>,
+        state: &State,
+        cfg: &PublishConfig,
+    ) -> ResourceDumpReport {
+        publish(
+            state,
+            objects,
+            root,
+            BASE,
+            &LinkPolicy::default(),
+            cfg,
+            true,
+        )
+        .await
+        .unwrap()
+        .unwrap()
+    }
+
+    /// A `file://` store in a new temporary directory, with a state opened on it.
+    async fn local_store() -> (tempfile::TempDir, rsagg_store::StoreLocation, State) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url::Url::from_directory_path(dir.path()).unwrap();
+        let loc = rsagg_store::open_object_store(url.as_str()).unwrap();
+        assert!(loc.local_root.is_some());
+        let state = State::open(loc.objects.clone(), url.as_str())
             .await
-            .unwrap()
+            .unwrap();
+        (dir, loc, state)
     }
 
     /// `resourcedump.xml`, strictly valid, with every package read back and checked.
@@ -658,14 +790,11 @@ mod tests {
 
     #[tokio::test]
     async fn corrupt_and_missing_blobs_of_a_local_store_are_left_out_too() {
-        // A local store's blobs are read and verified by the writer thread (`Spool::Local`),
-        // not through the stream the other stores use.
-        let dir = tempfile::tempdir().unwrap();
-        let url = url::Url::from_directory_path(dir.path()).unwrap();
-        let objects = rsagg_store::open_object_store(url.as_str())
-            .unwrap()
-            .objects;
-        let state = State::open(objects.clone(), url.as_str()).await.unwrap();
+        // A local store's blobs are read as files by one reader thread when its root is
+        // known (`read_local`), else through `objects.get` and verified by the writer thread
+        // (`Spool::Local`), not through the stream the other stores use: both are checked.
+        let (_dir, loc, state) = local_store().await;
+        let objects = loc.objects.clone();
         let mut sha = BTreeMap::new();
         // Larger than what is read into memory, and incompressible (the safe reader refuses
         // a high compression ratio).
@@ -701,18 +830,71 @@ mod tests {
         let mut longer = get(&objects, five.as_ref()).await;
         longer.extend_from_slice(b" and more");
         objects.put(&five, longer.into()).await.unwrap();
-        let report = run(&objects, &state, &cfg(10, 1 << 30), true)
+        for root in [None, loc.local_root.as_deref()] {
+            let report = run_local(&objects, root, &state, &cfg(10, 1 << 30)).await;
+            assert_eq!((report.resources, report.skipped), (2, 3), "{root:?}");
+            let (_, packages) = dump(&objects).await;
+            let mut got: Vec<(String, usize)> = packages
+                .into_iter()
+                .flatten()
+                .map(|(e, b)| (e.loc.rsplit('/').next().unwrap().to_owned(), b.len()))
+                .collect();
+            got.sort();
+            assert_eq!(got, [("1".to_owned(), 3), ("4".to_owned(), long.len())]);
+        }
+        state.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_local_stores_blobs_read_as_files_come_in_manifest_order_across_batches() {
+        // More items than one batch of the local reader holds, with a missing blob and a
+        // deleted resource among them.
+        let (_dir, loc, state) = local_store().await;
+        let objects = loc.objects.clone();
+        let n = package::BATCH * 2 + 7;
+        let mut missing = None;
+        for i in 0..n {
+            let e = change(
+                &objects,
+                &state,
+                &i.to_string(),
+                Change::Created,
+                &body(i, 100),
+            )
+            .await;
+            if i == package::BATCH {
+                missing = Some(e.copy.unwrap().sha256);
+            }
+        }
+        change(&objects, &state, "3", Change::Deleted, &body(3, 100)).await;
+        objects
+            .delete(&Blobs::path(&missing.unwrap()))
             .await
             .unwrap();
-        assert_eq!((report.resources, report.skipped), (2, 3));
+        let report = run_local(
+            &objects,
+            loc.local_root.as_deref(),
+            &state,
+            &cfg(1000, 1 << 30),
+        )
+        .await;
+        assert_eq!(
+            (report.packages, report.resources, report.skipped),
+            (1, n as u64 - 2, 1)
+        );
+        // `dump` checks every item's bytes against the manifest and the blob.
         let (_, packages) = dump(&objects).await;
-        let mut got: Vec<(String, usize)> = packages
-            .into_iter()
-            .flatten()
-            .map(|(e, b)| (e.loc.rsplit('/').next().unwrap().to_owned(), b.len()))
+        let mut names: Vec<usize> = packages[0]
+            .iter()
+            .map(|(e, b)| {
+                let i: usize = e.loc.rsplit('/').next().unwrap().parse().unwrap();
+                assert_eq!(*b, body(i, 100));
+                i
+            })
             .collect();
-        got.sort();
-        assert_eq!(got, [("1".to_owned(), 3), ("4".to_owned(), long.len())]);
+        names.sort_unstable();
+        let expected: Vec<usize> = (0..n).filter(|&i| i != 3 && i != package::BATCH).collect();
+        assert_eq!(names, expected);
         state.close().await.unwrap();
     }
 
@@ -758,12 +940,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_package_larger_than_an_upload_part_goes_up_in_parts_on_a_local_store() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = url::Url::from_directory_path(dir.path()).unwrap();
-        let objects = rsagg_store::open_object_store(url.as_str())
-            .unwrap()
-            .objects;
-        let state = State::open(objects.clone(), url.as_str()).await.unwrap();
+        let (_dir, loc, state) = local_store().await;
+        let objects = loc.objects.clone();
         // Incompressible, so the ZIP is larger than one part.
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let big: Vec<u8> = (0..(package::PART + (1 << 20)))
@@ -776,9 +954,14 @@ mod tests {
             .collect();
         change(&objects, &state, "big", Change::Created, &big).await;
         change(&objects, &state, "small", Change::Created, b"small").await;
-        let report = run(&objects, &state, &cfg(10, 1 << 30), true)
-            .await
-            .unwrap();
+        // The large blob goes to the writer as an open file (not held in memory).
+        let report = run_local(
+            &objects,
+            loc.local_root.as_deref(),
+            &state,
+            &cfg(10, 1 << 30),
+        )
+        .await;
         assert_eq!((report.packages, report.resources), (1, 2));
         assert!(
             report.bytes > package::PART as u64,

@@ -167,7 +167,7 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
     if fenced.is_none() {
         // Then publish: what was committed, whichever upstreams failed.
         let published_seq = state.last_seq().await;
-        let published = publish(&state, &loc.objects, p, opts.publish).await;
+        let published = publish(&state, &loc, p, opts.publish).await;
         // Then notify: only of what that publish made fetchable (see `notify::after_publish`).
         report.notify = match Notifier::new(loc.objects.clone(), p) {
             Ok(Some(n)) => {

@@ -107,6 +107,18 @@ impl Blobs {
         Path::from(format!("blobs/sha256/{fan}/{sha256}"))
     }
 
+    /// The file of the blob with this SHA-256 in a `file://` store rooted at `root`
+    /// ([`crate::StoreLocation::local_root`]): where the store keeps [`Blobs::path`]. `None`
+    /// when `sha256` is not 64 lowercase hex digits, which no blob's address is (and which
+    /// must not become a file name).
+    pub fn local_path(root: &std::path::Path, sha256: &str) -> Option<std::path::PathBuf> {
+        let hex = sha256.len() == 64
+            && sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        hex.then(|| root.join(Self::path(sha256).as_ref()))
+    }
+
     /// Stores `body` (read to its end), hashing it on the way; returns what was stored.
     /// `uri` names the body in errors. SHA-1 is computed when `sha1` is set.
     pub async fn put_stream<S, E>(&self, uri: &str, body: S, sha1: bool) -> Result<BlobInfo, Error>
@@ -262,5 +274,31 @@ mod tests {
     #[test]
     fn paths_fan_out_by_prefix() {
         assert_eq!(Blobs::path("abcd").to_string(), "blobs/sha256/ab/abcd");
+    }
+
+    #[tokio::test]
+    async fn a_local_stores_blob_is_the_file_at_its_local_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url::Url::from_directory_path(dir.path()).unwrap();
+        let loc = crate::open_object_store(url.as_str()).unwrap();
+        let body = Bytes::from_static(b"a body");
+        let info = Blobs::new(loc.objects.clone())
+            .put_stream(
+                "u",
+                futures::stream::iter([Ok::<_, std::convert::Infallible>(body.clone())]),
+                false,
+            )
+            .await
+            .unwrap();
+        let root = loc.local_root.unwrap();
+        let file = Blobs::local_path(&root, &info.sha256).unwrap();
+        assert_eq!(std::fs::read(file).unwrap(), body);
+        for not_an_address in [
+            "abcd",
+            "../../../../etc/passwd",
+            &info.sha256.to_uppercase(),
+        ] {
+            assert_eq!(Blobs::local_path(&root, not_an_address), None);
+        }
     }
 }
