@@ -203,8 +203,11 @@ pub(crate) async fn build(
         what: format!("writing package {zip}"),
         source: io::Error::other(e),
     })??;
-    let up = upload(objects, zip, written.zip).await?;
-    upload(objects, manifest, written.manifest).await?;
+    // Both at once; only the ZIP's digests are published (`rs:md hash` of the package).
+    let (up, _) = futures::try_join!(
+        upload(objects, zip, written.zip, true),
+        upload(objects, manifest, written.manifest, false)
+    )?;
     Ok(Built {
         info: PackageInfo {
             zip: zip.to_string(),
@@ -675,12 +678,14 @@ struct Uploaded {
     sha256: String,
 }
 
-/// Uploads the local `file` to `path`, hashing what it reads: one `PUT` up to [`PART`]
-/// bytes, a multipart upload of [`PART`]-sized parts beyond (aborted on failure).
+/// Uploads the local `file` to `path`, hashing what it reads when `hash` is set (else the
+/// digests are empty): one `PUT` up to [`PART`] bytes, a multipart upload of [`PART`]-sized
+/// parts beyond (aborted on failure).
 async fn upload(
     objects: &Arc<dyn ObjectStore>,
     path: &Path,
     file: File,
+    hash: bool,
 ) -> Result<Uploaded, Error> {
     let local = |source| Error::Io {
         what: format!("reading the local file for {path}"),
@@ -690,14 +695,18 @@ async fn upload(
     let mut file = tokio::fs::File::from_std(file);
     file.rewind().await.map_err(local)?;
     let remote = |e| rsagg_store::Error::object_store(path, e);
-    let mut md5 = md5::Md5::new();
-    let mut sha256 = sha2::Sha256::new();
+    let mut hashers = hash.then(|| (md5::Md5::new(), sha2::Sha256::new()));
+    let mut update = |bytes: &[u8]| {
+        if let Some((md5, sha256)) = &mut hashers {
+            md5.update(bytes);
+            sha256.update(bytes);
+        }
+    };
     let mut length = 0u64;
     if size <= PART as u64 {
         let mut all = Vec::with_capacity(size as usize);
         file.read_to_end(&mut all).await.map_err(local)?;
-        md5.update(&all);
-        sha256.update(&all);
+        update(&all);
         length = all.len() as u64;
         objects.put(path, all.into()).await.map_err(remote)?;
     } else {
@@ -710,8 +719,7 @@ async fn upload(
                 if n == 0 {
                     return Ok(());
                 }
-                md5.update(&buf[..n]);
-                sha256.update(&buf[..n]);
+                update(&buf[..n]);
                 length += n as u64;
                 w.wait_for_capacity(PARTS_IN_FLIGHT).await.map_err(remote)?;
                 w.write(&buf[..n]);
@@ -731,10 +739,17 @@ async fn upload(
             "read {length} bytes of a {size}-byte file"
         ))));
     }
+    let (md5, sha256) = match hashers {
+        Some((md5, sha256)) => (
+            hex(HashAlgorithm::Md5, &md5.finalize()),
+            hex(HashAlgorithm::Sha256, &sha256.finalize()),
+        ),
+        None => Default::default(),
+    };
     Ok(Uploaded {
         length,
-        md5: hex(HashAlgorithm::Md5, &md5.finalize()),
-        sha256: hex(HashAlgorithm::Sha256, &sha256.finalize()),
+        md5,
+        sha256,
     })
 }
 
