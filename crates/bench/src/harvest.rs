@@ -686,6 +686,8 @@ impl RsaggRun<'_> {
         }
         let m = measure(&mut cmd)?;
         std::fs::write(self.work.join(format!("rsagg-{label}.stderr")), &m.stderr)?;
+        // The report, with the seconds of each publish step (`publish.seconds`).
+        std::fs::write(self.work.join(format!("rsagg-{label}.json")), &m.stdout)?;
         let counts = rsagg_counts(&m.stdout);
         match counts {
             Ok((created, 0, _)) if m.success && created == self.n => Ok((m.seconds, m.peak_kib)),
