@@ -853,20 +853,20 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
 
     let result = (|| -> anyhow::Result<Vec<String>> {
         let mut summary = Vec::new();
+        // `harvest-get` against the upstream: the GET ceiling, and with `--write-dir` the floor.
+        let get_cmd = || {
+            let mut c = Command::new(&me);
+            c.args(["harvest-get", "--base", &base, "--resources"])
+                .arg(n.to_string())
+                .arg("--size")
+                .arg(a.size.to_string())
+                .arg("--concurrency")
+                .arg(a.get_concurrency.to_string());
+            c
+        };
         let get = median(
             (0..a.runs)
-                .map(|_| {
-                    ceiling_run(
-                        Command::new(&me)
-                            .args(["harvest-get", "--base", &base, "--resources"])
-                            .arg(n.to_string())
-                            .arg("--size")
-                            .arg(a.size.to_string())
-                            .arg("--concurrency")
-                            .arg(a.get_concurrency.to_string()),
-                        "upstream GET ceiling",
-                    )
-                })
+                .map(|_| ceiling_run(&mut get_cmd(), "upstream GET ceiling"))
                 .collect::<anyhow::Result<_>>()?,
         );
         row(
@@ -881,15 +881,7 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
                     let dir = work.join(format!("floor-{r}"));
                     std::fs::create_dir_all(&dir)?;
                     ceiling_run(
-                        Command::new(&me)
-                            .args(["harvest-get", "--base", &base, "--resources"])
-                            .arg(n.to_string())
-                            .arg("--size")
-                            .arg(a.size.to_string())
-                            .arg("--concurrency")
-                            .arg(a.get_concurrency.to_string())
-                            .arg("--write-dir")
-                            .arg(&dir),
+                        get_cmd().arg("--write-dir").arg(&dir),
                         "GET + hash + write floor",
                     )
                 })
