@@ -25,13 +25,12 @@
 //! before `changedump.xml`, which can be rewritten from it alone.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use object_store::ObjectStore;
 use object_store::path::Path;
 use rsagg_model::{Capability, Change, Header, Md, Root, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
-use rsagg_store::{LogEntry, State};
+use rsagg_store::{LogEntry, State, StoreLocation};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
@@ -105,13 +104,16 @@ pub struct ChangePackage {
 /// Publishes the Change Dump of the collection at `base_url`: a package for every closed
 /// Change List that has none yet, `changedump.xml`, and the retention of packages whose
 /// list was dropped. With `cfg.change_dumps` off nothing is made or changed.
+///
+/// A `file://` store's blobs are read as files on one thread (see `package::build`).
 pub async fn publish(
     state: &State,
-    objects: &Arc<dyn ObjectStore>,
+    location: &StoreLocation,
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
 ) -> Result<ChangeDumpReport, Error> {
+    let objects = &location.objects;
     let store = objects.as_ref();
     let stored: Option<ChangeDumpMeta> = get_json(store, CHANGEDUMP_META).await?;
     // The very first publish writes the document even when there is nothing to list yet.
@@ -150,7 +152,7 @@ pub async fn publish(
         if count(&meta) as usize >= MAX_PACKAGES {
             return Err(too_many());
         }
-        let (packages, skipped) = build_list(state, objects, base_url, policy, cfg, list).await?;
+        let (packages, skipped) = build_list(state, location, base_url, policy, cfg, list).await?;
         report.packages_now += packages.len() as u64;
         report.skipped += skipped;
         meta.lists.push(DumpedList {
@@ -205,7 +207,7 @@ fn too_many() -> Error {
 /// bounds into consecutive sub-intervals. Returns them with the number of changes left out.
 async fn build_list(
     state: &State,
-    objects: &Arc<dyn ObjectStore>,
+    location: &StoreLocation,
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
@@ -232,7 +234,7 @@ async fn build_list(
             // The next package starts with this change: its datetime is the cut.
             let until = latest(from, change.at);
             let items = std::mem::take(&mut batch);
-            make(objects, base_url, &stem, &mut packages, items, from, until).await?;
+            make(location, base_url, &stem, &mut packages, items, from, until).await?;
             batch_bytes = 0;
             from = until;
         }
@@ -247,7 +249,7 @@ async fn build_list(
     // The last (or only) package ends where the list ends; a list without changes still gets
     // its (empty) package, so the packages' intervals stay contiguous.
     let until = latest(from, list.until);
-    make(objects, base_url, &stem, &mut packages, batch, from, until).await?;
+    make(location, base_url, &stem, &mut packages, batch, from, until).await?;
     skipped += packages.iter().map(|p| p.info.skipped).sum::<u64>();
     Ok((packages, skipped))
 }
@@ -268,7 +270,7 @@ fn package_stem(list: &ClosedList) -> String {
 /// Makes the next package of a list (named from `stem`) of `items`, covering `from` to
 /// `until`, and appends it to `packages`.
 async fn make(
-    objects: &Arc<dyn ObjectStore>,
+    location: &StoreLocation,
     base_url: &str,
     stem: &str,
     packages: &mut Vec<ChangePackage>,
@@ -286,8 +288,8 @@ async fn make(
     let zip = Path::from(format!("{stem}-{k:03}.zip"));
     let manifest = Path::from(format!("{stem}-{k:03}-manifest.xml"));
     let built = package::build(
-        objects,
-        None,
+        &location.objects,
+        location.local_root.as_deref(),
         header,
         futures::stream::iter(items.into_iter().map(Ok)),
         &zip,
@@ -381,6 +383,7 @@ async fn write_document(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use rsagg_model::{Link, UrlEntry};
@@ -429,7 +432,20 @@ mod tests {
         state: &State,
         cfg: &PublishConfig,
     ) -> ChangeDumpReport {
-        publish(state, objects, BASE, &LinkPolicy::default(), cfg)
+        let location = StoreLocation {
+            url: "memory://".into(),
+            objects: objects.clone(),
+            local_root: None,
+        };
+        run_at(&location, state, cfg).await
+    }
+
+    async fn run_at(
+        location: &StoreLocation,
+        state: &State,
+        cfg: &PublishConfig,
+    ) -> ChangeDumpReport {
+        publish(state, location, BASE, &LinkPolicy::default(), cfg)
             .await
             .unwrap()
     }
@@ -730,10 +746,34 @@ mod tests {
     #[tokio::test]
     async fn a_corrupt_blob_is_left_out_and_counted() {
         let (objects, state) = store().await;
+        let location = StoreLocation {
+            url: "memory://".into(),
+            objects,
+            local_root: None,
+        };
+        corrupt_blob_left_out(&location, &state).await;
+    }
+
+    /// The same on a `file://` store, whose blobs are read as files.
+    #[tokio::test]
+    async fn a_corrupt_local_blob_is_left_out_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url::Url::from_directory_path(dir.path()).unwrap();
+        let location = rsagg_store::open_object_store(url.as_str()).unwrap();
+        assert!(location.local_root.is_some());
+        let state = State::open(location.objects.clone(), url.as_str())
+            .await
+            .unwrap();
+        corrupt_blob_left_out(&location, &state).await;
+        state.close().await.unwrap();
+    }
+
+    async fn corrupt_blob_left_out(location: &StoreLocation, state: &State) {
+        let objects = &location.objects;
         let from = W3cDateTime::now();
         let changes = vec![
-            change(&objects, &state, "a", Change::Created, b"good").await,
-            change(&objects, &state, "b", Change::Created, b"will rot").await,
+            change(objects, state, "a", Change::Created, b"good").await,
+            change(objects, state, "b", Change::Created, b"will rot").await,
         ];
         let until = W3cDateTime::now();
         let rotten = Blobs::path(&changes[1].copy.as_ref().unwrap().sha256);
@@ -742,13 +782,13 @@ mod tests {
             .await
             .unwrap();
         set_closed(
-            &objects,
+            objects,
             vec![closed("changelist-1.xml", &changes, from, until)],
         )
         .await;
-        let report = run(&objects, &state, &cfg(100, 1 << 20, 0)).await;
+        let report = run_at(location, state, &cfg(100, 1 << 20, 0)).await;
         assert_eq!((report.packages_now, report.skipped), (1, 1));
-        let (_, packages) = dump(&objects).await;
+        let (_, packages) = dump(objects).await;
         let locs: Vec<&str> = packages[0]
             .entries
             .iter()

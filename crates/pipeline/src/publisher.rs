@@ -210,7 +210,7 @@ pub async fn publish(
         let lists = (lists, timed(t));
         let dumps = if cfg.change_dumps && !opts.lists_only {
             let t = Instant::now();
-            let r = crate::changedump::publish(state, objects, base, &policy, cfg).await;
+            let r = crate::changedump::publish(state, store, base, &policy, cfg).await;
             Some((r, timed(t)))
         } else {
             None
