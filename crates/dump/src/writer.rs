@@ -395,6 +395,18 @@ mod tests {
 
     use super::*;
 
+    /// A Resource Dump manifest header as spec 11.2 shows it.
+    fn manifest_header() -> Header {
+        let mut header = Header::new(Root::Urlset, Capability::ResourceDumpManifest);
+        if let Some(md) = header.md.as_mut() {
+            md.at = Some(W3cDateTime::parse("2013-01-03T09:00:00Z").unwrap().value);
+        }
+        header
+            .links
+            .push(Link::new("up", "http://example.com/capabilitylist.xml"));
+        header
+    }
+
     #[test]
     fn deflate_is_skipped_where_it_cannot_pay_and_either_way_the_package_reads_back() {
         use crate::{Limits, Package};
@@ -415,13 +427,7 @@ mod tests {
             Compression::Deflated
         );
 
-        let mut header = Header::new(Root::Urlset, Capability::ResourceDumpManifest);
-        if let Some(md) = header.md.as_mut() {
-            md.at = Some(W3cDateTime::parse("2013-01-03T09:00:00Z").unwrap().value);
-        }
-        header
-            .links
-            .push(Link::new("up", "http://example.com/capabilitylist.xml"));
+        let header = manifest_header();
         let bodies: [(&str, &[u8]); 3] = [("/t", &text), ("/j", &jpeg), ("/s", b"tiny")];
         let mut w = PackageWriter::new(tempfile::tempfile().unwrap());
         for (path, body) in bodies {
@@ -467,13 +473,7 @@ mod tests {
 
     #[test]
     fn the_manifest_copy_is_byte_identical_to_the_manifest_in_the_package() {
-        let mut header = Header::new(Root::Urlset, Capability::ResourceDumpManifest);
-        if let Some(md) = header.md.as_mut() {
-            md.at = Some(W3cDateTime::parse("2013-01-03T09:00:00Z").unwrap().value);
-        }
-        header
-            .links
-            .push(Link::new("up", "http://example.com/capabilitylist.xml"));
+        let header = manifest_header();
         let mut w = PackageWriter::new(tempfile::tempfile().unwrap());
         // Enough entries that the manifest is flushed in several pieces.
         let n = 3000;

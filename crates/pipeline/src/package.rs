@@ -436,15 +436,7 @@ async fn fetch_verified(
             None => chunks.push(chunk),
         }
     }
-    let got = hex(HashAlgorithm::Sha256, &sha256.finalize());
-    if length != body.length || got != body.sha256 {
-        tracing::warn!(
-            blob = %path,
-            expected_length = body.length,
-            length,
-            sha256 = %got,
-            "blob does not match its address; left out of the dump package"
-        );
+    if !matches_address(&path, body, length, sha256) {
         return Ok(None);
     }
     Ok(Some(match file {
@@ -541,6 +533,23 @@ fn write_package(
     })
 }
 
+/// Whether the blob at `path`, `length` bytes hashed by `sha256`, is the one `body` names
+/// (its address and length); warns when it is not, as it is then left out of the package.
+fn matches_address(path: &Path, body: &Body, length: u64, sha256: sha2::Sha256) -> bool {
+    let got = hex(HashAlgorithm::Sha256, &sha256.finalize());
+    let ok = length == body.length && got == body.sha256;
+    if !ok {
+        tracing::warn!(
+            blob = %path,
+            expected_length = body.length,
+            length,
+            sha256 = %got,
+            "blob does not match its address; left out of the dump package"
+        );
+    }
+    ok
+}
+
 /// The local blob `file` (bytes from `start`) read and checked against `body`'s address and
 /// length: into memory up to [`IN_MEMORY`] bytes, else hashed in place and handed back
 /// rewound to `start` (blobs are replaced by renaming, never rewritten in place, so the open
@@ -573,15 +582,7 @@ fn verify_local(mut file: File, start: u64, body: &Body) -> Result<Option<Spool>
         }
         (length, None)
     };
-    let got = hex(HashAlgorithm::Sha256, &sha256.finalize());
-    if length != body.length || got != body.sha256 {
-        tracing::warn!(
-            blob = %path,
-            expected_length = body.length,
-            length,
-            sha256 = %got,
-            "blob does not match its address; left out of the dump package"
-        );
+    if !matches_address(&path, body, length, sha256) {
         return Ok(None);
     }
     Ok(Some(match data {

@@ -5,18 +5,19 @@
 
 mod common;
 
+use common::get;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, Method, Request, StatusCode};
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use object_store::ObjectStore;
 use rsagg_model::{Capability, Change, Mode};
 use rsagg_pipeline::{Pipeline, RunOptions, run_once};
 use rsagg_server::{Collection, router};
-use tower::ServiceExt;
 
 /// An upstream Source with two resources, and its origin.
 async fn upstream() -> String {
@@ -140,25 +141,6 @@ async fn setup(
     (p, objects, app)
 }
 
-async fn get(app: &Router, path: &str) -> (StatusCode, String) {
-    let r = app
-        .clone()
-        .oneshot(
-            Request::builder()
-                .method(Method::GET)
-                .uri(path)
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let status = r.status();
-    let body = axum::body::to_bytes(r.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8(body.to_vec()).unwrap())
-}
-
 /// Reads a payload strictly: (from, until, changes).
 fn payload(xml: &[u8]) -> (String, String, Vec<Change>) {
     let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "payload");
@@ -237,8 +219,9 @@ async fn run_and_check(form: &str) {
     }
 
     // The Capability List advertises the channel (CN 5), strictly valid.
-    let (status, caps) = get(&app, "/maps/capabilitylist.xml").await;
-    assert_eq!(status, StatusCode::OK);
+    let caps = get(&app, "/maps/capabilitylist.xml").await;
+    assert_eq!(caps.status, StatusCode::OK);
+    let caps = caps.body;
     let d = rsagg_sitemap::read_document(
         caps.as_bytes(),
         rsagg_sitemap::ReadOptions::new(Mode::Strict, "capabilitylist"),
@@ -254,7 +237,7 @@ async fn run_and_check(form: &str) {
     assert_eq!(channel.link("hub").unwrap().href, hub);
 
     // The run's figures on /metrics and /status.
-    let (_, metrics) = get(&app, "/metrics").await;
+    let metrics = get(&app, "/metrics").await.body;
     let labels = format!("{{collection=\"maps\",hub=\"{hub}\"}}");
     for line in [
         format!("rsagg_notifications_sent_total{labels} 2\n"),
@@ -263,7 +246,7 @@ async fn run_and_check(form: &str) {
     ] {
         assert!(metrics.contains(&line), "{line}\n{metrics}");
     }
-    let (_, status) = get(&app, "/status").await;
+    let status = get(&app, "/status").await.body;
     assert!(status.contains("Change notifications"), "{status}");
     assert!(
         status.contains("data-figure=\"notifications-delivered\">2<"),

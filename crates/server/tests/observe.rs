@@ -6,20 +6,19 @@
 
 mod common;
 
+use common::{get, request};
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path as FsPath;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use md5::{Digest, Md5};
 use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_model::W3cDateTime;
 use rsagg_pipeline::{Pipeline, RunOptions, run_once};
 use rsagg_server::{Collection, router};
-use tower::ServiceExt;
 
 const BASE: &str = "https://agg.example.org/maps/";
 /// The listed resource whose bytes never match (quarantined), with markup in its URI.
@@ -124,40 +123,6 @@ async fn harvested(dir: &FsPath) -> (Arc<dyn ObjectStore>, serde_json::Value) {
     let report = serde_json::to_value(&report).unwrap();
     let objects = rsagg_store::open_object_store(&store).unwrap().objects;
     (objects, report)
-}
-
-struct Answer {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: String,
-}
-
-async fn request(app: &Router, method: Method, path: &str) -> Answer {
-    let r = app
-        .clone()
-        .oneshot(
-            Request::builder()
-                .method(method)
-                .uri(path)
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let status = r.status();
-    let headers = r.headers().clone();
-    let body = axum::body::to_bytes(r.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    Answer {
-        status,
-        headers,
-        body: String::from_utf8(body.to_vec()).unwrap(),
-    }
-}
-
-async fn get(app: &Router, path: &str) -> Answer {
-    request(app, Method::GET, path).await
 }
 
 /// A sample of the exposition: name, labels, value.

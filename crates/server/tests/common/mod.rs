@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use tower::ServiceExt;
 
 /// Serves the files `files(origin)` returns (path → body; 404 elsewhere) on a loopback port,
 /// as a static upstream Source; returns its origin (`http://127.0.0.1:PORT`). The documents
@@ -25,4 +26,43 @@ pub async fn serve_files(files: impl FnOnce(&str) -> HashMap<String, Vec<u8>>) -
     });
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     origin
+}
+
+/// What a router answered: status, headers, body as text.
+pub struct Answer {
+    pub status: StatusCode,
+    // Each test binary compiles this module; not every one reads the headers.
+    #[allow(dead_code)]
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+/// `method path` through `app` (`oneshot`), body read whole.
+pub async fn request(app: &Router, method: Method, path: &str) -> Answer {
+    let r = app
+        .clone()
+        .oneshot(
+            Request::builder()
+                .method(method)
+                .uri(path)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = r.status();
+    let headers = r.headers().clone();
+    let body = axum::body::to_bytes(r.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    }
+}
+
+/// `GET path` through `app`.
+pub async fn get(app: &Router, path: &str) -> Answer {
+    request(app, Method::GET, path).await
 }
