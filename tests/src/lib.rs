@@ -52,7 +52,8 @@ pub use serve::RsaggServer;
 pub use simulator::{SimOptions, Simulator};
 pub use websub::{
     Delivery, FlaskHub, FlaskMode, HubUnderTest, NotifyingSource, Payload, PublishForm, Published,
-    RsaggHub, SignatureCheck, Subscription, TestSubscriber, Verification, encode_document,
+    RsaggHub, SignatureCheck, Subscription, TestSubscriber, Verification, capability_entry,
+    encode_document, tick_after,
 };
 
 /// The peers venv: `$RSAGG_PEERS_VENV`, else `$PEERS_DIR/venv`, else

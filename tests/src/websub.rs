@@ -876,8 +876,9 @@ pub struct NotifyingSource {
     client: reqwest::Client,
 }
 
-/// Datetimes of the Source: microseconds, like most real Sources.
-fn tick_after(last: &W3cDateTime) -> W3cDateTime {
+/// A datetime strictly after `last`: now, or `last` + 1 µs when the clock has not moved on
+/// (microseconds, like most real Sources).
+pub fn tick_after(last: &W3cDateTime) -> W3cDateTime {
     let now = W3cDateTime::now();
     if now.unix_nanos() > last.unix_nanos() {
         now
@@ -908,7 +909,8 @@ pub fn encode_document(header: &Header, entries: &[UrlEntry]) -> Bytes {
     Bytes::from(out)
 }
 
-fn capability_entry(loc: String, capability: Capability, links: Vec<Link>) -> UrlEntry {
+/// A Source Description or Capability List entry: `loc` with `capability` and `links`.
+pub fn capability_entry(loc: String, capability: Capability, links: Vec<Link>) -> UrlEntry {
     UrlEntry {
         loc,
         md: Some(Md {

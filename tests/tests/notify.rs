@@ -6,6 +6,8 @@
 //! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
 //! cargo test -p rsagg-e2e --test notify -- --test-threads=2`.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
@@ -22,15 +24,8 @@ const T: Duration = Duration::from_secs(15);
 
 /// `from` and `until` of a delivered payload, read strictly.
 fn interval(body: &[u8]) -> Result<(W3cDateTime, W3cDateTime)> {
-    let doc = read_document(body, ReadOptions::new(Mode::Strict, "delivered payload"))?;
-    let errors: Vec<_> = doc.errors().collect();
-    ensure!(errors.is_empty(), "delivered payload invalid: {errors:?}");
-    ensure!(
-        doc.header.capability() == Some(&Capability::ChangeNotification),
-        "not a change notification"
-    );
-    let md = doc.header.md.as_ref().context("no rs:md")?;
-    Ok((md.from.context("no from")?, md.until.context("no until")?))
+    let r = common::read_body(body)?;
+    Ok((r.from, r.until))
 }
 
 /// A delivery of `payload` on `topic` through `hub`: the body byte-identical, `Content-Type:

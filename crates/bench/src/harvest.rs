@@ -25,10 +25,10 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use futures::StreamExt;
 use md5::{Digest, Md5};
+use rsagg_e2e::encode_document;
 use rsagg_model::{
     Capability, HashAlgorithm, HashValue, Hashes, Header, Link, Md, Root, UrlEntry, W3cDateTime,
 };
-use rsagg_sitemap::writer::{encode_entry, encode_header};
 
 use crate::docs::{default_python, machine};
 
@@ -166,16 +166,6 @@ fn md_cap(capability: Capability) -> Option<Md> {
     })
 }
 
-fn document(header: &Header, entries: &[UrlEntry]) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_header(header, &mut out);
-    for e in entries {
-        encode_entry(header.root, e, &mut out);
-    }
-    out.extend_from_slice(b"</urlset>\n");
-    out
-}
-
 /// Writes the upstream: Source Description, Capability List, Resource List and `res/N`.
 fn generate_tree(root: &Path, base: &str, n: u64, size: usize) -> anyhow::Result<()> {
     std::fs::create_dir_all(root.join(".well-known"))?;
@@ -183,7 +173,7 @@ fn generate_tree(root: &Path, base: &str, n: u64, size: usize) -> anyhow::Result
     let description = format!("{base}/.well-known/resourcesync");
     let caplist = format!("{base}/capabilitylist.xml");
     let reslist = format!("{base}/resourcelist.xml");
-    let sd = document(
+    let sd = encode_document(
         &Header {
             root: Root::Urlset,
             md: md_cap(Capability::Description),
@@ -196,7 +186,7 @@ fn generate_tree(root: &Path, base: &str, n: u64, size: usize) -> anyhow::Result
         }],
     );
     std::fs::write(root.join(".well-known/resourcesync"), sd)?;
-    let cl = document(
+    let cl = encode_document(
         &Header {
             root: Root::Urlset,
             md: md_cap(Capability::CapabilityList),
@@ -227,7 +217,7 @@ fn generate_tree(root: &Path, base: &str, n: u64, size: usize) -> anyhow::Result
             ..UrlEntry::default()
         });
     }
-    let rl = document(
+    let rl = encode_document(
         &Header {
             root: Root::Urlset,
             md: Some(Md {

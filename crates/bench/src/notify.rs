@@ -55,12 +55,12 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use md5::{Digest, Md5};
+use rsagg_e2e::{capability_entry, encode_document, tick_after};
 use rsagg_model::{
-    Capability, Change, HashAlgorithm, HashValue, Hashes, Header, Link, Md, Mode, Precision, Root,
-    UrlEntry, W3cDateTime,
+    Capability, Change, HashAlgorithm, HashValue, Hashes, Header, Link, Md, Mode, Root, UrlEntry,
+    W3cDateTime,
 };
 use rsagg_sitemap::ReadOptions;
-use rsagg_sitemap::writer::{encode_entry, encode_header};
 use tokio::time::MissedTickBehavior;
 
 use crate::docs::machine;
@@ -323,43 +323,6 @@ fn md5_hashes(hex: &str) -> Hashes {
     }])
 }
 
-/// A datetime strictly after `last`: now, or `last` + 1 µs when the clock has not moved on
-/// (microseconds, like most Sources; 200 changes/s never exhaust them).
-fn tick_after(last: &W3cDateTime) -> W3cDateTime {
-    let now = W3cDateTime::now();
-    if now.unix_nanos() > last.unix_nanos() {
-        now
-    } else {
-        let (secs, nanos) = last.plus_nanos(1_000).instant();
-        W3cDateTime::from_unix_with_precision(secs, nanos, Precision::Fraction(6))
-    }
-}
-
-fn encode(header: &Header, entries: &[UrlEntry]) -> Bytes {
-    let mut out = Vec::with_capacity(512 + 320 * entries.len());
-    encode_header(header, &mut out);
-    for e in entries {
-        encode_entry(header.root, e, &mut out);
-    }
-    out.extend_from_slice(match header.root {
-        Root::Urlset => b"</urlset>\n".as_slice(),
-        Root::Sitemapindex => b"</sitemapindex>\n".as_slice(),
-    });
-    Bytes::from(out)
-}
-
-fn capability_entry(loc: String, capability: Capability, links: Vec<Link>) -> UrlEntry {
-    UrlEntry {
-        loc,
-        md: Some(Md {
-            capability: Some(capability),
-            ..Md::default()
-        }),
-        links,
-        ..UrlEntry::default()
-    }
-}
-
 struct Resource {
     body: Bytes,
     md5: String,
@@ -523,7 +486,7 @@ impl Source {
         header
             .links
             .push(Link::new("up", self.capability_list_url()));
-        let payload = encode(&header, &entries);
+        let payload = encode_document(&header, &entries);
         st.latest = payload.clone();
         st.changes.extend(entries);
         Built {
@@ -538,7 +501,7 @@ impl Source {
         let mut h = Header::new(Root::Urlset, Capability::Description);
         h.links
             .push(Link::new("describedby", self.url("/about.html")));
-        encode(
+        encode_document(
             &h,
             &[capability_entry(
                 self.capability_list_url(),
@@ -552,7 +515,7 @@ impl Source {
         let mut h = Header::new(Root::Urlset, Capability::CapabilityList);
         h.links
             .push(Link::new("up", self.url("/.well-known/resourcesync")));
-        encode(
+        encode_document(
             &h,
             &[
                 capability_entry(
@@ -600,7 +563,7 @@ impl Source {
                 ..UrlEntry::default()
             })
             .collect();
-        encode(&h, &entries)
+        encode_document(&h, &entries)
     }
 
     fn change_list(&self) -> Bytes {
@@ -610,7 +573,7 @@ impl Source {
         if let Some(md) = h.md.as_mut() {
             md.from = Some(st.started);
         }
-        encode(&h, &st.changes)
+        encode_document(&h, &st.changes)
     }
 
     fn resource(&self, i: &str) -> Option<Bytes> {
@@ -1729,7 +1692,7 @@ mod tests {
             }],
             ..UrlEntry::default()
         };
-        let payload = encode(&header, &[entry]);
+        let payload = encode_document(&header, &[entry]);
         let before = Instant::now();
         let r = app
             .clone()

@@ -862,7 +862,12 @@ pub struct Read {
 }
 
 pub fn read(d: &Delivery) -> Result<Read> {
-    let doc = read_document(&d.body, ReadOptions::new(Mode::Strict, "delivered payload"))?;
+    read_body(&d.body)
+}
+
+/// A change notification payload read strictly (CN 1.0.1 4.3): its interval and entries.
+pub fn read_body(body: &[u8]) -> Result<Read> {
+    let doc = read_document(body, ReadOptions::new(Mode::Strict, "delivered payload"))?;
     let errors: Vec<_> = doc.errors().collect();
     ensure!(errors.is_empty(), "delivered payload invalid: {errors:?}");
     ensure!(
