@@ -46,8 +46,9 @@ pub struct BlobInfo {
 #[derive(Debug, Clone)]
 pub struct Blobs {
     objects: Arc<dyn ObjectStore>,
-    /// A `file://` store's writer threads for small bodies (see `local.rs`).
-    local: Option<LocalWriter>,
+    /// A `file://` store's root and the writer threads for its small bodies (see
+    /// `local.rs`).
+    local: Option<(std::path::PathBuf, LocalWriter)>,
 }
 
 struct Hashers {
@@ -97,7 +98,10 @@ impl Blobs {
     pub fn for_location(loc: &StoreLocation) -> Self {
         Blobs {
             objects: loc.objects.clone(),
-            local: loc.local_root.clone().map(LocalWriter::new),
+            local: loc
+                .local_root
+                .clone()
+                .map(|root| (root, LocalWriter::default())),
         }
     }
 
@@ -194,8 +198,11 @@ impl Blobs {
                 // (another upstream's identical bitstream, or a concurrent writer) changes
                 // nothing, and it costs one rename locally and one PUT on S3, where a
                 // conditional create costs a link and an unlink, or a 412 round trip.
-                match &self.local {
-                    Some(local) => local.put(dest.as_ref(), chunks).await?,
+                let local = self.local.as_ref().and_then(|(root, writer)| {
+                    Some((Self::local_path(root, &info.sha256)?, writer))
+                });
+                match local {
+                    Some((file, writer)) => writer.put(file, chunks).await?,
                     None => {
                         self.objects
                             .put(&dest, PutPayload::from_iter(chunks))

@@ -35,31 +35,22 @@ struct Job {
     done: oneshot::Sender<io::Result<()>>,
 }
 
-/// The writer threads of one local store root, started at the first write; they stop when
-/// the last clone is dropped.
-#[derive(Clone)]
+/// The writer threads of one local store, started at the first write; they stop when the
+/// last clone is dropped.
+#[derive(Clone, Default)]
 pub(crate) struct LocalWriter {
-    root: Arc<PathBuf>,
     tx: Arc<OnceLock<mpsc::Sender<Job>>>,
 }
 
 impl std::fmt::Debug for LocalWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalWriter")
-            .field("root", &self.root)
+            .field("started", &self.tx.get().is_some())
             .finish()
     }
 }
 
 impl LocalWriter {
-    /// A writer for objects under `root` (no thread runs until the first write).
-    pub(crate) fn new(root: PathBuf) -> Self {
-        LocalWriter {
-            root: Arc::new(root),
-            tx: Arc::new(OnceLock::new()),
-        }
-    }
-
     fn sender(&self) -> io::Result<&mpsc::Sender<Job>> {
         if let Some(tx) = self.tx.get() {
             return Ok(tx);
@@ -69,10 +60,9 @@ impl LocalWriter {
         Ok(self.tx.get_or_init(|| tx))
     }
 
-    /// Writes `chunks` as the object at `key` (a `/`-separated object path whose segments
-    /// need no encoding, as blob addresses are) and returns once it is in place.
-    pub(crate) async fn put(&self, key: &str, chunks: Vec<Bytes>) -> Result<(), Error> {
-        let dest = self.root.join(key);
+    /// Writes `chunks` as the file `dest` (staged, then renamed into place) and returns once
+    /// it is there.
+    pub(crate) async fn put(&self, dest: PathBuf, chunks: Vec<Bytes>) -> Result<(), Error> {
         let err = |source| Error::Io {
             path: dest.clone(),
             source,
@@ -174,11 +164,15 @@ mod tests {
     #[tokio::test]
     async fn writes_whole_files_and_leaves_no_staging_files() {
         let dir = tempfile::tempdir().unwrap();
-        let w = LocalWriter::new(dir.path().to_path_buf());
+        let w = LocalWriter::default();
         let chunks = vec![Bytes::from_static(b"hello "), Bytes::from_static(b"world")];
-        w.put("blobs/sha256/ab/abcd", chunks.clone()).await.unwrap();
+        w.put(dir.path().join("blobs/sha256/ab/abcd"), chunks.clone())
+            .await
+            .unwrap();
         // Overwriting the same content is harmless, as for any content-addressed store.
-        w.put("blobs/sha256/ab/abcd", chunks).await.unwrap();
+        w.put(dir.path().join("blobs/sha256/ab/abcd"), chunks)
+            .await
+            .unwrap();
         let p = dir.path().join("blobs/sha256/ab/abcd");
         assert_eq!(std::fs::read(&p).unwrap(), b"hello world");
         let names: Vec<_> = std::fs::read_dir(p.parent().unwrap())
@@ -202,14 +196,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // A file where a directory is needed.
         std::fs::write(dir.path().join("blobs"), b"").unwrap();
-        let w = LocalWriter::new(dir.path().to_path_buf());
+        let w = LocalWriter::default();
         let e = w
-            .put("blobs/sha256/ab/abcd", vec![Bytes::from_static(b"x")])
+            .put(
+                dir.path().join("blobs/sha256/ab/abcd"),
+                vec![Bytes::from_static(b"x")],
+            )
             .await
             .unwrap_err();
         assert!(e.to_string().contains("blobs/sha256/ab/abcd"), "{e}");
         // The writers survive a failed write.
-        w.put("other", vec![Bytes::from_static(b"y")])
+        w.put(dir.path().join("other"), vec![Bytes::from_static(b"y")])
             .await
             .unwrap();
         assert_eq!(std::fs::read(dir.path().join("other")).unwrap(), b"y");
