@@ -9,40 +9,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use common::*;
-
-/// `rsagg hub --listen 127.0.0.1:0 --store memory:// --lease-min 1`: the child and its URL.
-fn start_hub() -> Result<(KillOnDrop, BufReader<std::process::ChildStdout>, String)> {
-    let mut child = KillOnDrop(
-        Command::new(rsagg_e2e::rsagg_bin()?)
-            .args([
-                "hub",
-                "--listen",
-                "127.0.0.1:0",
-                "--store",
-                "memory://",
-                "--lease-min",
-                "1",
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?,
-    );
-    let mut line = String::new();
-    let mut stdout = BufReader::new(child.0.stdout.take().context("stdout")?);
-    stdout.read_line(&mut line)?;
-    let addr = line
-        .trim()
-        .strip_prefix("listening ")
-        .with_context(|| format!("hub printed {line:?}"))?;
-    Ok((child, stdout, format!("{addr}/")))
-}
+use rsagg_e2e::{HubUnderTest, RsaggHub};
 
 /// A CN 1.0.1 payload: (path, change, datetime, body) entries, `up` to the Capability List.
 fn payload(site: &Site, from: &str, until: &str, items: &[(&str, &str, &str, &[u8])]) -> String {
@@ -130,7 +101,8 @@ fn upstream_with_channel(hub: &str, name: &str, lease: &str) -> Result<(Site, St
 
 #[test]
 fn push_notifications_are_applied_at_once_gaps_recovered_replays_dropped() -> Result<()> {
-    let (_hub_child, _hub_stdout, hub) = start_hub()?;
+    let hub_process = RsaggHub::start(&["--store", "memory://", "--lease-min", "1"])?;
+    let hub = hub_process.url().to_owned();
     let (site, topic, case, port) = upstream_with_channel(&hub, "push", "3s")?;
     let base = case.base_url.clone();
     let copy = |path: &str| format!("{base}r/{UP}/{}", site.url(path).replacen("://", "/", 1));
