@@ -58,6 +58,8 @@
 //! - `item`: the counting, verifying reader behind [`Package::open_item`].
 //! - `names`: what a safe entry name is (shared by reader and writer).
 //! - `writer`: [`PackageWriter`].
+//! - `seekbuf`: the writer's buffered file, which absorbs the `zip` crate's seeks back to
+//!   each entry's header instead of flushing on every one.
 //! - `error`: [`Error`], one variant per reason, each naming package and entry.
 
 mod error;

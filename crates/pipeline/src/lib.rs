@@ -16,12 +16,14 @@
 //! - `uris.rs`: rsagg's own, reversible URIs for its copies.
 //! - `publish.rs`: how a copy or a change is described in rsagg's own documents (spec 14.8),
 //!   and how a document is encoded.
-//! - `publisher.rs`: the publish stage: every document, in a reader-safe order.
+//! - `publisher.rs`: the publish stage: every document, in a reader-safe order (the lists
+//!   and dumps side by side, then the Capability List, then garbage collection).
 //! - `resourcelist.rs`: the Resource List (or index), part by part (hash-slot ranges), only
 //!   the parts that changed.
 //! - `changelist.rs`: Change Lists from the change log: one open list, immutable closed ones,
 //!   the index, the `changelist-open.xml` alias, retention.
-//! - `package.rs`, `resourcedump.rs`, `changedump.rs`: dump packages built from stored blobs;
+//! - `package.rs`, `resourcedump.rs`, `changedump.rs`: dump packages built from stored blobs
+//!   (a `file://` store's read as files on one thread, others through object_store);
 //!   the Resource Dump on its interval, a Change Dump per closed Change List.
 //! - `capability.rs`: the Capability List, the `up` link to it, and the Source Description
 //!   (of the collection, and of every collection `rsagg serve` serves).
