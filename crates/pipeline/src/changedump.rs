@@ -288,8 +288,7 @@ async fn make(
     let zip = Path::from(format!("{stem}-{k:03}.zip"));
     let manifest = Path::from(format!("{stem}-{k:03}-manifest.xml"));
     let built = package::build(
-        &location.objects,
-        location.local_root.as_deref(),
+        location,
         header,
         futures::stream::iter(items.into_iter().map(Ok)),
         &zip,
@@ -432,11 +431,7 @@ mod tests {
         state: &State,
         cfg: &PublishConfig,
     ) -> ChangeDumpReport {
-        let location = StoreLocation {
-            url: "memory://".into(),
-            objects: objects.clone(),
-            local_root: None,
-        };
+        let location = StoreLocation::new("memory://", objects.clone());
         run_at(&location, state, cfg).await
     }
 
@@ -746,11 +741,7 @@ mod tests {
     #[tokio::test]
     async fn a_corrupt_blob_is_left_out_and_counted() {
         let (objects, state) = store().await;
-        let location = StoreLocation {
-            url: "memory://".into(),
-            objects,
-            local_root: None,
-        };
+        let location = StoreLocation::new("memory://", objects);
         corrupt_blob_left_out(&location, &state).await;
     }
 

@@ -56,6 +56,17 @@ pub struct StoreConfig {
     /// `file:///abs/dir` (the embedded default) or `s3://bucket/prefix` (endpoint and
     /// credentials from the `AWS_*` environment variables).
     pub url: String,
+    /// Memory, in bytes, for the bodies of small blobs (up to 256 KiB each) a run stored, so
+    /// that the dumps it builds next read them from memory instead of back from the store (on
+    /// S3, one GET each). Default 64 MiB; 0 keeps none.
+    #[serde(default = "StoreConfig::default_recent_blob_bytes")]
+    pub recent_blob_bytes: u64,
+}
+
+impl StoreConfig {
+    fn default_recent_blob_bytes() -> u64 {
+        rsagg_store::RecentBlobs::DEFAULT_CAPACITY
+    }
 }
 
 /// Where the baseline comes from.

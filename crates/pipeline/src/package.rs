@@ -21,13 +21,13 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, Write};
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use md5::Digest;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use rsagg_dump::{Compression, PackageWriter};
 use rsagg_model::{HashAlgorithm, HashValue, Header, Link, Md, UrlEntry, W3cDateTime};
-use rsagg_store::Blobs;
+use rsagg_store::{Blobs, RecentBlobs, StoreLocation};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
@@ -168,10 +168,12 @@ struct Written {
 /// Builds the package of `items` (in manifest order) with manifest header `header`, uploads
 /// it to `zip` and the copy of its manifest to `manifest`.
 ///
-/// `local` is the directory of a `file://` store ([`rsagg_store::StoreLocation::local_root`]):
-/// the blobs are then read as files by one blocking thread ([`read_local`]) instead of one
-/// `objects.get` each (a blocking-thread hand-off per blob, and a task wake-up per blob on
-/// each side of the writer's queue), while the writer thread compresses what it was given.
+/// Blobs are read from `store`: those [`StoreLocation::recent`] keeps from memory (a dump
+/// built right after a harvest reads nothing back); for a `file://` store
+/// ([`StoreLocation::local_root`]) the others as files by one blocking thread
+/// ([`read_local`]) instead of one `objects.get` each (a blocking-thread hand-off per blob,
+/// and a task wake-up per blob on each side of the writer's queue), while the writer thread
+/// compresses what it was given.
 ///
 /// When the header has `at` (a Resource Dump Manifest, spec 11.2), its `completed` is set to
 /// when the last bitstream had been read. Items whose blob is missing or does not hash to
@@ -179,8 +181,7 @@ struct Written {
 /// counted in [`PackageInfo::skipped`]; anything else that fails (the store, local I/O, a
 /// manifest entry the writer's strict validation refuses) fails the package.
 pub(crate) async fn build(
-    objects: &Arc<dyn ObjectStore>,
-    local: Option<&std::path::Path>,
+    store: &StoreLocation,
     header: Header,
     items: impl Stream<Item = Result<Item, Error>> + Send,
     zip: &Path,
@@ -192,9 +193,10 @@ pub(crate) async fn build(
     let name = zip.to_string();
     let writer =
         tokio::task::spawn_blocking(move || write_package(zip_file, copy_file, &name, header, rx));
-    let skipped = match local {
-        Some(root) => feed_local(root, items, &tx, zip).await?,
-        _ => feed(objects, items, &tx).await?,
+    let objects = &store.objects;
+    let skipped = match store.local_root.as_deref() {
+        Some(root) => feed_local(root, &store.recent, items, &tx, zip).await?,
+        _ => feed(objects, &store.recent, items, &tx).await?,
     };
     // A failed send means the writer is gone; its own error says why.
     let _ = tx.send(Msg::Finish).await;
@@ -223,10 +225,13 @@ pub(crate) async fn build(
     })
 }
 
-/// Feeds the writer `items` with their blobs read through `objects`, [`READ_AHEAD`] at a
-/// time; returns the items left out (blob missing or not matching its address).
+/// Feeds the writer `items` with their blobs taken from `recent` or read through `objects`,
+/// [`READ_AHEAD`] at a time; returns the items left out (blob missing or not matching its
+/// address). What is ready at once goes over in one batch (up to [`BATCH`] items or
+/// [`BATCH_BYTES`]), so that blobs kept in memory do not cost a writer wake-up each.
 async fn feed(
     objects: &Arc<dyn ObjectStore>,
+    recent: &RecentBlobs,
     items: impl Stream<Item = Result<Item, Error>>,
     tx: &mpsc::Sender<Msg>,
 ) -> Result<u64, Error> {
@@ -239,21 +244,39 @@ async fn feed(
                 let item = item?;
                 let ready = match item.body {
                     None => None,
-                    Some(body) => match fetch_verified(objects, &body).await? {
-                        Some(data) => Some(Ready { data, body }),
-                        None => return Ok::<_, Error>(None),
+                    Some(body) => match recent.get(&body.sha256) {
+                        Some(bytes) => Some(Ready {
+                            data: Spool::Memory(bytes),
+                            body,
+                        }),
+                        None => match fetch_verified(objects, &body).await? {
+                            Some(data) => Some(Ready { data, body }),
+                            None => return Ok::<_, Error>(None),
+                        },
                     },
                 };
                 Ok(Some((item.entry, ready)))
             })
             .buffered(READ_AHEAD)
     );
-    while let Some(next) = fetched.next().await {
-        let Some((entry, ready)) = next? else {
-            skipped += 1;
-            continue;
-        };
-        if tx.send(Msg::Items(vec![(entry, ready)])).await.is_err() {
+    while let Some(first) = fetched.next().await {
+        let mut batch = Vec::new();
+        let mut held = 0u64;
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            match item? {
+                Some((entry, ready)) => {
+                    held += ready.as_ref().map_or(0, |r| r.body.length.min(IN_MEMORY));
+                    batch.push((entry, ready));
+                }
+                None => skipped += 1,
+            }
+            if batch.len() < BATCH && held < BATCH_BYTES {
+                // The next one only when it is ready now (`None`: not yet, or the end).
+                next = fetched.next().now_or_never().flatten();
+            }
+        }
+        if !batch.is_empty() && tx.send(Msg::Items(batch)).await.is_err() {
             // The writer stopped early; its error is reported by `build`.
             break;
         }
@@ -266,13 +289,14 @@ async fn feed(
 /// [`BATCH`]; returns the items left out.
 async fn feed_local(
     root: &std::path::Path,
+    recent: &RecentBlobs,
     items: impl Stream<Item = Result<Item, Error>>,
     tx: &mpsc::Sender<Msg>,
     zip: &Path,
 ) -> Result<u64, Error> {
     let (batches, batches_rx) = mpsc::channel(QUEUE);
-    let (root, feed) = (root.to_owned(), tx.clone());
-    let reader = tokio::task::spawn_blocking(move || read_local(&root, batches_rx, &feed));
+    let (root, recent, feed) = (root.to_owned(), recent.clone(), tx.clone());
+    let reader = tokio::task::spawn_blocking(move || read_local(&root, &recent, batches_rx, &feed));
     let mut items = std::pin::pin!(items);
     let forwarded: Result<(), Error> = async {
         let mut batch = Vec::with_capacity(BATCH);
@@ -308,9 +332,11 @@ async fn feed_local(
 /// the calling (blocking) thread, and hands them to the writer in batches of up to [`BATCH`]
 /// items or [`BATCH_BYTES`]; returns the items left out. Each blob is read and verified
 /// (SHA-256 and length) by [`verify_local`] before it is handed over, as on the other path:
-/// a corrupt or missing blob is left out, counted and warned about.
+/// a corrupt or missing blob is left out, counted and warned about. Blobs `recent` keeps are
+/// taken from it instead: they are the bytes that hashed to their address when stored.
 fn read_local(
     root: &std::path::Path,
+    recent: &RecentBlobs,
     mut items: mpsc::Receiver<Vec<Item>>,
     tx: &mpsc::Sender<Msg>,
 ) -> Result<u64, Error> {
@@ -321,21 +347,30 @@ fn read_local(
         for item in given {
             let ready = match item.body {
                 None => None,
-                Some(body) => match open_local(root, &body)? {
-                    Some(file) => match verify_local(file, 0, &body)? {
-                        Some(data) => {
-                            held += body.length.min(IN_MEMORY);
-                            Some(Ready { data, body })
-                        }
+                Some(body) => match recent.get(&body.sha256) {
+                    Some(bytes) => {
+                        held += body.length;
+                        Some(Ready {
+                            data: Spool::Memory(bytes),
+                            body,
+                        })
+                    }
+                    None => match open_local(root, &body)? {
+                        Some(file) => match verify_local(file, 0, &body)? {
+                            Some(data) => {
+                                held += body.length.min(IN_MEMORY);
+                                Some(Ready { data, body })
+                            }
+                            None => {
+                                skipped += 1;
+                                continue;
+                            }
+                        },
                         None => {
                             skipped += 1;
                             continue;
                         }
                     },
-                    None => {
-                        skipped += 1;
-                        continue;
-                    }
                 },
             };
             batch.push((item.entry, ready));

@@ -220,16 +220,8 @@ pub async fn publish(
     let resource_dump = async {
         if cfg.resource_dump && !opts.lists_only {
             let t = Instant::now();
-            let r = crate::resourcedump::publish(
-                state,
-                objects,
-                store.local_root.as_deref(),
-                base,
-                &policy,
-                cfg,
-                opts.force,
-            )
-            .await;
+            let r =
+                crate::resourcedump::publish(state, store, base, &policy, cfg, opts.force).await;
             Some((r, timed(t)))
         } else {
             None

@@ -16,13 +16,11 @@
 //! publish. `published/resourcedump.json` keeps what is out there; `resourcedump.xml` can be
 //! rewritten from it alone, which is how a publish interrupted between the two recovers.
 
-use std::sync::Arc;
-
 use object_store::ObjectStore;
 use object_store::path::Path;
 use rsagg_model::{Capability, Header, Md, Root, W3cDateTime};
-use rsagg_store::State;
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
+use rsagg_store::{State, StoreLocation};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
@@ -101,12 +99,11 @@ fn generation_prefix(generation: u64) -> String {
 /// Publishes the Resource Dump of the collection at `base_url` from `state` into `objects`
 /// when it is due: `None` when `cfg.resource_dump` is off or (unless `force`) the last dump
 /// is younger than `cfg.resource_dump_interval`. Retired generations past `cfg.grace` are
-/// deleted either way. `local` is the directory of a `file://` store
-/// ([`rsagg_store::StoreLocation::local_root`]), whose blobs are then read as files.
+/// deleted either way. Blobs are read as `crate::package` reads them from `store`: kept ones
+/// from memory, a `file://` store's as files.
 pub async fn publish(
     state: &State,
-    objects: &Arc<dyn ObjectStore>,
-    local: Option<&std::path::Path>,
+    location: &StoreLocation,
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
@@ -115,7 +112,7 @@ pub async fn publish(
     if !cfg.resource_dump {
         return Ok(None);
     }
-    let store = objects.as_ref();
+    let store = location.objects.as_ref();
     let mut meta: ResourceDumpMeta = get_json(store, RESOURCEDUMP_META)
         .await?
         .unwrap_or_default();
@@ -158,8 +155,7 @@ pub async fn publish(
     }
     put_json(store, RESOURCEDUMP_META, &meta).await?;
 
-    let (packages, report) =
-        build(state, objects, local, base_url, policy, cfg, generation).await?;
+    let (packages, report) = build(state, location, base_url, policy, cfg, generation).await?;
     let done = W3cDateTime::now();
     if let Some(old) = meta.current.replace(generation) {
         meta.retired
@@ -197,16 +193,14 @@ pub async fn publish(
 /// beside the build.
 async fn build(
     state: &State,
-    objects: &Arc<dyn ObjectStore>,
-    local: Option<&std::path::Path>,
+    location: &StoreLocation,
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
     generation: u64,
 ) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
     let mut out = Packages {
-        objects,
-        local,
+        location,
         base_url,
         generation,
         packages: Vec::new(),
@@ -298,8 +292,7 @@ async fn plan(
 
 /// The packages of one generation as they are made.
 struct Packages<'a> {
-    objects: &'a Arc<dyn ObjectStore>,
-    local: Option<&'a std::path::Path>,
+    location: &'a StoreLocation,
     base_url: &'a str,
     generation: u64,
     packages: Vec<DumpPackage>,
@@ -365,8 +358,7 @@ impl Packages<'_> {
         let zip = Path::from(format!("{prefix}part-{k:05}.zip"));
         let manifest = Path::from(format!("{prefix}part-{k:05}-manifest.xml"));
         let started = std::time::Instant::now();
-        let built =
-            package::build(self.objects, self.local, header, items, &zip, &manifest).await?;
+        let built = package::build(self.location, header, items, &zip, &manifest).await?;
         self.report.packages += 1;
         self.report.resources += built.info.entries;
         self.report.bytes += built.info.length;
@@ -419,6 +411,7 @@ async fn write_document(
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::sync::Arc;
     use std::time::Duration;
 
     use rsagg_model::{Change, UrlEntry};
@@ -442,8 +435,7 @@ mod tests {
     ) -> Option<ResourceDumpReport> {
         publish(
             state,
-            objects,
-            None,
+            &StoreLocation::new("memory://", objects.clone()),
             BASE,
             &LinkPolicy::default(),
             cfg,
@@ -460,18 +452,14 @@ mod tests {
         state: &State,
         cfg: &PublishConfig,
     ) -> ResourceDumpReport {
-        publish(
-            state,
-            objects,
-            root,
-            BASE,
-            &LinkPolicy::default(),
-            cfg,
-            true,
-        )
-        .await
-        .unwrap()
-        .unwrap()
+        let location = StoreLocation {
+            local_root: root.map(ToOwned::to_owned),
+            ..StoreLocation::new("file://", objects.clone())
+        };
+        publish(state, &location, BASE, &LinkPolicy::default(), cfg, true)
+            .await
+            .unwrap()
+            .unwrap()
     }
 
     /// A `file://` store in a new temporary directory, with a state opened on it.
@@ -842,6 +830,76 @@ mod tests {
             got.sort();
             assert_eq!(got, [("1".to_owned(), 3), ("4".to_owned(), long.len())]);
         }
+        state.close().await.unwrap();
+    }
+
+    /// What a run stored is kept in memory ([`StoreLocation::recent`]) and the dump takes it
+    /// from there, on both read paths: with every blob gone from the store, the dump is still
+    /// whole, and without the kept bodies the same dump leaves them all out.
+    #[tokio::test]
+    async fn blobs_kept_from_the_harvest_are_not_read_back() {
+        let (_dir, loc, state) = local_store().await;
+        let objects = loc.objects.clone();
+        let mut kept = loc.clone();
+        kept.recent = rsagg_store::RecentBlobs::with_capacity(1 << 20);
+        let blobs = Blobs::for_location(&kept);
+        let mut shas = Vec::new();
+        for i in 0..5 {
+            let b = body(i, 300);
+            change(&objects, &state, &i.to_string(), Change::Created, &b).await;
+            let chunks =
+                futures::stream::iter([Ok::<_, std::convert::Infallible>(bytes::Bytes::from(b))]);
+            shas.push(
+                blobs
+                    .put_stream("test", chunks, false)
+                    .await
+                    .unwrap()
+                    .sha256,
+            );
+        }
+        assert_eq!(kept.recent.len(), 5);
+        let remote = StoreLocation {
+            local_root: None,
+            ..kept.clone()
+        };
+        for location in [&kept, &remote] {
+            for sha in &shas {
+                objects.delete(&Blobs::path(sha)).await.unwrap();
+            }
+            let report = publish(
+                &state,
+                location,
+                BASE,
+                &LinkPolicy::default(),
+                &cfg(100, 1 << 30),
+                true,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+            assert_eq!((report.resources, report.skipped), (5, 0));
+            // Back in the store, so that `dump` can check every item against its blob.
+            for i in 0..5 {
+                blob(&objects, &body(i, 300)).await;
+            }
+            let (_, packages) = dump(&objects).await;
+            let mut got: Vec<Vec<u8>> = packages.into_iter().flatten().map(|(_, b)| b).collect();
+            got.sort();
+            let mut want: Vec<Vec<u8>> = (0..5).map(|i| body(i, 300)).collect();
+            want.sort();
+            assert_eq!(got, want);
+        }
+        for sha in &shas {
+            objects.delete(&Blobs::path(sha)).await.unwrap();
+        }
+        let report = run_local(
+            &objects,
+            loc.local_root.as_deref(),
+            &state,
+            &cfg(100, 1 << 30),
+        )
+        .await;
+        assert_eq!((report.resources, report.skipped), (0, 5));
         state.close().await.unwrap();
     }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use rsagg_fetch::{FetchConfig, Fetcher};
-use rsagg_store::{Blobs, State, open_object_store};
+use rsagg_store::{Blobs, RecentBlobs, State, open_object_store};
 
 use crate::harvest::{Ctx, UpstreamReport, Verdict, harvest};
 use crate::notify::{Notifier, NotifyReport};
@@ -118,7 +118,8 @@ pub(crate) async fn open(
     opts: &RunOptions,
 ) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
     let cfg = &p.config;
-    let loc = open_object_store(&cfg.store.url)?;
+    let mut loc = open_object_store(&cfg.store.url)?;
+    loc.recent = RecentBlobs::with_capacity(cfg.store.recent_blob_bytes);
     let state = Arc::new(State::open(loc.objects.clone(), &cfg.store.url).await?);
     let fetcher = Fetcher::new(FetchConfig {
         max_connections: cfg.fetch.concurrency,

@@ -21,6 +21,7 @@ use rsagg_model::{HashAlgorithm, HashValue};
 use crate::Error;
 use crate::StoreLocation;
 use crate::local::LocalWriter;
+use crate::recent::{self, RecentBlobs};
 
 /// Bodies up to this size are buffered and written with one request.
 pub const SMALL_BODY: usize = 8 * 1024 * 1024;
@@ -49,6 +50,8 @@ pub struct Blobs {
     /// A `file://` store's root and the writer threads for its small bodies (see
     /// `local.rs`).
     local: Option<(std::path::PathBuf, LocalWriter)>,
+    /// Where the bodies of small blobs go once stored (see `recent.rs`).
+    recent: RecentBlobs,
 }
 
 struct Hashers {
@@ -89,12 +92,14 @@ impl Blobs {
         Blobs {
             objects,
             local: None,
+            recent: RecentBlobs::none(),
         }
     }
 
     /// The blob area of an opened store: for a `file://` store, small bodies are written by
     /// two dedicated threads instead of one blocking-pool hand-off each (see `local.rs`);
-    /// the files are the ones `objects` reads.
+    /// the files are the ones `objects` reads. Small bodies stored are kept in
+    /// [`StoreLocation::recent`].
     pub fn for_location(loc: &StoreLocation) -> Self {
         Blobs {
             objects: loc.objects.clone(),
@@ -102,6 +107,7 @@ impl Blobs {
                 .local_root
                 .clone()
                 .map(|root| (root, LocalWriter::default())),
+            recent: loc.recent.clone(),
         }
     }
 
@@ -194,6 +200,11 @@ impl Blobs {
         };
         match upload {
             None => {
+                // Kept once the store has it: the bytes just hashed to this address. Copied,
+                // because a chunk is often a slice of the client's read buffer, which it
+                // would keep alive whole.
+                let keep = (info.length <= recent::MAX_BODY as u64 && !self.recent.is_off())
+                    .then(|| Bytes::from(chunks.concat()));
                 // A plain overwrite: the key is the content, so replacing an existing blob
                 // (another upstream's identical bitstream, or a concurrent writer) changes
                 // nothing, and it costs one rename locally and one PUT on S3, where a
@@ -209,6 +220,9 @@ impl Blobs {
                             .await
                             .map_err(os_err(&dest))?;
                     }
+                }
+                if let Some(body) = keep {
+                    self.recent.insert(&info.sha256, body);
                 }
             }
             Some((tmp, w)) => {

@@ -24,6 +24,8 @@
 //!   stream in.
 //! - `local.rs`: a `file://` store's small blobs, written by two dedicated threads rather
 //!   than one blocking-pool hand-off each.
+//! - `recent.rs`: the bodies of small blobs stored lately, in memory by address (bounded), so
+//!   a dump built after a harvest does not read them back.
 //! - `documents.rs`: published documents and JSON objects: read, write, retire after a grace
 //!   period.
 //! - `records.rs`: the serialised records (resource, change-log entry, checkpoint,
@@ -35,11 +37,13 @@ pub mod conformance;
 pub mod documents;
 mod local;
 mod location;
+mod recent;
 mod records;
 mod state;
 
 pub use blobs::{BlobInfo, Blobs};
 pub use location::{StoreLocation, open_object_store};
+pub use recent::RecentBlobs;
 pub use records::{
     Checkpoint, CopyRef, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, SeenKey,
     UpstreamMeta,

@@ -10,6 +10,7 @@ use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
 
 use crate::Error;
+use crate::recent::RecentBlobs;
 
 /// An opened store URL: the object store rooted at the URL's prefix.
 #[derive(Debug, Clone)]
@@ -24,6 +25,23 @@ pub struct StoreLocation {
     /// blocking-thread hand-off per object locally: a Resource Dump reads every blob, a
     /// baseline writes thousands (see `Blobs::for_location`).
     pub local_root: Option<PathBuf>,
+    /// The bodies of small blobs stored through it lately ([`crate::Blobs::for_location`]),
+    /// so a dump built right after a harvest does not read them back. Opened keeping
+    /// nothing; a pipeline run sets its capacity (`[store] recent_blob_bytes`).
+    pub recent: RecentBlobs,
+}
+
+impl StoreLocation {
+    /// `objects` as the store at `url`, read and written through `objects` alone (no local
+    /// root) and keeping no recent blobs: how tests and tools wrap a store they built.
+    pub fn new(url: impl Into<String>, objects: Arc<dyn ObjectStore>) -> Self {
+        StoreLocation {
+            url: url.into(),
+            objects,
+            local_root: None,
+            recent: RecentBlobs::none(),
+        }
+    }
 }
 
 /// Opens `file:///abs/dir`, `s3://bucket/prefix` (endpoint and credentials from the `AWS_*`
@@ -85,6 +103,7 @@ pub fn open_object_store(url: &str) -> Result<StoreLocation, Error> {
         url: url.to_owned(),
         objects,
         local_root,
+        recent: RecentBlobs::none(),
     })
 }
 
