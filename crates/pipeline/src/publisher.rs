@@ -24,6 +24,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_store::{State, StoreLocation};
 use serde::Serialize;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::capability::Advertised;
 use crate::changedump::ChangeDumpReport;
@@ -155,7 +156,7 @@ pub struct PublishOptions {
 
 /// Publishes every document of `p`'s collection from `state` into `store`.
 pub async fn publish(
-    state: &State,
+    state: &Arc<State>,
     store: &StoreLocation,
     p: &Pipeline,
     opts: PublishOptions,
@@ -186,45 +187,73 @@ pub async fn publish(
         }
     }
     // The Resource List, the Change Lists (then their dumps) and the Resource Dump are
-    // independent of each other: built side by side, the dump's writer thread and the lists'
-    // encoding overlap (the ordering readers rely on, documents before the Capability List
-    // that advertises them and garbage collection after the Change Lists, is kept).
-    let timed = |t: Instant| Some(t.elapsed().as_secs_f64());
-    let resource_list = async {
-        let t = Instant::now();
-        let r = crate::resourcelist::publish_with(
-            state,
-            objects,
-            base,
-            &policy,
-            PART_TARGET,
-            cfg.grace,
-        )
-        .await
-        .map(|parts| parts.len());
-        (r, timed(t))
+    // independent of each other: built in parallel, as tasks of their own (in one task they
+    // would only take turns on one thread, and each reads every record of the collection),
+    // while the ordering readers rely on is kept: documents before the Capability List that
+    // advertises them, garbage collection after the Change Lists. Dropping this future
+    // (shutdown) aborts them, as it would have stopped them in one task.
+    let resource_list = {
+        let (state, objects, base, policy) = (
+            state.clone(),
+            objects.clone(),
+            base.to_owned(),
+            policy.clone(),
+        );
+        let grace = cfg.grace;
+        branch("resource list", async move {
+            crate::resourcelist::publish_with(&state, &objects, &base, &policy, PART_TARGET, grace)
+                .await
+                .map(|parts| parts.len())
+        })
     };
-    let changes = async {
-        let t = Instant::now();
-        let lists = crate::changelist::publish(state, objects, base, &policy, cfg).await;
-        let lists = (lists, timed(t));
-        let dumps = if cfg.change_dumps && !opts.lists_only {
+    // Change Dumps package what the Change Lists just closed: one after the other.
+    let changes = {
+        let (state, store, base, policy, cfg) = (
+            state.clone(),
+            store.clone(),
+            base.to_owned(),
+            policy.clone(),
+            cfg.clone(),
+        );
+        let dumps = cfg.change_dumps && !opts.lists_only;
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
             let t = Instant::now();
-            let r = crate::changedump::publish(state, store, base, &policy, cfg).await;
-            Some((r, timed(t)))
-        } else {
-            None
-        };
-        (lists, dumps)
+            let lists =
+                crate::changelist::publish(&state, &store.objects, &base, &policy, &cfg).await;
+            let lists = (lists, timed(t));
+            let dumps = if dumps {
+                let t = Instant::now();
+                let r = crate::changedump::publish(&state, &store, &base, &policy, &cfg).await;
+                Some((r, timed(t)))
+            } else {
+                None
+            };
+            (lists, dumps)
+        }));
+        async move {
+            task.await.unwrap_or_else(|e| {
+                let lists = Err(panicked("change lists", e));
+                ((lists, None), None)
+            })
+        }
     };
+    let resource_dump = (cfg.resource_dump && !opts.lists_only).then(|| {
+        let (state, store, base, policy, cfg) = (
+            state.clone(),
+            store.clone(),
+            base.to_owned(),
+            policy.clone(),
+            cfg.clone(),
+        );
+        let force = opts.force;
+        branch("resource dump", async move {
+            crate::resourcedump::publish(&state, &store, &base, &policy, &cfg, force).await
+        })
+    });
     let resource_dump = async {
-        if cfg.resource_dump && !opts.lists_only {
-            let t = Instant::now();
-            let r =
-                crate::resourcedump::publish(state, store, base, &policy, cfg, opts.force).await;
-            Some((r, timed(t)))
-        } else {
-            None
+        match resource_dump {
+            Some(d) => Some(d.await),
+            None => None,
         }
     };
     let ((rl, rl_t), ((cl, cl_t), cd), rd) = futures::join!(resource_list, changes, resource_dump);
@@ -269,6 +298,33 @@ pub async fn publish(
     times.total = started.elapsed().as_secs_f64();
     report.seconds = times;
     report
+}
+
+/// Seconds since `t`, as the report keeps them.
+fn timed(t: Instant) -> Option<f64> {
+    Some(t.elapsed().as_secs_f64())
+}
+
+/// The error of a publish step whose task panicked.
+fn panicked(step: &str, e: tokio::task::JoinError) -> Error {
+    Error::Io {
+        what: format!("publishing the {step}"),
+        source: std::io::Error::other(e),
+    }
+}
+
+/// `work` as a task of its own, joined with how long it took (wall time). Dropping the
+/// returned future aborts the task.
+fn branch<T: Send + 'static>(
+    step: &'static str,
+    work: impl Future<Output = Result<T, Error>> + Send + 'static,
+) -> impl Future<Output = (Result<T, Error>, Option<f64>)> {
+    let t = Instant::now();
+    let task = AbortOnDropHandle::new(tokio::spawn(work));
+    async move {
+        let r = task.await.unwrap_or_else(|e| Err(panicked(step, e)));
+        (r, timed(t))
+    }
 }
 
 /// The documents that exist now (a step that never succeeded has none to advertise), and

@@ -290,6 +290,43 @@ async fn plan(
     Ok(())
 }
 
+/// The items of one package as [`Packages::make`] reads them from the plan: up to the next
+/// package or the end of the plan (which is left in `next`), or an error when the plan stops
+/// without saying it is done. A hand-written stream rather than `unfold` over borrowed
+/// state, whose future is not `Send` for every lifetime, which a publish step run as a task
+/// of its own needs (see `publisher.rs`).
+struct PackageItems<'a> {
+    rx: &'a mut mpsc::Receiver<Planned>,
+    next: &'a mut Option<Planned>,
+    ended: bool,
+}
+
+impl futures::Stream for PackageItems<'_> {
+    type Item = Result<Item, Error>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.ended {
+            return std::task::Poll::Ready(None);
+        }
+        std::task::Poll::Ready(match std::task::ready!(this.rx.poll_recv(cx)) {
+            Some(Planned::Item(item)) => Some(Ok(*item)),
+            Some(end @ (Planned::Package(_) | Planned::Done)) => {
+                *this.next = Some(end);
+                this.ended = true;
+                None
+            }
+            None => {
+                this.ended = true;
+                Some(Err(abandoned()))
+            }
+        })
+    }
+}
+
 /// The packages of one generation as they are made.
 struct Packages<'a> {
     location: &'a StoreLocation,
@@ -313,22 +350,11 @@ impl Packages<'_> {
             };
             // The package's items: up to the next package or the end, which is kept in
             // `next`; an error when the plan stops without saying it is done.
-            let items = futures::stream::unfold(
-                (&mut rx, &mut next, false),
-                |(rx, next, failed)| async move {
-                    if failed {
-                        return None;
-                    }
-                    match rx.recv().await {
-                        Some(Planned::Item(item)) => Some((Ok(*item), (rx, next, false))),
-                        Some(end @ (Planned::Package(_) | Planned::Done)) => {
-                            *next = Some(end);
-                            None
-                        }
-                        None => Some((Err(abandoned()), (rx, next, true))),
-                    }
-                },
-            );
+            let items = PackageItems {
+                rx: &mut rx,
+                next: &mut next,
+                ended: false,
+            };
             self.flush(items, at).await?;
         }
     }
