@@ -690,6 +690,23 @@ poll_interval = "5m"
     }
 
     #[test]
+    fn recent_blob_bytes_defaults_and_parses() {
+        let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
+        assert_eq!(p.config.store.recent_blob_bytes, 64 * 1024 * 1024);
+        let text = GOOD.replace(
+            "url = \"file:///tmp/rsagg-test-maps\"",
+            "url = \"file:///tmp/rsagg-test-maps\"\nrecent_blob_bytes = 0",
+        );
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        assert_eq!(p.config.store.recent_blob_bytes, 0);
+        let bad = GOOD.replace(
+            "url = \"file:///tmp/rsagg-test-maps\"",
+            "url = \"file:///tmp/rsagg-test-maps\"\nrecent_blob_bytes = -1",
+        );
+        assert!(Pipeline::parse(Path::new("p.toml"), &bad).is_err());
+    }
+
+    #[test]
     fn push_keys_default_and_parse() {
         let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
         let u = &p.config.upstreams[0];

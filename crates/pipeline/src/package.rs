@@ -3,14 +3,15 @@
 //!
 //! A package is written to a local temporary file by [`rsagg_dump::PackageWriter`] on a
 //! blocking thread while blobs are fetched on the async side and handed over through a
-//! bounded channel, so fetching and compressing overlap and memory stays bounded. Blobs are
+//! bounded channel, so fetching and compressing overlap and memory stays bounded. Blobs the
+//! run has just stored are taken from memory ([`rsagg_store::RecentBlobs`]); the others are
 //! read [`READ_AHEAD`] at a time (in manifest order), since one read costs a round trip to
 //! the store (a GET on S3) and the typical dump is many small resources; a local store's
 //! blobs are read as files by one blocking thread of their own ([`read_local`]), which hands
 //! them to the writer in batches. Each blob is read whole (into memory up to [`IN_MEMORY`]
 //! bytes, else into a temporary file of its own, or left in place when local) and its
-//! SHA-256 checked against its address before the writer sees a byte of it: a corrupt or missing blob is left out (with a warning, counted)
-//! rather than ending up in the ZIP, where a half-written entry would spoil the whole
+//! SHA-256 checked against its address before the writer sees a byte of it: a corrupt or
+//! missing blob is left out (with a warning, counted) rather than ending up in the ZIP, where a half-written entry would spoil the whole
 //! package. The finished ZIP is uploaded in parts (multipart upload, so packages far
 //! larger than memory work on S3), hashed (md5, sha-256) as it is read, and the manifest is
 //! uploaded a second time as an object of its own, the byte-identical copy a dump's
@@ -51,8 +52,10 @@ pub(crate) const BATCH: usize = 64;
 /// blob counts as [`IN_MEMORY`] bytes: it is handed over as an open file). With [`QUEUE`]
 /// this bounds what the local reader holds: (2 + 2) × (1 MiB + 256 KiB), about 5 MiB.
 const BATCH_BYTES: u64 = 1 << 20;
-/// Blobs read at once ahead of the writer. With [`IN_MEMORY`] and [`QUEUE`] this bounds the
-/// memory a build holds: (16 + 2 + 1) × 256 KiB, under 5 MiB.
+/// Blobs read at once ahead of the writer. With [`IN_MEMORY`], [`QUEUE`] and [`BATCH_BYTES`]
+/// this bounds the memory a build holds: 16 × 256 KiB read ahead and (2 + 1) batches of at
+/// most 1 MiB + 256 KiB, under 8 MiB (blobs taken from [`RecentBlobs`] are shared with it,
+/// not copied).
 const READ_AHEAD: usize = 16;
 /// Bitstreams up to this size are held in memory between the read and the writer; larger
 /// ones go through a temporary file. Creating (and deleting) a file per resource cost more

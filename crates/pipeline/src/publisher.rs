@@ -192,38 +192,44 @@ pub async fn publish(
     // while the ordering readers rely on is kept: documents before the Capability List that
     // advertises them, garbage collection after the Change Lists. Dropping this future
     // (shutdown) aborts them, as it would have stopped them in one task.
+    // What every task reads, owned (a task of its own outlives no borrow).
+    let shared = Arc::new(Shared {
+        state: state.clone(),
+        store: store.clone(),
+        base: base.to_owned(),
+        policy: policy.clone(),
+        cfg: cfg.clone(),
+    });
     let resource_list = {
-        let (state, objects, base, policy) = (
-            state.clone(),
-            objects.clone(),
-            base.to_owned(),
-            policy.clone(),
-        );
-        let grace = cfg.grace;
+        let s = shared.clone();
         branch("resource list", async move {
-            crate::resourcelist::publish_with(&state, &objects, &base, &policy, PART_TARGET, grace)
-                .await
-                .map(|parts| parts.len())
+            let grace = s.cfg.grace;
+            crate::resourcelist::publish_with(
+                &s.state,
+                &s.store.objects,
+                &s.base,
+                &s.policy,
+                PART_TARGET,
+                grace,
+            )
+            .await
+            .map(|parts| parts.len())
         })
     };
     // Change Dumps package what the Change Lists just closed: one after the other.
     let changes = {
-        let (state, store, base, policy, cfg) = (
-            state.clone(),
-            store.clone(),
-            base.to_owned(),
-            policy.clone(),
-            cfg.clone(),
-        );
+        let s = shared.clone();
         let dumps = cfg.change_dumps && !opts.lists_only;
         let task = AbortOnDropHandle::new(tokio::spawn(async move {
             let t = Instant::now();
             let lists =
-                crate::changelist::publish(&state, &store.objects, &base, &policy, &cfg).await;
+                crate::changelist::publish(&s.state, &s.store.objects, &s.base, &s.policy, &s.cfg)
+                    .await;
             let lists = (lists, timed(t));
             let dumps = if dumps {
                 let t = Instant::now();
-                let r = crate::changedump::publish(&state, &store, &base, &policy, &cfg).await;
+                let r = crate::changedump::publish(&s.state, &s.store, &s.base, &s.policy, &s.cfg)
+                    .await;
                 Some((r, timed(t)))
             } else {
                 None
@@ -238,16 +244,10 @@ pub async fn publish(
         }
     };
     let resource_dump = (cfg.resource_dump && !opts.lists_only).then(|| {
-        let (state, store, base, policy, cfg) = (
-            state.clone(),
-            store.clone(),
-            base.to_owned(),
-            policy.clone(),
-            cfg.clone(),
-        );
-        let force = opts.force;
+        let (s, force) = (shared.clone(), opts.force);
         branch("resource dump", async move {
-            crate::resourcedump::publish(&state, &store, &base, &policy, &cfg, force).await
+            crate::resourcedump::publish(&s.state, &s.store, &s.base, &s.policy, &s.cfg, force)
+                .await
         })
     });
     let resource_dump = async {
@@ -298,6 +298,15 @@ pub async fn publish(
     times.total = started.elapsed().as_secs_f64();
     report.seconds = times;
     report
+}
+
+/// What the publish tasks share.
+struct Shared {
+    state: Arc<State>,
+    store: StoreLocation,
+    base: String,
+    policy: LinkPolicy,
+    cfg: crate::config::PublishConfig,
 }
 
 /// Seconds since `t`, as the report keeps them.
