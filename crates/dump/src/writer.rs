@@ -18,7 +18,7 @@ use rsagg_model::{
     Change, DocumentKind, EntrySpans, HeaderSpans, Mode, Pos, Root, Severity, UrlEntry, Validator,
 };
 use rsagg_sitemap::writer::{encode_entry, encode_header};
-use zip::write::{PreparedZipFile, SimpleFileOptions};
+use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
 use crate::Error;
@@ -93,70 +93,6 @@ fn compressed_signature(head: &[u8]) -> bool {
         || (head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WEBP"))
         // ISO base media (MP4, MOV, HEIC, AVIF): a box of type `ftyp` first.
         || head.get(4..8) == Some(b"ftyp")
-}
-
-/// A file compressed ahead of [`PackageWriter::add_prepared`], possibly on another thread,
-/// so that the writer's own thread only copies it in: for a package of many small files the
-/// per-file deflate (a fresh stream and block each) is most of the writer's work.
-///
-/// Its name is checked as [`PackageWriter::add`] checks it when it is made; whether it is
-/// already taken is only known when it is added.
-pub struct Prepared {
-    name: String,
-    length: u64,
-    file: PreparedZipFile,
-}
-
-impl std::fmt::Debug for Prepared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared")
-            .field("name", &self.name)
-            .field("length", &self.length)
-            .finish()
-    }
-}
-
-impl Prepared {
-    /// `body`, to be added at `path` (as for [`PackageWriter::add`]), deflated or stored as
-    /// [`Compression::for_body`] says. `package` names the package in errors.
-    pub fn bytes(package: &str, path: &str, body: &[u8]) -> Result<Prepared, Error> {
-        let name = normalise_path(path);
-        if let Some(reason) = unsafe_reason(name) {
-            return Err(Error::UnsafeName {
-                package: package.to_owned(),
-                entry: path.to_owned(),
-                reason,
-            });
-        }
-        if name == MANIFEST {
-            return Err(Error::Invalid {
-                package: package.to_owned(),
-                section: "11.2",
-                message: format!("`{path}` is reserved for the manifest"),
-            });
-        }
-        let compression = Compression::for_body(body, body.len() as u64);
-        let file = PreparedZipFile::from_data(name, options(compression), body).map_err(|e| {
-            Error::Io {
-                package: package.to_owned(),
-                context: format!("compressing `{name}`"),
-                source: match e {
-                    zip::result::ZipError::Io(io) => io,
-                    other => io::Error::other(other),
-                },
-            }
-        })?;
-        Ok(Prepared {
-            name: name.to_owned(),
-            length: body.len() as u64,
-            file,
-        })
-    }
-
-    /// The name it will have in the package (`path` without its leading `/`).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
 }
 
 /// Writes a package (used later to republish dumps): files streamed in, manifest.xml written
@@ -281,26 +217,6 @@ impl PackageWriter {
         self.broken = false;
         self.files.insert(name.to_owned());
         Ok(n)
-    }
-
-    /// Adds a file compressed ahead ([`Prepared`]); returns its bytes (uncompressed). A name
-    /// already taken is refused ([`Error::Duplicate`]) and leaves the writer usable; when
-    /// writing fails, the package holds a partial file and every later call fails.
-    pub fn add_prepared(&mut self, file: Prepared) -> Result<u64, Error> {
-        if self.files.contains(&file.name) {
-            return Err(Error::Duplicate {
-                package: self.name.clone(),
-                entry: file.name,
-            });
-        }
-        self.check_not_broken()?;
-        self.broken = true;
-        self.zip
-            .add_prepared_file(file.file)
-            .map_err(|e| self.zip_error(format!("adding `{}`", file.name), e))?;
-        self.broken = false;
-        self.files.insert(file.name);
-        Ok(file.length)
     }
 
     /// Writes manifest.xml (via rsagg_sitemap's DocumentWriter/encode functions; header +
@@ -553,57 +469,6 @@ mod tests {
                 .unwrap();
             assert_eq!(&back, body);
         }
-    }
-
-    /// A file compressed ahead is the same file: the package is byte for byte the one
-    /// `add_bytes` writes. Its name is checked when it is prepared and when it is added.
-    #[test]
-    fn a_prepared_file_makes_the_same_package_as_adding_its_bytes() {
-        let text = b"a resource of plain text, long enough to be worth deflating. ".repeat(4);
-        let bodies: [(&str, &[u8]); 3] = [("/t", &text), ("/d/s", b"tiny"), ("/e", b"")];
-        let package = |prepared: bool| {
-            let mut w = PackageWriter::new(tempfile::tempfile().unwrap());
-            for (path, body) in bodies {
-                if prepared {
-                    let p = Prepared::bytes("p.zip", path, body).unwrap();
-                    assert_eq!(p.name(), &path[1..]);
-                    assert_eq!(w.add_prepared(p).unwrap(), body.len() as u64);
-                } else {
-                    w.add_bytes(path, body).unwrap();
-                }
-            }
-            let entries = bodies.map(|(path, body)| UrlEntry {
-                loc: format!("http://example.com{path}"),
-                md: Some(Md {
-                    path: Some(path.into()),
-                    length: Some(body.len() as u64),
-                    ..Md::default()
-                }),
-                ..UrlEntry::default()
-            });
-            let mut file = w
-                .finish(&manifest_header(), &mut entries.into_iter())
-                .unwrap();
-            file.rewind().unwrap();
-            let mut all = Vec::new();
-            file.read_to_end(&mut all).unwrap();
-            all
-        };
-        assert!(package(true) == package(false), "the packages differ");
-
-        for bad in ["/../x", "/manifest.xml", "/a//b"] {
-            assert!(Prepared::bytes("p.zip", bad, b"x").is_err(), "{bad}");
-        }
-        let mut w = PackageWriter::new(tempfile::tempfile().unwrap());
-        w.add_bytes("/t", b"one").unwrap();
-        let again = Prepared::bytes("p.zip", "/t", b"two").unwrap();
-        assert!(matches!(
-            w.add_prepared(again),
-            Err(Error::Duplicate { .. })
-        ));
-        // Still usable after the refusal.
-        w.add_prepared(Prepared::bytes("p.zip", "/u", b"two").unwrap())
-            .unwrap();
     }
 
     #[test]
