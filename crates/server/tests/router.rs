@@ -2,12 +2,13 @@
 //! (a `file://` directory), records committed with blobs written first, the Resource List
 //! published in several parts with an index, then HTTP requests through the axum router.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -17,7 +18,8 @@ use rsagg_pipeline::links::LinkPolicy;
 use rsagg_pipeline::resourcelist::publish_with;
 use rsagg_server::{Collection, router};
 use rsagg_store::{Applied, BlobInfo, Blobs, Commit, ResourceRecord, ResourceStatus, State};
-use tower::ServiceExt;
+
+use common::Answer;
 
 const BASE: &str = "https://agg.example.org/maps/";
 const SET: &str = "http://up.example.org/capabilitylist.xml";
@@ -126,51 +128,16 @@ fn app(f: &Fixture) -> Router {
     ])
 }
 
-struct Answer {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn header(&self, name: header::HeaderName) -> &str {
-        self.headers
-            .get(&name)
-            .unwrap_or_else(|| panic!("no {name} in {:?}", self.headers))
-            .to_str()
-            .unwrap()
-    }
-}
-
 async fn request(
     app: &Router,
     method: Method,
     path: &str,
     headers: &[(header::HeaderName, &str)],
-) -> Answer {
-    let mut b = Request::builder().method(method).uri(path);
-    for (k, v) in headers {
-        b = b.header(k, *v);
-    }
-    let r = app
-        .clone()
-        .oneshot(b.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = r.status();
-    let headers = r.headers().clone();
-    let body = axum::body::to_bytes(r.into_body(), usize::MAX)
-        .await
-        .unwrap()
-        .to_vec();
-    Answer {
-        status,
-        headers,
-        body,
-    }
+) -> Answer<Vec<u8>> {
+    common::request_with(app, method, path, headers).await
 }
 
-async fn get(app: &Router, path: &str) -> Answer {
+async fn get(app: &Router, path: &str) -> Answer<Vec<u8>> {
     request(app, Method::GET, path, &[]).await
 }
 
