@@ -748,13 +748,7 @@ mod tests {
     /// The same on a `file://` store, whose blobs are read as files.
     #[tokio::test]
     async fn a_corrupt_local_blob_is_left_out_and_counted() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = url::Url::from_directory_path(dir.path()).unwrap();
-        let location = rsagg_store::open_object_store(url.as_str()).unwrap();
-        assert!(location.local_root.is_some());
-        let state = State::open(location.objects.clone(), url.as_str())
-            .await
-            .unwrap();
+        let (_dir, location, state) = local_store().await;
         corrupt_blob_left_out(&location, &state).await;
         state.close().await.unwrap();
     }

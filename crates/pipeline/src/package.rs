@@ -854,6 +854,19 @@ pub(crate) mod testing {
         (objects, state)
     }
 
+    /// A `file://` store in a new temporary directory (kept while the `TempDir` lives),
+    /// with a state opened on it.
+    pub async fn local_store() -> (tempfile::TempDir, rsagg_store::StoreLocation, State) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url::Url::from_directory_path(dir.path()).unwrap();
+        let loc = rsagg_store::open_object_store(url.as_str()).unwrap();
+        assert!(loc.local_root.is_some());
+        let state = State::open(loc.objects.clone(), url.as_str())
+            .await
+            .unwrap();
+        (dir, loc, state)
+    }
+
     pub fn uri(name: &str) -> String {
         format!("http://up.example.org/res/{name}")
     }

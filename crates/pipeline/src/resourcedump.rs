@@ -488,18 +488,6 @@ mod tests {
             .unwrap()
     }
 
-    /// A `file://` store in a new temporary directory, with a state opened on it.
-    async fn local_store() -> (tempfile::TempDir, rsagg_store::StoreLocation, State) {
-        let dir = tempfile::tempdir().unwrap();
-        let url = url::Url::from_directory_path(dir.path()).unwrap();
-        let loc = rsagg_store::open_object_store(url.as_str()).unwrap();
-        assert!(loc.local_root.is_some());
-        let state = State::open(loc.objects.clone(), url.as_str())
-            .await
-            .unwrap();
-        (dir, loc, state)
-    }
-
     /// `resourcedump.xml`, strictly valid, with every package read back and checked.
     /// Returns the packages' names and, per package, its manifest entries with their bytes.
     async fn dump(objects: &Arc<dyn ObjectStore>) -> (Vec<String>, Vec<Vec<(UrlEntry, Vec<u8>)>>) {
