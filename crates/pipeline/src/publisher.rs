@@ -20,6 +20,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::future::OptionFuture;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_store::{State, StoreLocation};
@@ -203,59 +204,40 @@ pub async fn publish(
     let resource_list = {
         let s = shared.clone();
         branch("resource list", async move {
-            let grace = s.cfg.grace;
             crate::resourcelist::publish_with(
                 &s.state,
                 &s.store.objects,
                 &s.base,
                 &s.policy,
                 PART_TARGET,
-                grace,
+                s.cfg.grace,
             )
             .await
             .map(|parts| parts.len())
         })
     };
     // Change Dumps package what the Change Lists just closed: one after the other.
-    let changes = {
+    let changes = async {
         let s = shared.clone();
-        let dumps = cfg.change_dumps && !opts.lists_only;
-        let task = AbortOnDropHandle::new(tokio::spawn(async move {
-            let t = Instant::now();
-            let lists =
-                crate::changelist::publish(&s.state, &s.store.objects, &s.base, &s.policy, &s.cfg)
-                    .await;
-            let lists = (lists, timed(t));
-            let dumps = if dumps {
-                let t = Instant::now();
-                let r = crate::changedump::publish(&s.state, &s.store, &s.base, &s.policy, &s.cfg)
-                    .await;
-                Some((r, timed(t)))
-            } else {
-                None
-            };
-            (lists, dumps)
-        }));
-        async move {
-            task.await.unwrap_or_else(|e| {
-                let lists = Err(panicked("change lists", e));
-                ((lists, None), None)
+        let lists = branch("change lists", async move {
+            crate::changelist::publish(&s.state, &s.store.objects, &s.base, &s.policy, &s.cfg).await
+        })
+        .await;
+        let dumps = (cfg.change_dumps && !opts.lists_only).then(|| {
+            let s = shared.clone();
+            branch("change dumps", async move {
+                crate::changedump::publish(&s.state, &s.store, &s.base, &s.policy, &s.cfg).await
             })
-        }
+        });
+        (lists, OptionFuture::from(dumps).await)
     };
-    let resource_dump = (cfg.resource_dump && !opts.lists_only).then(|| {
+    let resource_dump = OptionFuture::from((cfg.resource_dump && !opts.lists_only).then(|| {
         let (s, force) = (shared.clone(), opts.force);
         branch("resource dump", async move {
             crate::resourcedump::publish(&s.state, &s.store, &s.base, &s.policy, &s.cfg, force)
                 .await
         })
-    });
-    let resource_dump = async {
-        match resource_dump {
-            Some(d) => Some(d.await),
-            None => None,
-        }
-    };
+    }));
     let ((rl, rl_t), ((cl, cl_t), cd), rd) = futures::join!(resource_list, changes, resource_dump);
     let e = &mut report.errors;
     report.resource_list_parts = note(e, "resource list", rl);
@@ -309,21 +291,8 @@ struct Shared {
     cfg: crate::config::PublishConfig,
 }
 
-/// Seconds since `t`, as the report keeps them.
-fn timed(t: Instant) -> Option<f64> {
-    Some(t.elapsed().as_secs_f64())
-}
-
-/// The error of a publish step whose task panicked.
-fn panicked(step: &str, e: tokio::task::JoinError) -> Error {
-    Error::Io {
-        what: format!("publishing the {step}"),
-        source: std::io::Error::other(e),
-    }
-}
-
 /// `work` as a task of its own, joined with how long it took (wall time). Dropping the
-/// returned future aborts the task.
+/// returned future aborts the task; a task that panicked is an error of `step`.
 fn branch<T: Send + 'static>(
     step: &'static str,
     work: impl Future<Output = Result<T, Error>> + Send + 'static,
@@ -331,8 +300,13 @@ fn branch<T: Send + 'static>(
     let t = Instant::now();
     let task = AbortOnDropHandle::new(tokio::spawn(work));
     async move {
-        let r = task.await.unwrap_or_else(|e| Err(panicked(step, e)));
-        (r, timed(t))
+        let r = task.await.unwrap_or_else(|e| {
+            Err(Error::Io {
+                what: format!("publishing the {step}"),
+                source: std::io::Error::other(e),
+            })
+        });
+        (r, Some(t.elapsed().as_secs_f64()))
     }
 }
 
