@@ -39,7 +39,7 @@ echo "== sample upstream: $RSAGG_DEMO_UPSTREAM/.well-known/resourcesync"
 "$rsagg" check pipelines/demo.toml
 echo
 echo "== rsagg run pipelines/demo.toml (harvest: baseline from the Resource List, then the Change List; then publish)"
-RSAGG_LOG=${RSAGG_LOG:-warn,rsagg_pipeline=info} "$rsagg" run pipelines/demo.toml --once
+RSAGG_LOG=${RSAGG_LOG:-warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info} "$rsagg" run pipelines/demo.toml --once
 echo
 echo "== again: every change is recognised as already processed, nothing is fetched twice"
 "$rsagg" run pipelines/demo.toml --once --json >"$out/second-run.json"

@@ -82,7 +82,7 @@ impl HubProcess {
         Ok(hub)
     }
 
-    /// The URL of the `listening http://HOST:PORT` line (DESIGN.md: every server prints it
+    /// The URL of the `listening http://HOST:PORT` line (`docs/contract.md`: every server prints it
     /// once it accepts connections), with a trailing `/`: the hub URL.
     fn wait_listening(&self, timeout: Duration) -> Result<String> {
         let t0 = Instant::now();

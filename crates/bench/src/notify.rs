@@ -190,7 +190,7 @@ impl Proc {
         }
     }
 
-    /// The URL of the `listening http://HOST:PORT` line on stdout (DESIGN.md: every server
+    /// The URL of the `listening http://HOST:PORT` line on stdout (`docs/contract.md`: every server
     /// prints it once it accepts connections), with a trailing `/`.
     fn wait_listening(&mut self, timeout: Duration) -> anyhow::Result<String> {
         let t0 = Instant::now();

@@ -1,4 +1,4 @@
-//! `rsagg hub` (contract of DESIGN.md): the WebSub hub, all requests by POST at `/`.
+//! `rsagg hub` (`docs/contract.md`): the WebSub hub, all requests by POST at `/`.
 //!
 //! Subscriptions and undelivered messages are kept in `--store` (default: `file://` of the
 //! directory `rsagg-hub/` under the current directory), so a restart loses nothing. Exit
@@ -100,10 +100,10 @@ pub async fn hub(args: HubArgs) -> ExitCode {
         Ok(h) => Arc::new(h),
         Err(e) => return failure(format!("store `{store_url}`: {e}")),
     };
-    if crate::serve::announce(addr).is_err() {
+    if crate::lifecycle::announce(addr).is_err() {
         return ExitCode::from(1);
     }
-    match server.run(hub, crate::run::shutdown()).await {
+    match server.run(hub, crate::lifecycle::shutdown()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => failure(e.to_string()),
     }

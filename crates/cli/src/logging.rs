@@ -2,7 +2,7 @@
 //! collectors.
 //!
 //! - `RSAGG_LOG`: the filter (`tracing_subscriber::EnvFilter` syntax, e.g.
-//!   `info,rsagg_fetch=debug`); default `warn,rsagg_pipeline=info`.
+//!   `info,rsagg_fetch=debug`); default `warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info`.
 //! - `--log-format text|json` (global) or `RSAGG_LOG_FORMAT`: `text` (the default) writes
 //!   human-readable lines, coloured only when stderr is a terminal; `json` writes one JSON
 //!   object per line (`timestamp`, `level`, `target`, `message` and the event's fields at top
@@ -18,7 +18,7 @@ pub const FILTER_ENV: &str = "RSAGG_LOG";
 /// The format variable (the `--log-format` flag wins over it).
 pub const FORMAT_ENV: &str = "RSAGG_LOG_FORMAT";
 /// The filter when `RSAGG_LOG` is unset or invalid.
-const DEFAULT_FILTER: &str = "warn,rsagg_pipeline=info";
+const DEFAULT_FILTER: &str = "warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info";
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

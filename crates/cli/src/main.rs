@@ -7,14 +7,17 @@
 //! - `logging.rs`: tracing set-up: `RSAGG_LOG` (filter), `--log-format` / `RSAGG_LOG_FORMAT`
 //!   (`text` for people, `json` lines for collectors).
 //! - `validate.rs`: `rsagg validate`, its human and JSON reports and exit codes (the contract
-//!   of DESIGN.md).
+//!   in `docs/contract.md`).
 //! - `input.rs`: opening a path, stdin or http(s) URL as async input, gzip inflated.
 //! - `run.rs`: `rsagg run` (harvest; exit codes of the contract) and `rsagg check`.
 //! - `serve.rs`: `rsagg serve` (read-only HTTP serving of published collections).
 //! - `hub.rs`: `rsagg hub` (the WebSub hub).
+//! - `lifecycle.rs`: what every server command shares: the `listening` line, shutdown on
+//!   SIGINT or SIGTERM.
 
 mod hub;
 mod input;
+mod lifecycle;
 mod logging;
 mod run;
 mod serve;
@@ -40,7 +43,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
     long_about = None,
     after_help = "Logging (on stderr):\n  \
         RSAGG_LOG         what is logged, tracing's EnvFilter syntax \
-        (default `warn,rsagg_pipeline=info`; e.g. `info`, `info,rsagg_fetch=debug`)\n  \
+        (default `warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info`; e.g. `info`, `info,rsagg_fetch=debug`)\n  \
         RSAGG_LOG_FORMAT  `text` (default; coloured on a terminal) or `json` \
         (one JSON object per line); --log-format wins over it"
 )]

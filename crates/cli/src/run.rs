@@ -1,4 +1,4 @@
-//! `rsagg run` and `rsagg check` (contract of DESIGN.md).
+//! `rsagg run` and `rsagg check` (`docs/contract.md`).
 //!
 //! Exit status of `run`: 0 all went well; 1 some upstream failed (the rest was done and
 //! committed); 2 usage or config error; 3 fenced out by another writer of the same state.
@@ -102,7 +102,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
     // One signal listener for the whole process: the passes and the server watch it.
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        shutdown().await;
+        crate::lifecycle::shutdown().await;
         let _ = stop_tx.send(true);
     });
     if args.follow {
@@ -136,7 +136,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
         }
         Some(Ok(report)) => {
             print_report(&args, &report);
-            report.exit_code(&opts)
+            report.exit_code(opts.fail_on_quarantine)
         }
         Some(Err(e)) if e.is_fenced() => {
             eprintln!("rsagg run: {e}");
@@ -255,7 +255,7 @@ async fn start_server(
         .await
         .map_err(|e| e.to_string())?;
     let addr = server.local_addr().map_err(|e| e.to_string())?;
-    crate::serve::announce(addr).map_err(|e| format!("stdout: {e}"))?;
+    crate::lifecycle::announce(addr).map_err(|e| format!("stdout: {e}"))?;
     Ok(tokio::spawn(async move {
         let mut stop = stop;
         if let Err(e) = server.run(async move { stopped(&mut stop).await }).await {
@@ -288,24 +288,4 @@ fn progress_bar(
         }
     });
     Some((bar, ticker))
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub(crate) async fn shutdown() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return std::future::pending().await,
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

@@ -1,4 +1,4 @@
-//! `rsagg serve` (contract of DESIGN.md): read-only HTTP serving of what one or more
+//! `rsagg serve` (`docs/contract.md`): read-only HTTP serving of what one or more
 //! pipelines published, straight from their stores.
 //!
 //! It never opens a pipeline's state database (a second opener would fence the running
@@ -6,7 +6,6 @@
 //! SIGTERM), 2 on a usage or config error (nothing is served), 1 when the server cannot
 //! listen or fails.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -60,22 +59,14 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if announce(addr).is_err() {
+    if crate::lifecycle::announce(addr).is_err() {
         return ExitCode::from(1);
     }
-    match server.run(crate::run::shutdown()).await {
+    match server.run(crate::lifecycle::shutdown()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rsagg serve: {e}");
             ExitCode::from(1)
         }
     }
-}
-
-/// Prints the one line tests and scripts wait for (`--listen 127.0.0.1:0` picks the port),
-/// `listening http://HOST:PORT`, and flushes it.
-pub(crate) fn announce(addr: std::net::SocketAddr) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "listening http://{addr}")?;
-    out.flush()
 }

@@ -1,4 +1,4 @@
-//! `rsagg validate` against the contract of DESIGN.md: exit codes, JSON shape, human output,
+//! `rsagg validate` against `docs/contract.md`: exit codes, JSON shape, human output,
 //! and the verdict on every specification example in both modes.
 
 use std::path::{Path, PathBuf};

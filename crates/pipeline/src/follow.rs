@@ -42,16 +42,21 @@ use rsagg_websub::subscriber::unix_millis;
 use tokio::sync::{mpsc, watch};
 use url::Url;
 
-use crate::config::UpstreamConfig;
-use crate::harvest::{Ctx, Harvest, PushApplied, UpstreamReport, Verdict, harvest_upstream};
-use crate::notify::{DeliveryReport, Notifier, NotifyReport, prepare_published};
-use crate::publisher::{PublishOptions, PublishReport, publish};
-use crate::push::{
-    Continuity, Counters, Inbox, PushRecord, Pushed, QUEUE, callback_url, continuity, read_payload,
-    record_path, set_for,
+use rsagg_config::{Pipeline, UpstreamConfig};
+use rsagg_harvest::push::{
+    Continuity, Counters, Inbox, PushRecord, Pushed, QUEUE, continuity, read_payload, record_path,
+    set_for,
 };
-use crate::runner::{RunOptions, RunReport, write_stats};
-use crate::{Error, Pipeline};
+use rsagg_harvest::{Ctx, Harvest, PushApplied, harvest_upstream};
+use rsagg_layout::paths::callback_url;
+use rsagg_layout::report::{
+    DeliveryReport, NotifyReport, PublishReport, RunReport, UpstreamReport, Verdict,
+};
+use rsagg_notify::{Notifier, prepare_published};
+use rsagg_publish::{PublishOptions, publish};
+
+use crate::Error;
+use crate::runner::{RunOptions, write_stats};
 
 /// How often the stats object is rewritten after push passes, at most (poll passes always
 /// write it).
@@ -322,7 +327,7 @@ impl Follower<'_> {
                 .opts
                 .inbox
                 .as_ref()
-                .and_then(|i| i.subscriber.next_due())
+                .and_then(|i| i.subscriber().next_due())
                 .is_some_and(|t| t <= unix_millis());
             if renewal_due {
                 match guarded(self.renew(), stop, grace).await {
@@ -342,7 +347,7 @@ impl Follower<'_> {
                 .opts
                 .inbox
                 .as_ref()
-                .and_then(|i| i.subscriber.next_due())
+                .and_then(|i| i.subscriber().next_due())
                 .map_or(next_poll, deadline);
             tokio::select! {
                 biased;
@@ -440,7 +445,7 @@ impl Follower<'_> {
             seconds: started.elapsed().as_secs_f64(),
             push: self.opts.inbox.as_ref().map(|i| i.stats()),
         };
-        self.code = report.exit_code(&self.opts.run);
+        self.code = report.exit_code(self.opts.run.fail_on_quarantine);
         on_pass(&report);
         // The stats object shows every upstream's last poll, not only this pass's.
         report.upstreams = self.ups.iter().filter_map(|u| u.report.clone()).collect();
@@ -529,7 +534,7 @@ impl Follower<'_> {
                 let before = report.verdict;
                 if let Err(e) = h.catch_up(&set, report).await {
                     if e.is_fenced() {
-                        return Err(e);
+                        return Err(e.into());
                     }
                     report.fail(format!("set {}: {e}", set.url));
                 }
@@ -659,7 +664,7 @@ impl Follower<'_> {
                 upstream = %self.ups[g.up].cfg.name, set = %g.set.url,
                 "notification before the baseline: left to polling"
             ),
-            Err(e) if e.is_fenced() => return Err(e),
+            Err(e) if e.is_fenced() => return Err(e.into()),
             Err(e) => report.fail(format!("{}: {e}", g.source)),
         }
         Ok(())
@@ -680,7 +685,7 @@ impl Follower<'_> {
         let now = unix_millis();
         for ch in &channels {
             let held = inbox
-                .subscriber
+                .subscriber()
                 .record(&name, ch.topic.as_str())
                 .is_some_and(|r| {
                     r.hub == ch.hub.as_str() && !r.unsubscribing && (r.pending || r.active(now))
@@ -694,10 +699,10 @@ impl Follower<'_> {
             return;
         }
         let advertised: HashSet<String> = channels.iter().map(|c| c.topic.to_string()).collect();
-        for r in inbox.subscriber.records(&name) {
+        for r in inbox.subscriber().records(&name) {
             if !r.unsubscribing && !advertised.contains(&r.topic) {
                 tracing::info!(upstream = %name, topic = %r.topic, "channel no longer advertised: unsubscribing");
-                if let Err(e) = inbox.subscriber.unsubscribe(&name, &r.topic).await {
+                if let Err(e) = inbox.subscriber().unsubscribe(&name, &r.topic).await {
                     tracing::warn!(upstream = %name, error = %e, "unsubscribe failed (the lease expires anyway)");
                 }
             }
@@ -718,7 +723,7 @@ impl Follower<'_> {
         let Some(callback) = callback_url(&self.p.base_url, &cfg.name) else {
             return;
         };
-        let record = match inbox.subscriber.prepare(
+        let record = match inbox.subscriber().prepare(
             &cfg.name,
             topic,
             hub,
@@ -733,7 +738,7 @@ impl Follower<'_> {
             }
         };
         self.save(i).await;
-        match inbox.subscriber.request(&record).await {
+        match inbox.subscriber().request(&record).await {
             Ok(()) => {
                 tracing::info!(upstream = %cfg.name, %topic, %hub, %callback, "subscription requested");
             }
@@ -749,10 +754,10 @@ impl Follower<'_> {
             return;
         };
         let now = unix_millis();
-        for (key, topic) in inbox.subscriber.due(now) {
+        for (key, topic) in inbox.subscriber().due(now) {
             // Deferred first: whatever happens below (a refused hub, an upstream gone from
             // the config), this record is not due again before its backoff.
-            inbox.subscriber.defer(&key, &topic, now);
+            inbox.subscriber().defer(&key, &topic, now);
             let Some(i) = self.ups.iter().position(|u| u.cfg.name == key) else {
                 continue;
             };
@@ -768,7 +773,7 @@ impl Follower<'_> {
                 .map(|c| c.hub)
                 .or_else(|| {
                     inbox
-                        .subscriber
+                        .subscriber()
                         .record(&key, &topic)
                         .and_then(|r| Url::parse(&r.hub).ok())
                 });
@@ -788,7 +793,7 @@ impl Follower<'_> {
             match get_json::<PushRecord>(&*self.store.objects, &path).await {
                 Ok(Some(r)) => {
                     if up.cfg.push {
-                        inbox.subscriber.restore(r.subscriptions);
+                        inbox.subscriber().restore(r.subscriptions);
                     }
                     up.until = r.until;
                 }
@@ -798,7 +803,7 @@ impl Follower<'_> {
                 }
             }
         }
-        inbox.subscriber.take_changed();
+        inbox.subscriber().take_changed();
     }
 
     /// Saves `push/{upstream}.json` of upstream `i`.
@@ -808,7 +813,7 @@ impl Follower<'_> {
         };
         let up = &self.ups[i];
         let record = PushRecord {
-            subscriptions: inbox.subscriber.records(&up.cfg.name),
+            subscriptions: inbox.subscriber().records(&up.cfg.name),
             until: up.until.clone(),
         };
         let path = record_path(&up.cfg.name);
@@ -823,7 +828,7 @@ impl Follower<'_> {
             .opts
             .inbox
             .as_ref()
-            .is_some_and(|i| i.subscriber.take_changed());
+            .is_some_and(|i| i.subscriber().take_changed());
         if changed {
             for i in 0..self.ups.len() {
                 self.save(i).await;

@@ -10,10 +10,14 @@ use std::time::{Duration, Instant};
 use rsagg_fetch::{FetchConfig, Fetcher};
 use rsagg_store::{Blobs, RecentBlobs, State, open_object_store};
 
-use crate::harvest::{Ctx, UpstreamReport, Verdict, harvest};
-use crate::notify::{Notifier, NotifyReport};
-use crate::publisher::{PublishOptions, PublishReport, publish};
-use crate::{Error, Pipeline};
+use rsagg_config::Pipeline;
+use rsagg_harvest::{Ctx, harvest};
+use rsagg_layout::paths::STATS_OBJECT;
+use rsagg_layout::report::{NotifyReport, RunReport, RunStats};
+use rsagg_notify::Notifier;
+use rsagg_publish::{PublishOptions, publish};
+
+use crate::Error;
 
 /// Options of a run.
 #[derive(Debug, Clone, Default)]
@@ -24,90 +28,6 @@ pub struct RunOptions {
     pub progress: Arc<AtomicU64>,
     /// Options of the publish stage.
     pub publish: PublishOptions,
-}
-
-/// What a run did.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RunReport {
-    /// Collection name.
-    pub collection: String,
-    /// Per upstream.
-    pub upstreams: Vec<UpstreamReport>,
-    /// What the publish stage did (absent when the run was fenced out before it).
-    pub publish: Option<PublishReport>,
-    /// What the notification step did (absent without `[notify]`, or when the run was
-    /// fenced out before it).
-    pub notify: Option<NotifyReport>,
-    /// Wall time.
-    pub seconds: f64,
-    /// Push intake counters (`run --follow --listen` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub push: Option<crate::push::PushStats>,
-}
-
-impl RunReport {
-    /// Exit status for a scheduler: 0 all went well, 1 some upstream, publish step or
-    /// notification delivery failed (the rest was done and committed), per the contract of
-    /// `rsagg run`.
-    pub fn exit_code(&self, opts: &RunOptions) -> i32 {
-        let failed = self.upstreams.iter().any(|u| {
-            u.verdict == Verdict::Failed || (opts.fail_on_quarantine && u.quarantined > 0)
-        });
-        let publish_failed = self.publish.as_ref().is_some_and(|p| !p.errors.is_empty());
-        let notify_failed = self.notify.as_ref().is_some_and(NotifyReport::failed);
-        i32::from(failed || publish_failed || notify_failed)
-    }
-
-    /// Human summary, one line per upstream.
-    pub fn summary(&self) -> String {
-        let mut s = format!("collection {} ({:.1} s)\n", self.collection, self.seconds);
-        if let Some(p) = &self.publish {
-            s.push_str(&p.summary());
-        }
-        if let Some(n) = &self.notify {
-            s.push_str(&n.summary());
-        }
-        if let Some(p) = &self.push {
-            s.push_str(&format!(
-                "  push: {} subscription(s), {} received, {} applied, dropped {} (signature) {} (unknown) {} (invalid), {} busy, {} gap(s) recovered, latency max {} ms\n",
-                p.subscriptions,
-                p.received,
-                p.applied,
-                p.dropped_signature,
-                p.dropped_unknown,
-                p.dropped_invalid,
-                p.busy,
-                p.gaps_recovered,
-                p.max_latency_ms
-            ));
-        }
-        for u in &self.upstreams {
-            s.push_str(&format!(
-                "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} gone {} failed {}{}\n",
-                u.name,
-                match u.verdict {
-                    Verdict::Ok => "ok",
-                    Verdict::Failed => "FAILED",
-                },
-                u.created,
-                u.updated,
-                u.deleted,
-                u.unchanged,
-                u.replayed,
-                u.quarantined,
-                u.gone,
-                u.failed,
-                u.route.as_ref().map(|r| format!(" (via {r})")).unwrap_or_default(),
-            ));
-            for r in &u.resyncs {
-                s.push_str(&format!("    re-synced: {r}\n"));
-            }
-            if let Some(e) = &u.error {
-                s.push_str(&format!("    error: {e}\n"));
-            }
-        }
-        s
-    }
 }
 
 /// What a run works with: the collection's store, its state opened as the writer, and the
@@ -172,7 +92,7 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         // Then notify: only of what that publish made fetchable (see `notify::after_publish`).
         report.notify = match Notifier::new(loc.objects.clone(), p) {
             Ok(Some(n)) => {
-                Some(crate::notify::after_publish(&n, &state, published_seq, &published).await)
+                Some(rsagg_notify::after_publish(&n, &state, published_seq, &published).await)
             }
             Ok(None) => None,
             Err(e) => Some(NotifyReport {
@@ -196,21 +116,8 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
     Ok(report)
 }
 
-/// Where each run leaves its report for `serve` (`/metrics`, `/status`), which reads
-/// objects and never opens the state as a writer.
-pub const STATS_OBJECT: &str = "stats/last-run.json";
 /// Quarantine records copied into the stats object at most.
 const STATS_QUARANTINE: usize = 1000;
-
-/// The stats object: the run report, when it ended, and the resources in quarantine (with
-/// upstream URI, expected and received), so the status page can show them.
-#[derive(Debug, serde::Serialize)]
-struct Stats<'a> {
-    finished: rsagg_model::W3cDateTime,
-    report: &'a RunReport,
-    quarantine: Vec<rsagg_store::QuarantineRecord>,
-    quarantine_truncated: bool,
-}
 
 /// Writes [`STATS_OBJECT`]. A failure is logged, not fatal: the harvest itself is committed.
 pub(crate) async fn write_stats(
@@ -237,9 +144,9 @@ pub(crate) async fn write_stats(
         },
         Err(e) => tracing::warn!(error = %e, "reading quarantine for the stats object"),
     }
-    let stats = Stats {
-        finished: rsagg_model::W3cDateTime::now(),
-        report,
+    let stats = RunStats {
+        finished: Some(rsagg_model::W3cDateTime::now()),
+        report: report.clone(),
         quarantine,
         quarantine_truncated: truncated,
     };

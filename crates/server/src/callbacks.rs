@@ -2,7 +2,7 @@
 //! 4.3; WebSub 5.3, 7).
 //!
 //! The server knows nothing of subscriptions or of the harvest: whoever runs the server
-//! injects a [`PushIntake`] (the pipeline's [`rsagg_pipeline::Inbox`] implements it) for
+//! injects a [`PushIntake`] (the harvest's push inbox implements it) for
 //! one collection; `serve` injects none, so these paths answer 404 there.
 //!
 //! - `GET ?hub.mode=…` (verification of intent): the challenge, `text/plain` 200, only when
@@ -18,36 +18,10 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
-use rsagg_pipeline::Intake;
-pub use rsagg_pipeline::push::MAX_PAYLOAD_BYTES;
+pub use rsagg_websub::intake::{Intake, MAX_PAYLOAD_BYTES, PushIntake};
 use rsagg_websub::subscriber::{Answer, Delivery};
 
 use crate::http::{not_found, text};
-
-/// What a callback needs from whoever follows the upstreams.
-pub trait PushIntake: Send + Sync + 'static {
-    /// Whether `upstream` has a callback.
-    fn has_callback(&self, upstream: &str) -> bool;
-    /// Answers a verification of intent (`query`: the raw query string); `None` when it is
-    /// not one or there is no such callback.
-    fn verify(&self, upstream: &str, query: &str) -> Option<Answer>;
-    /// Takes a delivery (authenticates and queues it, never waits for the harvest).
-    fn deliver(&self, upstream: &str, delivery: Delivery) -> Intake;
-}
-
-impl PushIntake for rsagg_pipeline::Inbox {
-    fn has_callback(&self, upstream: &str) -> bool {
-        rsagg_pipeline::Inbox::has_callback(self, upstream)
-    }
-
-    fn verify(&self, upstream: &str, query: &str) -> Option<Answer> {
-        rsagg_pipeline::Inbox::verify(self, upstream, query)
-    }
-
-    fn deliver(&self, upstream: &str, delivery: Delivery) -> Intake {
-        rsagg_pipeline::Inbox::deliver(self, upstream, delivery)
-    }
-}
 
 /// Callbacks of one collection: its name and the intake behind them.
 #[derive(Clone)]

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use object_store::ObjectStore;
-use rsagg_pipeline::Pipeline;
+use rsagg_config::Pipeline;
 use url::Url;
 
 use crate::Error;

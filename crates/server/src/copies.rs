@@ -6,7 +6,7 @@
 //! stays in the store for a while. The state database is never read (a reader must not
 //! fence the writer, and the published documents are the contract with Destinations).
 //!
-//! The list is cut into parts by hash slot (`rsagg_pipeline::resourcelist`), so the part
+//! The list is cut into parts by hash slot (`rsagg-publish`'s `resourcelist`), so the part
 //! listing a resource follows from its upstream and URI alone: one part is read and parsed,
 //! never the whole list. Parts are immutable (named by generation), so a parsed part is kept
 //! in a small cache as long as it is used; the publisher's metadata naming the current parts
@@ -20,9 +20,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
+use rsagg_layout::meta::ResourceListMeta as Published;
+use rsagg_layout::paths::{RESOURCE_LIST_META as META, part_of, part_path};
+use rsagg_layout::uris::{own_uri, parse_own_path};
 use rsagg_model::{HashAlgorithm, Mode, W3cDateTime};
-use rsagg_pipeline::resourcelist::{META, Published, part_of, part_path};
-use rsagg_pipeline::uris::{own_uri, parse_own_path};
 use rsagg_store::{Blobs, slot_of};
 use tokio::sync::OnceCell;
 

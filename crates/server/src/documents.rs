@@ -14,7 +14,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use rsagg_pipeline::capability::{self, capability_list_url};
+use rsagg_layout::capability::{self, capability_list_url};
 
 use crate::collection::Collection;
 use crate::http::{Validators, not_found, store_failed};

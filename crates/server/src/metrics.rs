@@ -396,7 +396,7 @@ pub(crate) fn render(
                     );
                 }
                 up.sample(&labels, u.ok());
-                sets.sample(&labels, u.sets);
+                sets.sample(&labels, u.sets as u64);
                 resyncs.sample(&labels, u.resyncs.len() as u64);
                 warnings.sample(&labels, u.warnings.len() as u64);
                 errors.sample(&labels, u.error.is_some());
@@ -431,7 +431,7 @@ pub(crate) fn render(
             if let Some(p) = &s.report.publish {
                 publish_errors.sample(&coll, p.errors.len() as u64);
                 if let Some(n) = p.resource_list_parts {
-                    parts.sample(&coll, n);
+                    parts.sample(&coll, n as u64);
                 }
                 if let Some(cl) = &p.change_lists {
                     open_entries.sample(&coll, cl.open_entries);

@@ -24,7 +24,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
-use rsagg_pipeline::capability::capability_list_url;
+use rsagg_layout::paths::{STATS_OBJECT, TOPIC, capability_list_url};
 use tokio::net::TcpListener;
 
 use crate::Error;
@@ -237,7 +237,7 @@ async fn dispatch(app: &App, request: &Parts) -> (Option<usize>, Kind, Response)
         };
         return (Some(i), Kind::Copy, r);
     }
-    if rest == rsagg_pipeline::notify::TOPIC {
+    if rest == TOPIC {
         return match &served.topic {
             Some(topic) => (Some(i), Kind::Document, topic.respond(head).await),
             None => (Some(i), Kind::Other, not_found()),
@@ -286,7 +286,7 @@ fn page(content_type: &'static str, body: String, head: bool) -> Response {
 /// [`READY_TIMEOUT`] (NotFound is an answer: a collection that never ran is ready to serve
 /// what there is). The state database is never touched.
 async fn ready(app: &App) -> Response {
-    let path = object_store::path::Path::from(rsagg_pipeline::STATS_OBJECT);
+    let path = object_store::path::Path::from(STATS_OBJECT);
     let checks = app.given.iter().map(|&i| {
         let c = &app.served[i].collection;
         let path = &path;

@@ -2,11 +2,9 @@
 //! (`stats/last-run.json`, written by `rsagg run` after each run) and the last blob garbage
 //! collection (`published/gc.json`), read from the store for `/metrics` and `/status`.
 //!
-//! The types here are the reading side of what the pipeline writes (`runner::Stats`,
-//! `RunReport`, `UpstreamReport`, `PublishReport`): every field has a default, so an object
-//! written by an older or newer rsagg still shows what it has. A test in
-//! `tests/observe.rs` reads the object a real run wrote, so the two sides cannot drift
-//! apart unnoticed.
+//! The types are `rsagg-layout`'s `report` module, the same the pipeline writes with: every
+//! field has a default, so an object written by an older or newer rsagg still shows what it
+//! has. A test in `tests/observe.rs` reads the object a real run wrote.
 //!
 //! Both objects are small (the quarantine list and the warnings are capped by the writer)
 //! and read at most once per version: every request asks the store for the object's version
@@ -17,10 +15,8 @@ use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use rsagg_model::W3cDateTime;
-use rsagg_pipeline::gc::{GC_META, GcMeta, GcReport};
-use rsagg_store::QuarantineRecord;
-use serde::Deserialize;
+use rsagg_layout::meta::GcMeta;
+use rsagg_layout::paths::{GC_META, STATS_OBJECT};
 use serde::de::DeserializeOwned;
 
 use crate::Error;
@@ -30,158 +26,10 @@ use crate::copies::MetaVersion;
 /// 1,000 quarantine records, 100 warnings per upstream).
 const MAX_BYTES: u64 = 16 * 1024 * 1024;
 
-/// The stats object of the last run.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Stats {
-    /// When the run ended.
-    pub finished: Option<W3cDateTime>,
-    /// What it did.
-    pub report: Report,
-    /// Resources in quarantine (the first ones, see `quarantine_truncated`).
-    pub quarantine: Vec<QuarantineRecord>,
-    /// True when more resources are in quarantine than `quarantine` lists.
-    pub quarantine_truncated: bool,
-}
-
-/// `RunReport`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Report {
-    /// Per upstream, in pipeline order.
-    pub upstreams: Vec<Upstream>,
-    /// The publish stage.
-    pub publish: Option<Publish>,
-    /// The change notifications (collections with `[notify]`).
-    pub notify: Option<Notify>,
-    /// Wall time of the run.
-    pub seconds: f64,
-    /// The push intake's counters (`run --follow --listen` only).
-    pub push: Option<rsagg_pipeline::PushStats>,
-}
-
-/// `UpstreamReport`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Upstream {
-    pub name: String,
-    /// `ok` or `failed`.
-    pub verdict: String,
-    pub route: Option<String>,
-    pub sets: u64,
-    pub created: u64,
-    pub updated: u64,
-    pub deleted: u64,
-    pub unchanged: u64,
-    pub replayed: u64,
-    pub superseded: u64,
-    pub quarantined: u64,
-    pub gone: u64,
-    pub failed: u64,
-    pub resyncs: Vec<String>,
-    pub warnings: Vec<String>,
-    pub error: Option<String>,
-    /// The last upstream instant processed, after the run.
-    pub checkpoint: Option<W3cDateTime>,
-}
-
-impl Upstream {
-    /// The run's counters by outcome, in a fixed order (metric label values and table
-    /// columns).
-    pub fn outcomes(&self) -> [(&'static str, u64); 9] {
-        [
-            ("created", self.created),
-            ("updated", self.updated),
-            ("deleted", self.deleted),
-            ("unchanged", self.unchanged),
-            ("replayed", self.replayed),
-            ("superseded", self.superseded),
-            ("quarantined", self.quarantined),
-            ("gone", self.gone),
-            ("failed", self.failed),
-        ]
-    }
-
-    /// The verdict was `ok`.
-    pub fn ok(&self) -> bool {
-        self.verdict == "ok"
-    }
-}
-
-/// `PublishReport`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Publish {
-    pub resource_list_parts: Option<u64>,
-    pub change_lists: Option<ChangeLists>,
-    pub change_dumps: Option<ChangeDumps>,
-    pub resource_dump: Option<ResourceDump>,
-    pub gc: Option<GcReport>,
-    pub errors: Vec<String>,
-}
-
-/// `NotifyReport`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Notify {
-    pub topic: String,
-    pub hub: String,
-    pub form: String,
-    pub prepared: Option<NotifyPrepared>,
-    pub delivery: Delivery,
-    pub errors: Vec<String>,
-}
-
-/// `notify::Prepared`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct NotifyPrepared {
-    pub payloads: u64,
-    pub entries: u64,
-}
-
-/// `notify::DeliveryReport`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Delivery {
-    pub delivered: u64,
-    pub pending: u64,
-    pub attempts: u64,
-    pub failures: u64,
-    pub unfetched: u64,
-    pub sent_total: u64,
-    pub last_error: Option<String>,
-}
-
-/// `ChangeListReport`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct ChangeLists {
-    pub open_entries: u64,
-    pub closed_now: u64,
-    pub closed_total: u64,
-    pub dropped: u64,
-}
-
-/// `ChangeDumpReport`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct ChangeDumps {
-    pub packages_now: u64,
-    pub packages_total: u64,
-    pub dropped: u64,
-    pub skipped: u64,
-}
-
-/// `ResourceDumpReport`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct ResourceDump {
-    pub packages: u64,
-    pub resources: u64,
-    pub bytes: u64,
-    pub skipped: u64,
-}
+/// The stats object of the last run (`rsagg-layout`'s reading and writing type).
+pub(crate) use rsagg_layout::report::RunStats as Stats;
+/// One upstream's part of it.
+pub(crate) use rsagg_layout::report::UpstreamReport as Upstream;
 
 /// What `/metrics` and `/status` show of one collection: each part `Ok(None)` when the
 /// object does not exist (no run yet, no collection yet), `Err` with the reason when it
@@ -210,7 +58,7 @@ pub(crate) struct StatsReader {
 impl StatsReader {
     pub fn new(objects: &Arc<dyn ObjectStore>) -> StatsReader {
         StatsReader {
-            stats: Cached::new(objects.clone(), rsagg_pipeline::STATS_OBJECT),
+            stats: Cached::new(objects.clone(), STATS_OBJECT),
             gc: Cached::new(objects.clone(), GC_META),
         }
     }
@@ -307,7 +155,7 @@ mod tests {
         let o = reader.observe().await;
         assert!(matches!(o.stats, Ok(None)), "{o:?}");
         assert!(matches!(o.gc, Ok(None)), "{o:?}");
-        let path = Path::from(rsagg_pipeline::STATS_OBJECT);
+        let path = Path::from(STATS_OBJECT);
         objects
             .put(
                 &path,

@@ -9,8 +9,8 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use rsagg_layout::meta::GcMeta;
 use rsagg_model::W3cDateTime;
-use rsagg_pipeline::gc::GcMeta;
 
 use crate::stats::{Observed, Stats, Upstream};
 
@@ -221,7 +221,7 @@ fn upstreams(h: &mut String, ups: &[Upstream], now: f64) {
             h,
             "<tr data-upstream=\"{0}\"><td>{0}</td><td class=\"{verdict}\">{1}</td><td>{2}</td><td class=\"n\">{3}</td>",
             esc(&u.name),
-            esc(&u.verdict),
+            esc(if u.ok() { "ok" } else { "failed" }),
             esc(u.route.as_deref().unwrap_or("")),
             u.sets
         );
@@ -470,7 +470,7 @@ mod tests {
             "{scheduled}"
         );
         let ran = page(GcMeta {
-            last: Some(rsagg_pipeline::gc::GcReport {
+            last: Some(rsagg_layout::report::GcReport {
                 scanned: 7,
                 kept: 5,
                 deleted: 2,

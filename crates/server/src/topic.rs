@@ -9,7 +9,7 @@
 //! what the spec says it is told. Collections without `[notify]` have no topic (404).
 //!
 //! A GET that serves a payload records that payload's `until` in `notify/fetched.json`
-//! ([`rsagg_pipeline::notify::note_fetched`]), so a publisher in the websub form (a stock hub
+//! ([`note_fetched`]), so a publisher in the websub form (a stock hub
 //! GETs the topic after `hub.mode=publish`) knows its hub fetched the payload before the topic
 //! moves on, even when that publisher is another process (`rsagg run` beside `rsagg serve`).
 //! It is written only when the payload served differs from the one this process last
@@ -24,8 +24,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
+use rsagg_layout::meta::{Fetched, payload_until};
+use rsagg_layout::paths::{FETCHED, LATEST, topic_url};
 use rsagg_model::W3cDateTime;
-use rsagg_pipeline::notify::{LATEST, note_fetched, topic_url};
+use rsagg_store::documents::put_json;
 
 use crate::http::store_failed;
 
@@ -85,7 +87,7 @@ impl Topic {
     /// Records `payload` as fetched unless it is the one last recorded.
     async fn record(&self, payload: &[u8]) {
         let mut recorded = self.recorded.lock().await;
-        let until = rsagg_pipeline::notify::payload_until(payload);
+        let until = payload_until(payload);
         if until.is_none() || until == *recorded {
             return;
         }
@@ -111,11 +113,27 @@ impl Topic {
     }
 }
 
+/// What the topic route calls when it served `payload` by GET: records its `until` in
+/// [`FETCHED`], for a publisher in the websub form waiting for its hub to fetch the topic.
+/// Returns what was recorded (`None` for a body that is not a payload: nothing written).
+///
+/// This is the one object `rsagg serve` writes. It cannot fence `rsagg run`: it is a plain
+/// object beside the published documents, not the state database, and `run` only reads it.
+async fn note_fetched(
+    objects: &dyn ObjectStore,
+    payload: &[u8],
+) -> Result<Option<rsagg_model::W3cDateTime>, rsagg_store::Error> {
+    let Some(until) = payload_until(payload) else {
+        return Ok(None);
+    };
+    put_json(objects, FETCHED, &Fetched { until }).await?;
+    Ok(Some(until))
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::{Method, Request};
     use object_store::memory::InMemory;
-    use rsagg_pipeline::notify::{FETCHED, Fetched};
     use tower::ServiceExt;
 
     use super::*;

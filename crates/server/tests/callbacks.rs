@@ -174,7 +174,7 @@ async fn deliveries_are_queued_dropped_or_refused_as_websub_says() {
     // The queue full (nobody drains it here): 503 with Retry-After, so the hub retries.
     let sig = sign(Algorithm::Sha256, secret.as_bytes(), body);
     let mut last = StatusCode::ACCEPTED;
-    for _ in 0..rsagg_pipeline::push::QUEUE {
+    for _ in 0..rsagg_harvest::push::QUEUE {
         last = send(&app, delivery(path, body, Some(sig.clone()))).await.0;
         if last != StatusCode::ACCEPTED {
             break;

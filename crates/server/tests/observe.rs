@@ -405,7 +405,7 @@ async fn probes_metrics_and_status_show_the_last_run() {
     );
     // GC: present when a run collected (a first run only schedules the first collection,
     // one gc_interval later), as published/gc.json says.
-    if let Some(gc) = rsagg_pipeline::gc::last_report(&objects).await.unwrap() {
+    if let Some(gc) = rsagg_publish::gc::last_report(&objects).await.unwrap() {
         assert_eq!(
             value(
                 &s,
@@ -538,19 +538,19 @@ async fn hostile_strings_in_the_stats_object_are_escaped() {
     // A stats object as the pipeline writes it, with markup wherever upstream data goes.
     let objects: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     let evil = "<script>alert('x')</script>";
-    let report = rsagg_pipeline::RunReport {
+    let report = rsagg_layout::report::RunReport {
         collection: "maps".into(),
         upstreams: vec![],
-        publish: Some(rsagg_pipeline::PublishReport {
+        publish: Some(rsagg_layout::report::PublishReport {
             errors: vec![format!("change lists: {evil}")],
             ..Default::default()
         }),
-        notify: Some(rsagg_pipeline::NotifyReport {
+        notify: Some(rsagg_layout::report::NotifyReport {
             topic: format!("{BASE}change/"),
             hub: format!("http://hub.example/{evil}"),
             form: "resourcesync".into(),
             prepared: None,
-            delivery: rsagg_pipeline::DeliveryReport {
+            delivery: rsagg_layout::report::DeliveryReport {
                 pending: 1,
                 last_error: Some(format!("hub answered {evil}")),
                 ..Default::default()
@@ -585,7 +585,7 @@ async fn hostile_strings_in_the_stats_object_are_escaped() {
     });
     objects
         .put(
-            &object_store::path::Path::from(rsagg_pipeline::STATS_OBJECT),
+            &object_store::path::Path::from(rsagg_layout::paths::STATS_OBJECT),
             serde_json::to_vec(&stats).unwrap().into(),
         )
         .await

@@ -14,8 +14,8 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_model::{Capability, Change, Mode, Root, UrlEntry, W3cDateTime};
-use rsagg_pipeline::links::LinkPolicy;
-use rsagg_pipeline::resourcelist::publish_with;
+use rsagg_publish::links::LinkPolicy;
+use rsagg_publish::resourcelist::publish_with;
 use rsagg_server::{Collection, router};
 use rsagg_store::{Applied, BlobInfo, Blobs, Commit, ResourceRecord, ResourceStatus, State};
 
@@ -161,7 +161,7 @@ fn parse_strict(xml: &[u8]) -> (Root, Option<Capability>, Vec<UrlEntry>) {
 }
 
 fn own_path(uri: &str) -> String {
-    let own = rsagg_pipeline::uris::own_uri(BASE, "up", uri).unwrap();
+    let own = rsagg_layout::uris::own_uri(BASE, "up", uri).unwrap();
     path_of(&own).to_owned()
 }
 

@@ -162,6 +162,26 @@ fn text_element(out: &mut Vec<u8>, name: &str, value: &str) {
     out.extend_from_slice(b">\n");
 }
 
+/// The XML of the document `header` + `entries` (`<urlset>` or `<sitemapindex>`, as the
+/// header's root says).
+pub fn document(header: &Header, entries: impl IntoIterator<Item = UrlEntry>) -> Vec<u8> {
+    let mut xml = Vec::new();
+    encode_header(header, &mut xml);
+    for e in entries {
+        encode_entry(header.root, &e, &mut xml);
+    }
+    xml.extend_from_slice(end_tag(header.root));
+    xml
+}
+
+/// The end tag of a document with root `root`, for documents encoded piece by piece.
+pub fn end_tag(root: Root) -> &'static [u8] {
+    match root {
+        Root::Urlset => b"</urlset>\n",
+        Root::Sitemapindex => b"</sitemapindex>\n",
+    }
+}
+
 /// Appends the XML of one entry (`<url>` or `<sitemap>` per `root`) to `out`.
 pub fn encode_entry(root: Root, e: &UrlEntry, out: &mut Vec<u8>) {
     let child = root.child();

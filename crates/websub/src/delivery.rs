@@ -11,11 +11,11 @@ use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use reqwest::header::{CONTENT_TYPE, LINK};
 
-use crate::hub::{
-    Inner, Queued, State, delete_quietly, release_payload, remove_subscription, unix_now,
-};
 use crate::link;
 use crate::records::{SubscriptionRecord, payload_path, queue_path};
+use crate::shared::{
+    Inner, Queued, State, delete_quietly, release_payload, remove_subscription, unix_now,
+};
 use crate::signature::{Algorithm, sign};
 
 /// Starts the worker of subscriber `id` unless one runs or its queue is empty. Called with

@@ -6,16 +6,16 @@
 //! topic fetches, deliveries) run in tasks bounded by semaphores, so a slow subscriber never
 //! holds up a publisher.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_model::{Capability, Mode, Root};
 use rsagg_sitemap::{ReadOptions, SyncReader};
 use rsagg_store::documents::{get_json, put, put_json};
@@ -27,6 +27,9 @@ use crate::config::HubConfig;
 use crate::records::{
     PAYLOADS, QUEUE, QueueRecord, SUBSCRIPTIONS, SubscriptionRecord, payload_path, queue_path,
     subscription_id, subscription_path,
+};
+use crate::shared::{
+    Inner, Queued, State, Sub, delete_quietly, release_payload, remove_subscription, unix_now,
 };
 use crate::{Error, delivery, link};
 
@@ -94,69 +97,6 @@ pub struct HubStats {
     pub queued: usize,
 }
 
-/// A message in a subscriber's queue (its persisted [`QueueRecord`]).
-#[derive(Debug, Clone)]
-pub(crate) struct Queued {
-    pub seq: u64,
-    pub topic: String,
-    pub content_type: String,
-    pub payload: String,
-}
-
-pub(crate) struct Sub {
-    pub record: SubscriptionRecord,
-    pub queue: VecDeque<Queued>,
-    pub next_seq: u64,
-    /// A worker task is running for this subscriber (at most one: ordering).
-    pub worker: bool,
-    /// The message the worker is sending (never dropped while in flight).
-    pub in_flight: Option<u64>,
-}
-
-impl Sub {
-    fn new(record: SubscriptionRecord) -> Sub {
-        Sub {
-            record,
-            queue: VecDeque::new(),
-            next_seq: 0,
-            worker: false,
-            in_flight: None,
-        }
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct State {
-    pub subs: HashMap<String, Sub>,
-    /// Queue entries referring to each payload; the payload goes with the last one.
-    pub refs: HashMap<String, usize>,
-}
-
-pub(crate) struct Inner {
-    pub objects: Arc<dyn ObjectStore>,
-    pub config: HubConfig,
-    pub client: reqwest::Client,
-    pub state: Mutex<State>,
-    /// Publications are queued one at a time, so two publications reach every subscriber in
-    /// the same order.
-    publish_lock: tokio::sync::Mutex<()>,
-    /// Outgoing requests in flight.
-    pub outbound: Semaphore,
-    /// Verifications and topic fetches waiting or running.
-    pending: Arc<Semaphore>,
-    pub cancel: CancellationToken,
-    pub delivered: AtomicU64,
-    pub failed_attempts: AtomicU64,
-    pub dropped: AtomicU64,
-}
-
-impl Inner {
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves plain data behind; keep serving.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// A WebSub hub (see the crate documentation). Cheap to share behind an `Arc`; background
 /// tasks run until [`Hub::shutdown`].
 pub struct Hub {
@@ -169,12 +109,6 @@ impl std::fmt::Debug for Hub {
             .field("public_url", &self.inner.config.public_url.as_str())
             .finish_non_exhaustive()
     }
-}
-
-pub(crate) fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn random_token() -> Option<String> {
@@ -794,50 +728,6 @@ pub(crate) async fn enqueue(
     match first_error {
         Some(e) => Err(e.into()),
         None => Ok(queued),
-    }
-}
-
-/// Deletes an object; what is already gone is fine, other failures are logged (a leftover
-/// is cleaned at the next start).
-pub(crate) async fn delete_quietly(inner: &Inner, path: &str) {
-    match inner.objects.delete(&Path::from(path)).await {
-        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-        Err(e) => tracing::warn!(object = %path, error = %e, "could not delete"),
-    }
-}
-
-/// One queue entry referring to `payload` is gone; the payload goes with the last.
-pub(crate) async fn release_payload(inner: &Inner, payload: &str) {
-    let last = {
-        let mut st = inner.lock();
-        match st.refs.get_mut(payload) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            Some(_) => {
-                st.refs.remove(payload);
-                true
-            }
-            None => false,
-        }
-    };
-    if last {
-        delete_quietly(inner, &payload_path(payload)).await;
-    }
-}
-
-/// Removes a subscription with its queue (unsubscribed or expired: WebSub 5.3 and the
-/// lease, nothing more is delivered).
-pub(crate) async fn remove_subscription(inner: &Arc<Inner>, id: &str, why: &str) {
-    let removed = inner.lock().subs.remove(id);
-    delete_quietly(inner, &subscription_path(id)).await;
-    if let Some(sub) = removed {
-        tracing::info!(callback = %sub.record.callback, topic = %sub.record.topic, why, "subscription removed");
-        for q in sub.queue {
-            delete_quietly(inner, &queue_path(id, q.seq)).await;
-            release_payload(inner, &q.payload).await;
-        }
     }
 }
 

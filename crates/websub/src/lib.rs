@@ -31,19 +31,24 @@
 //! - `records.rs`: the persisted subscription and queue records and their object paths.
 //! - `hub.rs`: [`Hub`]: requests (subscribe, unsubscribe, both publish forms), verification
 //!   of intent, restoring from the store.
+//! - `shared.rs`: the hub's state shared by requests and delivery workers.
 //! - `delivery.rs`: per-subscriber workers: ordered delivery, retries with backoff, expiry.
 //! - `publisher.rs`: the publishing side ([`Publisher`]): one publish request to a hub, in
 //!   the CN 1.0.1 4.1 form or the WebSub `hub.mode=publish` form, and what its answer means
-//!   for a retry loop (used by rsagg's notification outbox, `rsagg-pipeline`'s `notify.rs`).
+//!   for a retry loop (used by rsagg's notification outbox, ``rsagg-notify`).
+//! - `intake.rs`: [`intake::PushIntake`], what a callback hands a delivery to (implemented
+//!   by the harvest's push inbox, called by the server's callback router).
 //! - `subscriber.rs`: [`subscriber::Subscriber`]: subscription requests, verification of
 //!   intent answered only for what was asked, lease renewal, authentication of deliveries.
 
 mod config;
 mod delivery;
 mod hub;
+pub mod intake;
 pub mod link;
 mod publisher;
 mod records;
+mod shared;
 pub mod signature;
 pub mod subscriber;
 

@@ -7,6 +7,14 @@
 //!
 //! `${NAME}` anywhere in a string value is replaced by the environment variable `NAME` (for
 //! secrets and per-deployment values); an unset variable is an error naming it.
+//!
+//! The full reference of every key is `pipelines/reference.toml`; the contract's keys are in
+//! `docs/contract.md` (Pipeline config).
+//!
+//! # Layout
+//!
+//! - `lib.rs`: the typed sections, loading, `${ENV}` substitution and pure validation, and
+//!   [`Error`].
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -15,7 +23,23 @@ use std::time::Duration;
 use serde::Deserialize;
 use url::Url;
 
-use crate::Error;
+/// A pipeline file is invalid.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A pipeline file is invalid.
+    #[error("{}:{line}: {}{message}", path.display(), if key.is_empty() { String::new() } else { format!("{key}: ") })]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line (0 when unknown).
+        line: usize,
+        /// Dotted key (`upstream[0].url`), when known.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
 
 /// A whole pipeline file.
 #[derive(Debug, Clone, Deserialize)]

@@ -1,4 +1,4 @@
-//! The publish stage of a run: every document of the collection, in an order that keeps
+//! rsagg-publish: the writing side. The publish stage of a run: every document of the collection, in an order that keeps
 //! each reader's view consistent.
 //!
 //! 1. side by side, as none depends on another: the Resource List (parts that changed, then
@@ -11,11 +11,69 @@
 //! 3. blob garbage collection, when its interval has passed (it reads what the Change Lists
 //!    still name, so it runs after them).
 //!
-//! Change notifications (`notify.rs`) come after this stage, from what it published.
+//! Change notifications (`rsagg-notify`) come after this stage, from what it published; the
+//! runner (`rsagg-pipeline`) sequences the two.
 //!
 //! A failing step is reported and the next ones still run: documents already out there stay
 //! consistent on their own (each is swapped atomically), and the harvest is committed
 //! whatever happens here.
+
+//!
+//! # Layout
+//!
+//! - `lib.rs`: [`publish`], the stage: the steps below in a reader-safe order, each timed.
+//! - `entry.rs`: how a copy or a change is described in rsagg's own documents (spec 14.8).
+//! - `links.rs`: provenance (`via`) and the inherited-link policy of republished entries.
+//! - `resourcelist.rs`: the Resource List (or index), part by part (hash-slot ranges), only
+//!   the parts that changed.
+//! - `changelist.rs`: Change Lists from the change log: one open list, immutable closed ones,
+//!   the index, the `changelist-open.xml` alias, retention.
+//! - `package.rs`, `resourcedump.rs`, `changedump.rs`: dump packages built from stored blobs
+//!   (a `file://` store's read as files on one thread, others through object_store); the
+//!   Resource Dump on its interval, a Change Dump per closed Change List.
+//! - `capability.rs`: writing the Capability List and Source Description (rendered by
+//!   `rsagg-layout`), last.
+//! - `gc.rs`: blob garbage collection with a grace period.
+//!
+//! Object names and the metadata kept beside the documents are `rsagg-layout`'s.
+
+pub mod capability;
+pub mod changedump;
+pub mod changelist;
+pub mod entry;
+pub mod gc;
+pub mod links;
+mod package;
+pub mod resourcedump;
+pub mod resourcelist;
+
+/// Errors of the publish stage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] rsagg_store::Error),
+    /// A dump package could not be written.
+    #[error(transparent)]
+    Dump(#[from] rsagg_dump::Error),
+    /// Local I/O (temporary files, the package writer's thread) failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// True when another writer fenced this one out (exit code 3).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Store(e) if e.is_fenced())
+    }
+}
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,121 +82,15 @@ use futures::future::OptionFuture;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_store::{State, StoreLocation};
-use serde::Serialize;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::capability::Advertised;
-use crate::changedump::ChangeDumpReport;
-use crate::changelist::ChangeListReport;
-use crate::gc::GcReport;
+use rsagg_config::Pipeline;
+use rsagg_layout::capability::Advertised;
+use rsagg_layout::paths::{CHANGE_DUMP, CHANGE_LIST, RESOURCE_DUMP, RESOURCE_LIST, topic_url};
+use rsagg_layout::report::{PublishReport, StageSeconds};
+
 use crate::links::LinkPolicy;
-use crate::resourcedump::ResourceDumpReport;
 use crate::resourcelist::PART_TARGET;
-use crate::{Error, Pipeline};
-
-/// What the publish stage did.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct PublishReport {
-    /// Parts of the Resource List rewritten.
-    pub resource_list_parts: Option<usize>,
-    /// Change Lists.
-    pub change_lists: Option<ChangeListReport>,
-    /// Change Dumps.
-    pub change_dumps: Option<ChangeDumpReport>,
-    /// The Resource Dump, when it was rebuilt by this run.
-    pub resource_dump: Option<ResourceDumpReport>,
-    /// Blob garbage collection, when it ran in this run.
-    pub gc: Option<GcReport>,
-    /// Steps that failed: `step: error`.
-    pub errors: Vec<String>,
-    /// Wall time of each step that ran (skipped steps are absent), so an operator can see
-    /// where a publish spends its time (a Resource Dump rebuild or a garbage collection
-    /// costs O(collection), the other steps O(changes)).
-    pub seconds: StageSeconds,
-}
-
-/// Wall time of the publish steps, in seconds (`None`: the step did not run). The lists and
-/// dumps are built side by side, so their times overlap and may add up to more than `total`.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct StageSeconds {
-    /// The Resource List.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resource_list: Option<f64>,
-    /// The Change Lists.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub change_lists: Option<f64>,
-    /// The Change Dumps.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub change_dumps: Option<f64>,
-    /// The Resource Dump (also when it was not due: checking and sweeping take time too).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resource_dump: Option<f64>,
-    /// The Capability List and Source Description.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub capability_list: Option<f64>,
-    /// Blob garbage collection (also when it was not due).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gc: Option<f64>,
-    /// The whole publish stage.
-    pub total: f64,
-}
-
-impl StageSeconds {
-    /// `  publish: 1.23 s (resource list 0.10, …)`, the steps that ran in order.
-    fn summary(&self) -> String {
-        let steps = [
-            ("resource list", self.resource_list),
-            ("change lists", self.change_lists),
-            ("change dumps", self.change_dumps),
-            ("resource dump", self.resource_dump),
-            ("capability list", self.capability_list),
-            ("gc", self.gc),
-        ];
-        let parts: Vec<String> = steps
-            .iter()
-            .filter_map(|(name, s)| s.map(|s| format!("{name} {s:.2}")))
-            .collect();
-        format!("  publish: {:.2} s ({})\n", self.total, parts.join(", "))
-    }
-}
-
-impl PublishReport {
-    /// Human summary lines (for `rsagg run`'s output).
-    pub fn summary(&self) -> String {
-        let mut s = self.seconds.summary();
-        if let Some(n) = self.resource_list_parts {
-            s.push_str(&format!("  resource list: {n} part(s) rewritten\n"));
-        }
-        if let Some(c) = &self.change_lists {
-            s.push_str(&format!(
-                "  change lists: {} open entries, {} closed now, {} closed kept, {} dropped by retention\n",
-                c.open_entries, c.closed_now, c.closed_total, c.dropped
-            ));
-        }
-        if let Some(c) = &self.change_dumps {
-            s.push_str(&format!(
-                "  change dumps: {} new package(s), {} kept, {} dropped\n",
-                c.packages_now, c.packages_total, c.dropped
-            ));
-        }
-        if let Some(d) = &self.resource_dump {
-            s.push_str(&format!(
-                "  resource dump rebuilt: {} package(s), {} resources, {} bytes\n",
-                d.packages, d.resources, d.bytes
-            ));
-        }
-        if let Some(g) = &self.gc {
-            s.push_str(&format!(
-                "  garbage collection: {} blob(s) scanned, {} deleted, {} bytes freed\n",
-                g.scanned, g.deleted, g.bytes_freed
-            ));
-        }
-        for e in &self.errors {
-            s.push_str(&format!("  publishing FAILED: {e}\n"));
-        }
-        s
-    }
-}
 
 /// Options of [`publish`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -288,7 +240,7 @@ struct Shared {
     store: StoreLocation,
     base: String,
     policy: LinkPolicy,
-    cfg: crate::config::PublishConfig,
+    cfg: rsagg_config::PublishConfig,
 }
 
 /// `work` as a task of its own, joined with how long it took (wall time). Dropping the
@@ -321,16 +273,16 @@ async fn advertised(objects: &Arc<dyn ObjectStore>, p: &Pipeline) -> Result<Adve
         }
     };
     Ok(Advertised {
-        resource_list: exists("resourcelist.xml").await?,
-        resource_dump: exists("resourcedump.xml").await?,
-        change_list: exists("changelist.xml").await?,
-        change_dump: exists("changedump.xml").await?,
+        resource_list: exists(RESOURCE_LIST).await?,
+        resource_dump: exists(RESOURCE_DUMP).await?,
+        change_list: exists(CHANGE_LIST).await?,
+        change_dump: exists(CHANGE_DUMP).await?,
         // CN 5: topic URI and hub. The topic answers (with an empty body) before the first
         // payload, as CN 4.1 allows, so it is advertised from the first publish on.
         notification: p
             .config
             .notify
             .as_ref()
-            .map(|n| (crate::notify::topic_url(p.base_url.as_str()), n.hub.clone())),
+            .map(|n| (topic_url(p.base_url.as_str()), n.hub.clone())),
     })
 }

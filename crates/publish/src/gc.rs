@@ -45,51 +45,16 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use rsagg_model::{Change, W3cDateTime};
 use rsagg_store::documents::{get_json, put_json};
 use rsagg_store::{ResourceStatus, State};
-use serde::{Deserialize, Serialize};
 
 use crate::Error;
-use crate::changedump::{CHANGEDUMP_META, ChangeDumpMeta};
 use crate::changelist::first_listed_seq;
-use crate::config::PublishConfig;
-use crate::published::{CHANGELISTS_META, ChangeListsMeta};
+use rsagg_config::PublishConfig;
+use rsagg_layout::meta::*;
+use rsagg_layout::paths::*;
+use rsagg_layout::report::*;
 
-/// `published/gc.json`: [`GcMeta`].
-pub const GC_META: &str = "published/gc.json";
-/// Content-addressed blobs (`blobs/sha256/ab/abcdef…`).
-const BLOBS: &str = "blobs/sha256";
-/// Large bodies while they stream in.
-const TMP: &str = "blobs/tmp";
 /// Deletions in flight at once.
 const CONCURRENCY: usize = 16;
-
-/// What one garbage collection did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GcReport {
-    /// Objects listed under `blobs/` (blobs and temporary uploads).
-    pub scanned: u64,
-    /// Objects not deleted (referenced, younger than the grace period, not a blob address, or
-    /// gone meanwhile).
-    pub kept: u64,
-    /// Objects deleted.
-    pub deleted: u64,
-    /// Bytes those objects held.
-    pub bytes_freed: u64,
-    /// When the collection started.
-    pub at: W3cDateTime,
-}
-
-/// What [`GC_META`] holds: the report of the last collection (its fields at the top level,
-/// as the object held before `first_due` existed), or, before the first collection, when
-/// that is due.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GcMeta {
-    /// The last collection's report; `None` until the first collection.
-    #[serde(flatten)]
-    pub last: Option<GcReport>,
-    /// When the first collection is due (set by the first publish); `None` once one ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_due: Option<W3cDateTime>,
-}
 
 /// [`GC_META`], `None` when no publish has written it yet.
 pub async fn read_meta(objects: &Arc<dyn ObjectStore>) -> Result<Option<GcMeta>, Error> {
@@ -157,7 +122,7 @@ pub async fn collect(
     };
     let unreferenced = |m: &ObjectMeta| address(m).is_some_and(|a| !referenced.contains(&a));
     sweep(objects, BLOBS, unreferenced, cfg.grace, &mut report).await?;
-    sweep(objects, TMP, |_| true, cfg.grace, &mut report).await?;
+    sweep(objects, BLOBS_TMP, |_| true, cfg.grace, &mut report).await?;
     let meta = GcMeta {
         last: Some(report.clone()),
         first_due: None,
@@ -219,7 +184,7 @@ async fn referenced(
     objects: &Arc<dyn ObjectStore>,
     change_dumps: bool,
 ) -> Result<HashSet<[u8; 32]>, Error> {
-    let lists: Option<ChangeListsMeta> = get_json(objects.as_ref(), CHANGELISTS_META).await?;
+    let lists: Option<ChangeListsMeta> = get_json(objects.as_ref(), CHANGE_LISTS_META).await?;
     // Before the first Change List publish every change is still to be listed.
     let listed_from = lists.as_ref().and_then(first_listed_seq).unwrap_or(1);
     let mut set = HashSet::new();
@@ -249,7 +214,7 @@ async fn referenced(
     if change_dumps {
         // Packages are made in log order, oldest list first: what follows the last packaged
         // change and is still listed will be packaged.
-        let dumps: Option<ChangeDumpMeta> = get_json(objects.as_ref(), CHANGEDUMP_META).await?;
+        let dumps: Option<ChangeDumpMeta> = get_json(objects.as_ref(), CHANGE_DUMP_META).await?;
         let packaged = dumps.and_then(|d| d.lists.last().map(|l| l.last_seq));
         let from = packaged.map_or(listed_from, |seq| listed_from.max(seq + 1));
         let mut log = state.log(from).await?;
@@ -461,7 +426,7 @@ mod tests {
         assert!(exists(&f, &v1.sha256).await);
         // Once packaged (as the Change Dump publisher records it), it may go.
         let packaged = ChangeDumpMeta {
-            lists: vec![crate::changedump::DumpedList {
+            lists: vec![rsagg_layout::meta::DumpedList {
                 name: "closed-000000000001-g1.xml".into(),
                 first_seq: 1,
                 last_seq: 2,
@@ -469,7 +434,7 @@ mod tests {
             }],
             ..ChangeDumpMeta::default()
         };
-        put_json(f.objects.as_ref(), CHANGEDUMP_META, &packaged)
+        put_json(f.objects.as_ref(), CHANGE_DUMP_META, &packaged)
             .await
             .unwrap();
         let r = collect_now(&f, Duration::ZERO).await;

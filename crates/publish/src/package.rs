@@ -29,12 +29,13 @@ use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use rsagg_dump::{Compression, PackageWriter};
 use rsagg_model::{HashAlgorithm, HashValue, Header, Link, Md, UrlEntry, W3cDateTime};
 use rsagg_store::{Blobs, RecentBlobs, StoreLocation};
-use serde::{Deserialize, Serialize};
+
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
 
 use crate::Error;
-use crate::publish::hashes;
+use crate::entry::hashes;
+use rsagg_layout::meta::*;
 
 /// Part size of multipart uploads (S3 wants at least 5 MiB per part but the last); files up
 /// to this size go up with one `PUT`.
@@ -86,28 +87,6 @@ pub(crate) struct Body {
     /// `path` used when the preferred one is not a safe name or clashes with another file
     /// of the package; the item is left out when this one fails too.
     pub fallback: String,
-}
-
-/// One package as published, kept in the dumps' meta objects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackageInfo {
-    /// Object path of the ZIP, relative to the store root (also its path under
-    /// `collection.base_url`).
-    pub zip: String,
-    /// Object path of the copy of its `manifest.xml` (the `rs:ln rel="contents"` target).
-    pub manifest: String,
-    /// Bytes of the ZIP (`rs:md length`).
-    pub length: u64,
-    /// MD5 of the ZIP, lowercase hex.
-    pub md5: String,
-    /// SHA-256 of the ZIP, lowercase hex.
-    pub sha256: String,
-    /// Manifest entries (bitstreams, and deletions in a Change Dump).
-    pub entries: u64,
-    /// Bytes of the bitstreams in it.
-    pub bytes: u64,
-    /// Items left out: blob missing or not matching its address, or no usable name.
-    pub skipped: u64,
 }
 
 /// A finished, uploaded package.
@@ -838,8 +817,8 @@ pub(crate) mod testing {
 
     pub(crate) use super::hex;
     use super::*;
-    pub(crate) use crate::publish::tests::strict;
     pub use object_store::ObjectStoreExt;
+    pub(crate) use rsagg_layout::testing::strict;
     pub use rsagg_model::HashAlgorithm;
     pub use rsagg_store::Blobs;
 

@@ -11,35 +11,15 @@
 //!
 //! Every document made whole in memory is encoded by [`document`].
 
-use rsagg_model::{Change, HashAlgorithm, HashValue, Hashes, Header, Link, Md, Root, UrlEntry};
+use rsagg_model::{Change, HashAlgorithm, HashValue, Hashes, Link, Md, UrlEntry};
 use rsagg_store::{BlobInfo, LogEntry, ResourceRecord, ResourceStatus};
 
 use crate::links::{LinkPolicy, via_link};
-use crate::uris::own_uri;
+use rsagg_layout::uris::own_uri;
 
 /// Most entries of one document (spec 7: 50,000 per Sitemap): of a Change List, of the
 /// Change Lists an index names, of the packages a dump names.
 pub const MAX_DOCUMENT_ENTRIES: u64 = 50_000;
-
-/// The XML of the document `header` + `entries` (`<urlset>` or `<sitemapindex>`, as the
-/// header's root says).
-pub(crate) fn document(header: &Header, entries: impl IntoIterator<Item = UrlEntry>) -> Vec<u8> {
-    let mut xml = Vec::new();
-    rsagg_sitemap::writer::encode_header(header, &mut xml);
-    for e in entries {
-        rsagg_sitemap::writer::encode_entry(header.root, &e, &mut xml);
-    }
-    xml.extend_from_slice(end_tag(header.root));
-    xml
-}
-
-/// The end tag of a document with root `root`, for documents encoded piece by piece.
-pub(crate) fn end_tag(root: Root) -> &'static [u8] {
-    match root {
-        Root::Urlset => b"</urlset>\n",
-        Root::Sitemapindex => b"</sitemapindex>\n",
-    }
-}
 
 /// The Resource List entry for `record`, or `None` when the copy is deleted (a Resource List
 /// lists what exists; deletions go to Change Lists) or has no URI of its own. `held` gives
@@ -143,27 +123,18 @@ pub fn entry_links(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use rsagg_model::{Mode, W3cDateTime};
+    use rsagg_layout::testing::strict;
+    use rsagg_model::W3cDateTime;
+    use rsagg_model::{Header, Root};
+    use rsagg_sitemap::writer::document;
     use rsagg_store::UpstreamMeta;
 
     const BASE: &str = "https://agg.example.org/maps/";
 
     /// Reads rsagg's own document `xml` back with the strict validator (as a Destination's
     /// strictest reading) and fails on any Error-severity problem; returns what it read.
-    pub(crate) fn strict(xml: &[u8]) -> (Header, Vec<UrlEntry>) {
-        let opts = rsagg_sitemap::ReadOptions::new(Mode::Strict, "own document");
-        let d = rsagg_sitemap::read_document(xml, opts).unwrap();
-        let errors: Vec<_> = d.errors().collect();
-        assert!(
-            errors.is_empty(),
-            "{errors:#?}\n{}",
-            String::from_utf8_lossy(xml)
-        );
-        (d.header, d.entries)
-    }
-
     fn record(status: ResourceStatus) -> ResourceRecord {
         ResourceRecord {
             upstream: "museum".into(),
@@ -242,7 +213,7 @@ pub(crate) mod tests {
         if let Some(md) = header.md.as_mut() {
             md.at = Some(W3cDateTime::now());
         }
-        header.links.push(crate::capability::up_link(BASE));
+        header.links.push(rsagg_layout::capability::up_link(BASE));
         let e = resource_entry(
             BASE,
             &record(ResourceStatus::Present),

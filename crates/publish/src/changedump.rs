@@ -31,75 +31,22 @@ use object_store::path::Path;
 use rsagg_model::{Capability, Change, Header, Md, Root, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{LogEntry, State, StoreLocation};
-use serde::{Deserialize, Serialize};
 
 use crate::Error;
-use crate::capability::up_link;
-use crate::config::PublishConfig;
+use crate::entry::{MAX_DOCUMENT_ENTRIES, change_entry};
 use crate::links::LinkPolicy;
-use crate::package::{self, Body, Item, PackageInfo};
-use crate::publish::{MAX_DOCUMENT_ENTRIES, change_entry, document};
-use crate::published::{CHANGELISTS_META, ChangeListsMeta, ClosedList};
-use crate::uris::own_uri;
+use crate::package::{self, Body, Item};
+use rsagg_config::PublishConfig;
+use rsagg_layout::capability::up_link;
+use rsagg_layout::meta::*;
+use rsagg_layout::paths::*;
+use rsagg_layout::report::*;
+use rsagg_layout::uris::own_uri;
+use rsagg_sitemap::writer::document;
 
-/// Where [`ChangeDumpMeta`] is kept.
-pub const CHANGEDUMP_META: &str = "published/changedump.json";
-/// The Change Dump document, under `collection.base_url`.
-pub const CHANGEDUMP_DOC: &str = "changedump.xml";
 /// Packages one Change Dump may name (spec 7: 50,000 entries per document); a Change Dump
 /// Index is not written, so a publish that would need one fails and says so.
 pub const MAX_PACKAGES: usize = MAX_DOCUMENT_ENTRIES as usize;
-
-/// What a Change Dump publish did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ChangeDumpReport {
-    /// Packages made by this publish.
-    pub packages_now: u64,
-    /// Packages `changedump.xml` names now.
-    pub packages_total: u64,
-    /// Packages dropped by this publish because their Change List is no longer retained.
-    pub dropped: u64,
-    /// Changes left out of new packages: blob missing or not matching its address, no URI
-    /// of rsagg's own, or no safe name in the ZIP (each is logged as a warning).
-    pub skipped: u64,
-}
-
-/// `published/changedump.json`: the packages out there and what is waiting for deletion.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ChangeDumpMeta {
-    /// Closed Change Lists with packages, oldest first.
-    pub lists: Vec<DumpedList>,
-    /// True while `changedump.xml` may not yet reflect this meta (it is written after it).
-    pub doc_pending: bool,
-    /// Objects no document names any more, with when they were retired (unix seconds).
-    pub retired: Vec<(String, i64)>,
-}
-
-/// The packages of one closed Change List.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DumpedList {
-    /// The Change List's object name (see [`ClosedList::name`]).
-    pub name: String,
-    /// First change-log sequence number it covers.
-    pub first_seq: u64,
-    /// Last change-log sequence number it covers.
-    pub last_seq: u64,
-    /// Its packages, consecutive sub-intervals of the list's interval.
-    pub packages: Vec<ChangePackage>,
-}
-
-/// One package of the Change Dump.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChangePackage {
-    /// The objects and what they hold.
-    #[serde(flatten)]
-    pub info: PackageInfo,
-    /// `rs:md from` of the package (and its manifest).
-    pub from: W3cDateTime,
-    /// `rs:md until`.
-    pub until: W3cDateTime,
-}
 
 /// Publishes the Change Dump of the collection at `base_url`: a package for every closed
 /// Change List that has none yet, `changedump.xml`, and the retention of packages whose
@@ -115,7 +62,7 @@ pub async fn publish(
 ) -> Result<ChangeDumpReport, Error> {
     let objects = &location.objects;
     let store = objects.as_ref();
-    let stored: Option<ChangeDumpMeta> = get_json(store, CHANGEDUMP_META).await?;
+    let stored: Option<ChangeDumpMeta> = get_json(store, CHANGE_DUMP_META).await?;
     // The very first publish writes the document even when there is nothing to list yet.
     let mut dirty = stored.is_none();
     let mut meta = stored.unwrap_or_default();
@@ -125,7 +72,9 @@ pub async fn publish(
         return Ok(report);
     }
     dirty |= meta.doc_pending;
-    let lists: ChangeListsMeta = get_json(store, CHANGELISTS_META).await?.unwrap_or_default();
+    let lists: ChangeListsMeta = get_json(store, CHANGE_LISTS_META)
+        .await?
+        .unwrap_or_default();
 
     // Retention: the Change List publisher dropped these lists; their packages follow.
     let retained: HashSet<&str> = lists.closed.iter().map(|c| c.name.as_str()).collect();
@@ -167,7 +116,7 @@ pub async fn publish(
         // Recorded at once: packages are never made twice, even if a later list fails.
         meta.doc_pending = true;
         dirty = true;
-        put_json(store, CHANGEDUMP_META, &meta).await?;
+        put_json(store, CHANGE_DUMP_META, &meta).await?;
     }
     if count(&meta) as usize > MAX_PACKAGES {
         return Err(too_many());
@@ -175,14 +124,14 @@ pub async fn publish(
 
     if dirty {
         meta.doc_pending = true;
-        put_json(store, CHANGEDUMP_META, &meta).await?;
+        put_json(store, CHANGE_DUMP_META, &meta).await?;
         write_document(store, base_url, &meta, &lists).await?;
         meta.doc_pending = false;
     }
     let now = package::unix_secs(&W3cDateTime::now());
     let swept = sweep_retired(store, &mut meta.retired, now, cfg.grace).await?;
     if dirty || swept > 0 {
-        put_json(store, CHANGEDUMP_META, &meta).await?;
+        put_json(store, CHANGE_DUMP_META, &meta).await?;
     }
     report.packages_total = count(&meta);
     Ok(report)
@@ -194,7 +143,7 @@ fn count(meta: &ChangeDumpMeta) -> u64 {
 
 fn too_many() -> Error {
     Error::Dump(rsagg_dump::Error::Invalid {
-        package: CHANGEDUMP_DOC.into(),
+        package: CHANGE_DUMP.into(),
         section: "13.1",
         message: format!(
             "more than {MAX_PACKAGES} Change Dump packages; retain fewer closed Change Lists \
@@ -376,7 +325,7 @@ async fn write_document(
             },
         )
     });
-    put(store, CHANGEDUMP_DOC, document(&header, entries)).await?;
+    put(store, CHANGE_DUMP, document(&header, entries)).await?;
     Ok(())
 }
 
@@ -421,7 +370,7 @@ mod tests {
             closed,
             ..ChangeListsMeta::default()
         };
-        put_json(objects.as_ref(), CHANGELISTS_META, &meta)
+        put_json(objects.as_ref(), CHANGE_LISTS_META, &meta)
             .await
             .unwrap();
     }
@@ -457,7 +406,7 @@ mod tests {
     /// `changedump.xml`, strictly valid, with every package read back and checked; returns
     /// the document's `from` and the packages.
     async fn dump(objects: &Arc<dyn ObjectStore>) -> (W3cDateTime, Vec<Read>) {
-        let (header, entries) = strict(&get(objects, CHANGEDUMP_DOC).await);
+        let (header, entries) = strict(&get(objects, CHANGE_DUMP).await);
         assert_eq!(header.capability(), Some(&Capability::ChangeDump));
         let md = header.md.as_ref().unwrap();
         assert!(md.until.is_none(), "the Change Dump stays open");
@@ -598,11 +547,11 @@ mod tests {
 
         // Made once: a publish with nothing new rewrites nothing.
         let zip = get(&objects, &p.zip).await;
-        let doc = get(&objects, CHANGEDUMP_DOC).await;
+        let doc = get(&objects, CHANGE_DUMP).await;
         let report = run(&objects, &state, &cfg(100, 1 << 20, 3600)).await;
         assert_eq!((report.packages_now, report.packages_total), (0, 1));
         assert_eq!(get(&objects, &p.zip).await, zip);
-        assert_eq!(get(&objects, CHANGEDUMP_DOC).await, doc);
+        assert_eq!(get(&objects, CHANGE_DUMP).await, doc);
 
         // The next closed list is appended, in forward chronological order.
         let more = vec![change(&objects, &state, "c", Change::Created, b"c").await];
@@ -731,7 +680,7 @@ mod tests {
         assert_eq!(report.dropped, 0);
         assert!(!exists(&objects, &old).await && !exists(&objects, &old_manifest).await);
         assert!(exists(&objects, &packages[0].zip).await);
-        let meta: ChangeDumpMeta = get_json(objects.as_ref(), CHANGEDUMP_META)
+        let meta: ChangeDumpMeta = get_json(objects.as_ref(), CHANGE_DUMP_META)
             .await
             .unwrap()
             .unwrap();

@@ -9,8 +9,8 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_model::{Change, Mode, Root, UrlEntry, W3cDateTime};
-use rsagg_pipeline::links::LinkPolicy;
-use rsagg_pipeline::resourcelist::publish_with;
+use rsagg_publish::links::LinkPolicy;
+use rsagg_publish::resourcelist::publish_with;
 use rsagg_store::{Applied, BlobInfo, Commit, ResourceRecord, ResourceStatus, State};
 
 const BASE: &str = "https://agg.example.org/c/";

@@ -5,7 +5,7 @@
 //!
 //! The callback side must answer quickly and never block on the harvest: the HTTP handler
 //! authenticates a delivery ([`Inbox::deliver`]: signature checked against the secret rsagg
-//! gave, WebSub 7.1) and puts it into a bounded queue; the follower ([`crate::follow`])
+//! gave, WebSub 7.1) and puts it into a bounded queue; the follower (`rsagg-pipeline`'s follower)
 //! drains the queue, applies the payloads through the same path as Change List entries and
 //! publishes. A full queue answers 503, so the hub retries later rather than rsagg losing a
 //! notification; a forged or unknown delivery is answered 2xx and dropped (WebSub 7.1), and
@@ -23,81 +23,41 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use rsagg_fetch::CapabilitySet;
+use rsagg_layout::report::PushStats;
 use rsagg_model::{Capability, Mode, Root, UrlEntry, W3cDateTime};
 use rsagg_sitemap::ReadOptions;
+use rsagg_websub::intake::{Intake, MAX_PAYLOAD_BYTES, PushIntake};
 use rsagg_websub::subscriber::{Answer, Delivery, Dropped, Subscriber, SubscriptionRecord};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use url::Url;
 
-use crate::Pipeline;
+use rsagg_config::Pipeline;
+use rsagg_layout::report::UpstreamReport;
+
+use crate::Error;
+use crate::compare::in_order;
+use crate::context::Harvest;
 
 /// Deliveries waiting for the follower, at most (then callbacks answer 503).
 pub const QUEUE: usize = 1024;
-/// Largest payload accepted at a callback, in bytes (a change notification is a Change
-/// List fragment: 50,000 entries fit well under it).
-pub const MAX_PAYLOAD_BYTES: usize = 10 << 20;
-/// The path segment of the callbacks under `collection.base_url`.
-pub const CALLBACK_SEGMENT: &str = "websub/";
-
-/// The callback URL of `upstream` (DESIGN.md URL map: `{base}websub/{upstream name}`).
-pub fn callback_url(base_url: &Url, upstream: &str) -> Option<Url> {
-    base_url.join(&format!("{CALLBACK_SEGMENT}{upstream}")).ok()
-}
-
 /// A delivery accepted at a callback, waiting to be applied.
 #[derive(Debug)]
-pub(crate) struct Pushed {
+pub struct Pushed {
+    /// The upstream whose callback took it.
     pub upstream: String,
+    /// The topic it was published for (WebSub `Link: rel=self`).
     pub topic: String,
+    /// The payload.
     pub body: Bytes,
     /// When it arrived (push→publish latency is measured from here).
     pub received: Instant,
 }
 
-/// What the callback answers a delivery.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Intake {
-    /// Queued for the follower (2xx).
-    Queued,
-    /// Dropped (2xx all the same, WebSub 7.1): why.
-    Dropped(String),
-    /// The queue is full (503: the hub retries).
-    Busy,
-    /// No such callback (404).
-    NoCallback,
-}
-
-/// Counters of the push intake since the follower started (in the run report and
-/// `/metrics`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PushStats {
-    /// Deliveries received at a callback.
-    pub received: u64,
-    /// Payloads applied (their changes committed or recognised as replays).
-    pub applied: u64,
-    /// Dropped: signature missing or wrong.
-    pub dropped_signature: u64,
-    /// Dropped: no subscription of that callback for that topic, or no set to apply to.
-    pub dropped_unknown: u64,
-    /// Dropped: not a valid change notification (CN 1.0.1 3).
-    pub dropped_invalid: u64,
-    /// Answered 503 because the queue was full.
-    pub busy: u64,
-    /// Payloads that did not follow the previous one (gap or reordering) and made the
-    /// follower read the Change List.
-    pub gaps_recovered: u64,
-    /// Verified subscriptions whose lease runs.
-    pub subscriptions: u64,
-    /// Push→publish latency of the last push pass, in milliseconds (oldest payload).
-    pub last_latency_ms: u64,
-    /// The largest such latency.
-    pub max_latency_ms: u64,
-}
-
+/// The live counters behind [`PushStats`] (same names and meanings).
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
+#[allow(missing_docs)]
+pub struct Counters {
     pub received: AtomicU64,
     pub applied: AtomicU64,
     pub dropped_signature: AtomicU64,
@@ -110,10 +70,12 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
+    /// Counts one event in `c`.
     pub fn add(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records the push→publish latency of a pass.
     pub fn latency(&self, ms: u64) {
         self.last_latency_ms.store(ms, Ordering::Relaxed);
         self.max_latency_ms.fetch_max(ms, Ordering::Relaxed);
@@ -122,7 +84,7 @@ impl Counters {
 
 /// The push intake of one pipeline: the WebSub subscriber state and the bounded queue
 /// between the callbacks and the follower. Shared by the server (callbacks) and
-/// [`crate::follow::follow`].
+/// `rsagg-pipeline`'s follower.
 #[derive(Debug)]
 pub struct Inbox {
     pub(crate) subscriber: Subscriber,
@@ -130,10 +92,11 @@ pub struct Inbox {
     rx: std::sync::Mutex<Option<mpsc::Receiver<Pushed>>>,
     /// Upstreams with `push = true`: the callbacks that exist.
     upstreams: HashSet<String>,
-    pub(crate) counters: Counters,
+    /// The counters (the follower counts applied payloads and latencies).
+    pub counters: Counters,
     /// Woken when a verification changed a subscription: the follower saves the records
     /// and recomputes when to renew.
-    pub(crate) changed: tokio::sync::Notify,
+    pub changed: tokio::sync::Notify,
 }
 
 impl Inbox {
@@ -229,7 +192,7 @@ impl Inbox {
     }
 
     /// The queue's receiving end (taken once, by the follower).
-    pub(crate) fn take_queue(&self) -> Option<mpsc::Receiver<Pushed>> {
+    pub fn take_queue(&self) -> Option<mpsc::Receiver<Pushed>> {
         self.rx.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
@@ -263,7 +226,7 @@ impl Inbox {
 /// restarted follower still verifies deliveries signed with the secrets it gave and keeps
 /// the continuity of each channel.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(crate) struct PushRecord {
+pub struct PushRecord {
     /// The subscriptions (with their secrets).
     #[serde(default)]
     pub subscriptions: Vec<SubscriptionRecord>,
@@ -273,23 +236,26 @@ pub(crate) struct PushRecord {
 }
 
 /// The object holding [`PushRecord`] of `upstream`.
-pub(crate) fn record_path(upstream: &str) -> String {
+pub fn record_path(upstream: &str) -> String {
     format!("push/{upstream}.json")
 }
 
 /// A change notification read and checked (CN 1.0.1 3).
 #[derive(Debug)]
-pub(crate) struct Payload {
+pub struct Payload {
+    /// Its `rs:md from`.
     pub from: Option<W3cDateTime>,
+    /// Its `rs:md until`.
     pub until: Option<W3cDateTime>,
     /// The `rs:ln rel="up"` (the set's Capability List), resolved against the topic.
     pub up: Option<Url>,
+    /// The changes it announces.
     pub entries: Vec<UrlEntry>,
 }
 
 /// Reads a payload leniently (upstream quirks pass, as in Change Lists), and refuses what
 /// is not a change notification: another root, another capability, unreadable XML.
-pub(crate) fn read_payload(body: &[u8], topic: &str) -> Result<Payload, String> {
+pub fn read_payload(body: &[u8], topic: &str) -> Result<Payload, String> {
     let mut opts = ReadOptions::new(Mode::Lenient, format!("notification on {topic}"));
     opts.max_bytes = MAX_PAYLOAD_BYTES as u64;
     let doc = rsagg_sitemap::read_document(body, opts).map_err(|e| e.to_string())?;
@@ -316,7 +282,7 @@ pub(crate) fn read_payload(body: &[u8], topic: &str) -> Result<Payload, String> 
 /// The set of resources a payload on `topic` is about: the Capability List its `up` link
 /// names (CN 1.0.1 3), else the set whose channel is `topic` (CN 1.0.1 2: one channel per
 /// set).
-pub(crate) fn set_for<'a>(
+pub fn set_for<'a>(
     sets: &'a [CapabilitySet],
     up: Option<&Url>,
     topic: &str,
@@ -332,7 +298,7 @@ pub(crate) fn set_for<'a>(
 
 /// How a payload relates to what was applied before on its channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Continuity {
+pub enum Continuity {
     /// Its `from` is the previous `until` (or the checkpoint already reaches it).
     Follows,
     /// It starts after the previous `until`: notifications were lost.
@@ -347,7 +313,7 @@ pub(crate) enum Continuity {
 /// `from`/`until` intervals", which lets a Destination see a missing one. `previous`: the
 /// `until` of the last payload applied on the channel; `checkpoint`: the set's committed
 /// checkpoint (everything up to it is done, whatever brought it).
-pub(crate) fn continuity(
+pub fn continuity(
     from: Option<&W3cDateTime>,
     previous: Option<&W3cDateTime>,
     checkpoint: Option<&W3cDateTime>,
@@ -481,8 +447,83 @@ mod tests {
     fn callbacks_live_under_the_base_url() {
         let base = Url::parse("https://agg.example.org/maps/").unwrap();
         assert_eq!(
-            callback_url(&base, "museum").unwrap().as_str(),
+            rsagg_layout::paths::callback_url(&base, "museum")
+                .unwrap()
+                .as_str(),
             "https://agg.example.org/maps/websub/museum"
         );
+    }
+}
+
+/// What became of a change notification's entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushApplied {
+    /// Applied (possibly all replays); false when it stopped at a failed change.
+    Done(bool),
+    /// The set has no baseline yet: polling makes it, and its Change List then brings
+    /// what this payload announced.
+    NoBaseline,
+}
+
+impl Harvest {
+    /// Applies the entries of a change notification for `set` (CN 1.0.1 3) exactly like
+    /// Change List entries ([`Harvest::apply_changes`]), from the committed checkpoint;
+    /// the Change List the next poll follows is left as it is.
+    pub async fn apply_notification(
+        &self,
+        set: &CapabilitySet,
+        source: &Url,
+        entries: Vec<UrlEntry>,
+        report: &mut UpstreamReport,
+    ) -> Result<PushApplied, Error> {
+        let cp = self
+            .ctx
+            .state
+            .checkpoint(&self.up.name, set.url.as_str())
+            .await?;
+        let Some(mut cp) = cp.filter(|c| c.baseline_at.is_some()) else {
+            return Ok(PushApplied::NoBaseline);
+        };
+        let done = self
+            .apply_changes(set, source, None, in_order(entries), &mut cp, report)
+            .await?;
+        Ok(PushApplied::Done(done))
+    }
+
+    /// Brings `set` up to date from its Change List (or Resource List) exactly as a poll
+    /// does: what a missing or reordered notification would have brought.
+    pub async fn catch_up(
+        &self,
+        set: &CapabilitySet,
+        report: &mut UpstreamReport,
+    ) -> Result<(), Error> {
+        self.harvest_set(set, report).await
+    }
+
+    /// The committed checkpoint instant of `set`.
+    pub async fn checkpoint_instant(
+        &self,
+        set: &CapabilitySet,
+    ) -> Result<Option<W3cDateTime>, Error> {
+        Ok(self
+            .ctx
+            .state
+            .checkpoint(&self.up.name, set.url.as_str())
+            .await?
+            .and_then(|c| c.instant))
+    }
+}
+
+impl PushIntake for Inbox {
+    fn has_callback(&self, upstream: &str) -> bool {
+        Inbox::has_callback(self, upstream)
+    }
+
+    fn verify(&self, upstream: &str, query: &str) -> Option<Answer> {
+        Inbox::verify(self, upstream, query)
+    }
+
+    fn deliver(&self, upstream: &str, delivery: Delivery) -> Intake {
+        Inbox::deliver(self, upstream, delivery)
     }
 }

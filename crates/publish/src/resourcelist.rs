@@ -16,47 +16,20 @@ use object_store::ObjectStore;
 use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{State, slot_of};
-use serde::{Deserialize, Serialize};
 
 use crate::Error;
-use crate::capability::up_link;
-use crate::config::PublishConfig;
+use crate::entry::resource_entry;
 use crate::links::LinkPolicy;
-use crate::publish::{document, end_tag, resource_entry};
-use crate::uris::own_uri;
+use rsagg_config::PublishConfig;
+use rsagg_layout::capability::up_link;
+use rsagg_layout::meta::*;
+use rsagg_layout::paths::*;
+use rsagg_layout::uris::own_uri;
+use rsagg_sitemap::writer::{document, end_tag};
 
 /// Entries per part before the collection is cut into twice as many parts (below the
 /// spec's 50,000 so a part stays within the limit until the next publish).
 pub const PART_TARGET: u64 = 40_000;
-/// Where [`Published`] is kept (public so a reader, `rsagg serve`, finds the parts).
-pub const META: &str = "published/resourcelist.json";
-/// Folder (object prefix and path under `collection.base_url`) of the parts.
-const DIR: &str = "resourcelist";
-
-/// What was last published, kept beside the documents.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Published {
-    /// Change-log sequence number the documents reflect.
-    pub seq: u64,
-    /// Generation of the last publish.
-    pub generation: u64,
-    /// Per part: object name (under `resourcelist/`) and entries; empty before the first
-    /// publish.
-    pub parts: Vec<(String, u64)>,
-    /// Parts no longer named (by name, as in `parts`), with when they were retired (unix
-    /// seconds).
-    pub retired: Vec<(String, i64)>,
-}
-
-/// The object path of part `name` (also its path under `collection.base_url`).
-pub fn part_path(name: &str) -> String {
-    format!("{DIR}/{name}")
-}
-
-/// The name of the part at object path `path` (the inverse of [`part_path`]).
-fn part_name(mut path: String) -> String {
-    path.split_off(DIR.len() + 1)
-}
 
 /// Publishes the Resource List of the collection at `base_url` from `state` into `objects`,
 /// with parts of [`PART_TARGET`] entries and the default `publish.grace` for the parts a new
@@ -82,7 +55,9 @@ pub async fn publish_with(
     grace: Duration,
 ) -> Result<Vec<usize>, Error> {
     let store = objects.as_ref();
-    let mut meta: Published = get_json(store, META).await?.unwrap_or_default();
+    let mut meta: ResourceListMeta = get_json(store, RESOURCE_LIST_META)
+        .await?
+        .unwrap_or_default();
     let last = state.last_seq().await;
     let mut dirty: Vec<usize> = if meta.parts.is_empty() {
         vec![0]
@@ -135,7 +110,7 @@ pub async fn publish_with(
     }
     meta.seq = last;
     // Retired parts past their grace period go; the others wait for a later publish.
-    // `Published` keeps them by name: swept by object path, kept by name again.
+    // `ResourceListMeta` keeps them by name: swept by object path, kept by name again.
     let mut retired: Vec<_> = meta
         .retired
         .drain(..)
@@ -146,14 +121,8 @@ pub async fn publish_with(
         .into_iter()
         .map(|(path, t)| (part_name(path), t))
         .collect();
-    put_json(store, META, &meta).await?;
+    put_json(store, RESOURCE_LIST_META, &meta).await?;
     Ok(dirty)
-}
-
-/// The part holding `slot` when the slots are cut into `parts` equal ranges (public so a
-/// reader, `rsagg serve`, finds the part listing a resource without reading the others).
-pub fn part_of(slot: u16, parts: usize) -> usize {
-    (usize::from(slot) * parts) >> 16
 }
 
 fn slot_range(k: usize, parts: usize) -> std::ops::RangeInclusive<u16> {
@@ -210,7 +179,7 @@ async fn write_part(
 async fn write_top(
     store: &dyn ObjectStore,
     base_url: &str,
-    meta: &Published,
+    meta: &ResourceListMeta,
     now: W3cDateTime,
     single: Option<bytes::Bytes>,
 ) -> Result<(), Error> {

@@ -73,6 +73,14 @@
 //!   the payload counts as unfetched, and a receiver recovers the gap from the Change List
 //!   (the intervals tell it there is one).
 
+//!
+//! # Layout
+//!
+//! - `lib.rs`: [`Notifier`] (payloads from the change log into the outbox, delivery in
+//!   order), [`after_publish`] and [`prepare_published`] (what a run calls after its publish
+//!   stage), and [`Error`]. Object names and the channel record are `rsagg-layout`'s; the
+//!   request to the hub is `rsagg-websub`'s [`rsagg_websub::Publisher`].
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,29 +88,43 @@ use bytes::Bytes;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload};
-use rsagg_model::{Capability, Header, Mode, Precision, Root, W3cDateTime};
+use rsagg_model::{Capability, Header, Precision, Root, W3cDateTime};
 use rsagg_store::State;
 use rsagg_store::documents::{get_json, put, put_json};
 use rsagg_websub::{Attempt, PublishForm, Publisher};
-use serde::{Deserialize, Serialize};
 
-use crate::capability::up_link;
-use crate::config::{NotifyConfig, NotifyForm};
-use crate::links::LinkPolicy;
-use crate::publish::{MAX_DOCUMENT_ENTRIES, change_entry, end_tag};
-use crate::publisher::PublishReport;
-use crate::{Error, Pipeline};
+use rsagg_config::{NotifyConfig, NotifyForm, Pipeline};
+use rsagg_layout::capability::up_link;
+use rsagg_layout::meta::{ChannelRecord, Fetched, payload_until};
+use rsagg_layout::paths::{CHANNEL, FETCHED, LATEST, OUTBOX, outbox_path, topic_url};
+use rsagg_layout::report::{DeliveryReport, NotifyReport, Prepared, PublishReport};
+use rsagg_publish::entry::{MAX_DOCUMENT_ENTRIES, change_entry};
+use rsagg_publish::links::LinkPolicy;
+use rsagg_sitemap::writer::end_tag;
 
-/// The topic's path under `collection.base_url`.
-pub const TOPIC: &str = "change/";
-/// The channel record.
-pub const CHANNEL: &str = "notify/channel.json";
-/// Folder of the payloads not yet taken by the hub.
-pub const OUTBOX: &str = "notify/outbox";
-/// The payload the hub was last asked to take: the topic URI's body.
-pub const LATEST: &str = "notify/latest.xml";
-/// What the topic route last served (see [`note_fetched`]).
-pub const FETCHED: &str = "notify/fetched.json";
+/// Errors of the notification channel.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] rsagg_store::Error),
+    /// Change notifications cannot be sent (the publishing client could not be built).
+    #[error("change notifications to hub {hub}: {message} (Change Notification 1.0.1 section 4.1)")]
+    Notify {
+        /// The hub URL.
+        hub: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Error {
+    /// True when another writer fenced this one out (exit code 3).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Store(e) if e.is_fenced())
+    }
+}
 
 /// Smallest delay between two attempts.
 const RETRY_MIN: Duration = Duration::from_millis(500);
@@ -115,45 +137,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the websub form looks at [`FETCHED`] while it waits.
 const FETCH_POLL: Duration = Duration::from_millis(50);
 
-/// The topic URI of the collection at `base_url` (ends with `/`).
-pub fn topic_url(base_url: &str) -> String {
-    format!("{base_url}{TOPIC}")
-}
-
-/// The outbox object of payload `n`.
-pub fn outbox_path(n: u64) -> String {
-    format!("{OUTBOX}/{n:020}.xml")
-}
-
-/// Content of [`CHANNEL`]: where the channel is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChannelRecord {
-    /// Number of the next payload (payloads are numbered from 1).
-    pub next: u64,
-    /// The last change-log sequence number the channel has announced (or passed over: a
-    /// change without a URI of rsagg's own is not listed, as in the Change Lists).
-    pub seq: u64,
-    /// `from` of the next payload: the last payload's `until` (`None` before the first).
-    pub until: Option<W3cDateTime>,
-}
-
-impl Default for ChannelRecord {
-    fn default() -> Self {
-        ChannelRecord {
-            next: 1,
-            seq: 0,
-            until: None,
-        }
-    }
-}
-
-/// Content of [`FETCHED`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Fetched {
-    /// `until` of the payload the topic route served.
-    pub until: W3cDateTime,
-}
-
 /// The first whole microsecond strictly after `at`: the `until` of the last payload of a
 /// batch (see the module documentation for why no later change can come before it).
 pub fn next_instant_after(at: &W3cDateTime) -> W3cDateTime {
@@ -164,121 +147,6 @@ pub fn next_instant_after(at: &W3cDateTime) -> W3cDateTime {
         nanos.rem_euclid(1_000_000_000) as u32,
         Precision::Fraction(6),
     )
-}
-
-/// The `until` of a change-notification payload, read from its root `rs:md` only (the
-/// entries are not parsed); `None` when `xml` is not such a payload.
-pub fn payload_until(xml: &[u8]) -> Option<W3cDateTime> {
-    let opts = rsagg_sitemap::ReadOptions::new(Mode::Lenient, "change notification");
-    let reader = rsagg_sitemap::SyncReader::open(xml, opts).ok()?;
-    let md = reader.header().md.as_ref()?;
-    if md.capability != Some(Capability::ChangeNotification) {
-        return None;
-    }
-    md.until
-}
-
-/// What the topic route calls when it served `payload` by GET: records its `until` in
-/// [`FETCHED`], for a publisher in the websub form waiting for its hub to fetch the topic.
-/// Returns what was recorded (`None` for a body that is not a payload: nothing written).
-///
-/// This is the one object `rsagg serve` writes. It cannot fence `rsagg run`: it is a plain
-/// object beside the published documents, not the state database, and `run` only reads it.
-pub async fn note_fetched(
-    objects: &dyn ObjectStore,
-    payload: &[u8],
-) -> Result<Option<W3cDateTime>, Error> {
-    let Some(until) = payload_until(payload) else {
-        return Ok(None);
-    };
-    put_json(objects, FETCHED, &Fetched { until }).await?;
-    Ok(Some(until))
-}
-
-/// What [`Notifier::prepare`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Prepared {
-    /// Payloads added to the outbox.
-    pub payloads: u64,
-    /// Changes they announce.
-    pub entries: u64,
-    /// The change-log sequence number the channel has reached.
-    pub seq: u64,
-}
-
-/// What [`Notifier::deliver`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct DeliveryReport {
-    /// Payloads the hub took in this call.
-    pub delivered: u64,
-    /// Payloads left in the outbox afterwards.
-    pub pending: u64,
-    /// Publish requests sent.
-    pub attempts: u64,
-    /// Of those, the ones that failed (no 2xx).
-    pub failures: u64,
-    /// `form = "websub"`: payloads the hub took but did not fetch from the topic within
-    /// `notify.fetch_wait` (receivers recover them from the Change List).
-    pub unfetched: u64,
-    /// Payloads the hub has taken since the channel began.
-    pub sent_total: u64,
-    /// The last failure, naming the hub or the object.
-    pub last_error: Option<String>,
-}
-
-/// The notification step of a run (in [`crate::RunReport`] and the stats object).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct NotifyReport {
-    /// The topic URI.
-    pub topic: String,
-    /// The hub URL.
-    pub hub: String,
-    /// `resourcesync` or `websub`.
-    pub form: String,
-    /// What was turned into payloads (absent when nothing could be prepared).
-    pub prepared: Option<Prepared>,
-    /// What was sent.
-    pub delivery: DeliveryReport,
-    /// What went wrong preparing (delivery failures are in `delivery`).
-    pub errors: Vec<String>,
-}
-
-impl NotifyReport {
-    /// True when notifications were not prepared or the outbox could not be delivered
-    /// (exit status 1 of `rsagg run`: "some upstream or delivery failed").
-    pub fn failed(&self) -> bool {
-        !self.errors.is_empty() || (self.delivery.pending > 0 && self.delivery.last_error.is_some())
-    }
-
-    /// One summary line (for `rsagg run`'s output).
-    pub fn summary(&self) -> String {
-        let d = &self.delivery;
-        let mut s = format!("  notifications ({} to {}): ", self.form, self.hub);
-        if let Some(p) = &self.prepared {
-            s.push_str(&format!(
-                "{} payload(s) prepared ({} change(s)), ",
-                p.payloads, p.entries
-            ));
-        }
-        s.push_str(&format!(
-            "{} delivered, {} pending, {} attempt(s), {} failed, {} sent in all",
-            d.delivered, d.pending, d.attempts, d.failures, d.sent_total
-        ));
-        if d.unfetched > 0 {
-            s.push_str(&format!(
-                ", {} not fetched by the hub (receivers recover them from the Change List)",
-                d.unfetched
-            ));
-        }
-        s.push('\n');
-        if let Some(e) = &d.last_error {
-            s.push_str(&format!("    last delivery error: {e}\n"));
-        }
-        for e in &self.errors {
-            s.push_str(&format!("    notifications FAILED: {e}\n"));
-        }
-        s
-    }
 }
 
 /// How one payload's delivery ended.
@@ -789,8 +657,8 @@ mod tests {
     use rsagg_model::{Change, UrlEntry};
 
     use super::*;
-    use crate::changelist::tests::{BASE, Fixture, file_fixture, fixture};
-    use crate::publish::tests::strict;
+    use rsagg_layout::testing::strict;
+    use rsagg_publish::changelist::tests::{BASE, Fixture, file_fixture, fixture};
 
     fn notifier(f: &Fixture, cfg: NotifyConfig) -> Notifier {
         Notifier::with_config(f.objects.clone(), BASE, LinkPolicy::default(), cfg).unwrap()
@@ -1098,7 +966,10 @@ mod tests {
                                 .bytes()
                                 .await
                                 .unwrap();
-                            note_fetched(objects.as_ref(), &latest).await.unwrap();
+                            let until = payload_until(&latest).unwrap();
+                            put_json(objects.as_ref(), FETCHED, &Fetched { until })
+                                .await
+                                .unwrap();
                             Some(latest)
                         }
                         _ => None,
@@ -1278,8 +1149,10 @@ mod tests {
         strict(&xml);
         assert_eq!(payload_until(b"<urlset/>"), None);
         assert_eq!(payload_until(b""), None);
-        let list =
-            crate::capability::capability_list(BASE, &crate::capability::Advertised::default());
+        let list = rsagg_layout::capability::capability_list(
+            BASE,
+            &rsagg_layout::capability::Advertised::default(),
+        );
         assert_eq!(payload_until(&list), None);
     }
 }

@@ -8,15 +8,11 @@
 //! collection's store is the same document for this collection alone, for deployments that
 //! serve the store directly.
 
-use std::sync::Arc;
-
-use object_store::ObjectStore;
 use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry};
-use rsagg_store::documents::put;
-use url::Url;
+use rsagg_sitemap::writer::document;
 
-use crate::Error;
-use crate::publish::document;
+use crate::paths::{CHANGE_DUMP, CHANGE_LIST, RESOURCE_DUMP, RESOURCE_LIST};
+pub use crate::paths::{capability_list_url, source_description_url};
 
 /// What a publish has out there, for the Capability List to advertise.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,26 +30,9 @@ pub struct Advertised {
     pub notification: Option<(String, String)>,
 }
 
-/// Where the Source Description of the server publishing `base_url` is: the
-/// `/.well-known/resourcesync` of its origin (spec 8).
-pub fn source_description_url(base_url: &str) -> String {
-    match Url::parse(base_url) {
-        Ok(u) => format!(
-            "{}/.well-known/resourcesync",
-            u.origin().ascii_serialization()
-        ),
-        Err(_) => format!("{base_url}.well-known/resourcesync"),
-    }
-}
-
-/// Where the Capability List of the collection at `base_url` is.
-pub fn capability_list_url(base_url: &str) -> String {
-    format!("{base_url}capabilitylist.xml")
-}
-
 /// The `rs:ln rel="up"` every other document of the collection has, to its Capability List
 /// (spec 10.1, 11.1, 11.2, 12.1, 12.2, 13.1, 13.2).
-pub(crate) fn up_link(base_url: &str) -> Link {
+pub fn up_link(base_url: &str) -> Link {
     Link::new("up", capability_list_url(base_url))
 }
 
@@ -80,18 +59,10 @@ pub fn capability_list(base_url: &str, what: &Advertised) -> Vec<u8> {
     let mut entries = Vec::new();
     // The order of the spec's examples (9.1): resource list, dump, change list, dump.
     for (present, name, capability) in [
-        (
-            what.resource_list,
-            "resourcelist.xml",
-            Capability::ResourceList,
-        ),
-        (
-            what.resource_dump,
-            "resourcedump.xml",
-            Capability::ResourceDump,
-        ),
-        (what.change_list, "changelist.xml", Capability::ChangeList),
-        (what.change_dump, "changedump.xml", Capability::ChangeDump),
+        (what.resource_list, RESOURCE_LIST, Capability::ResourceList),
+        (what.resource_dump, RESOURCE_DUMP, Capability::ResourceDump),
+        (what.change_list, CHANGE_LIST, Capability::ChangeList),
+        (what.change_dump, CHANGE_DUMP, Capability::ChangeDump),
     ] {
         if present {
             entries.push(capability_entry(
@@ -124,23 +95,10 @@ pub fn source_description(
     document(&header, entries)
 }
 
-/// Writes `capabilitylist.xml` and `sourcedescription.xml` of the collection at `base_url`.
-pub async fn publish(
-    objects: &Arc<dyn ObjectStore>,
-    base_url: &str,
-    what: &Advertised,
-) -> Result<(), Error> {
-    let store = objects.as_ref();
-    let description = source_description([capability_list_url(base_url)]);
-    put(store, "sourcedescription.xml", description).await?;
-    put(store, "capabilitylist.xml", capability_list(base_url, what)).await?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::publish::tests::strict;
+    use crate::testing::strict;
 
     const BASE: &str = "https://agg.example.org/maps/";
 

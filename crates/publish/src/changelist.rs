@@ -46,7 +46,7 @@
 //!
 //! A publish writes new closed lists first, then the open list under its new generation
 //! name, then `changelist.xml` (which names them), then the alias, and last
-//! [`CHANGELISTS_META`]. Objects no longer named (the previous open list, closed lists dropped
+//! [`CHANGE_LISTS_META`]. Objects no longer named (the previous open list, closed lists dropped
 //! by retention) are retired and deleted only after `grace`, so a Destination that read the
 //! previous index can still fetch them. The generation is persisted before any object named
 //! with it is written, so a publish retried after a crash never overwrites an object a reader
@@ -69,33 +69,14 @@ use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{LogEntry, ResourceRecord, State};
 
 use crate::Error;
-use crate::capability::up_link;
-use crate::config::PublishConfig;
+use crate::entry::{MAX_DOCUMENT_ENTRIES, change_entry};
 use crate::links::LinkPolicy;
-use crate::publish::{MAX_DOCUMENT_ENTRIES, change_entry, document, end_tag};
-use crate::published::{CHANGELISTS_META, ChangeListsMeta, ClosedList, OpenList};
-
-/// `changelist.xml`: the open Change List, or the Change List Index once there are closed
-/// lists (the root element tells, spec 12.2).
-pub const TOP: &str = "changelist.xml";
-/// `changelist-open.xml`: a stable alias of the open Change List.
-pub const OPEN_ALIAS: &str = "changelist-open.xml";
-/// Folder (object prefix and path under `collection.base_url`) of the lists themselves.
-pub const DIR: &str = "changelist";
-
-/// What a publish of the Change Lists did.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct ChangeListReport {
-    /// Changes listed in the open Change List after the publish.
-    pub open_entries: u64,
-    /// Change Lists closed by this publish (a large batch is cut into several).
-    pub closed_now: u64,
-    /// Closed Change Lists the index names after the publish (those retained).
-    pub closed_total: u64,
-    /// Closed Change Lists this publish dropped from the index (retention); their objects
-    /// are deleted once the grace period has passed.
-    pub dropped: u64,
-}
+use rsagg_config::PublishConfig;
+use rsagg_layout::capability::up_link;
+use rsagg_layout::meta::*;
+use rsagg_layout::paths::*;
+use rsagg_layout::report::*;
+use rsagg_sitemap::writer::{document, end_tag};
 
 /// The oldest change-log sequence number a retained Change List still lists (the first of
 /// the oldest retained closed list, else of the open list); `None` before the first publish,
@@ -119,7 +100,9 @@ pub async fn publish(
     cfg: &PublishConfig,
 ) -> Result<ChangeListReport, Error> {
     let store = objects.as_ref();
-    let mut meta: ChangeListsMeta = get_json(store, CHANGELISTS_META).await?.unwrap_or_default();
+    let mut meta: ChangeListsMeta = get_json(store, CHANGE_LISTS_META)
+        .await?
+        .unwrap_or_default();
     let now = W3cDateTime::now();
     let now_secs = now.instant().0;
     // One document's bound is both the entries of one Change List and the Change Lists one
@@ -142,7 +125,7 @@ pub async fn publish(
         || meta.closed.len() as u64 > retain;
     if !due {
         if sweep_retired(store, &mut meta.retired, now_secs, cfg.grace).await? > 0 {
-            put_json(store, CHANGELISTS_META, &meta).await?;
+            put_json(store, CHANGE_LISTS_META, &meta).await?;
         }
         return Ok(ChangeListReport {
             open_entries,
@@ -153,7 +136,7 @@ pub async fn publish(
     retire_interrupted(store, &mut meta, now_secs).await?;
     // Reserved before any object is named with it (see the module documentation).
     meta.generation += 1;
-    put_json(store, CHANGELISTS_META, &meta).await?;
+    put_json(store, CHANGE_LISTS_META, &meta).await?;
     let generation = meta.generation;
 
     let mut report = ChangeListReport::default();
@@ -195,7 +178,8 @@ pub async fn publish(
     meta.closed.extend(closed_now);
     let excess = (meta.closed.len() as u64).saturating_sub(retain) as usize;
     for c in meta.closed.drain(..excess) {
-        meta.retired.push((format!("{DIR}/{}", c.name), now_secs));
+        meta.retired
+            .push((format!("{CHANGE_LIST_DIR}/{}", c.name), now_secs));
         report.dropped += 1;
     }
 
@@ -210,22 +194,28 @@ pub async fn publish(
         meta.seq = meta.seq.max(seq);
     }
     let open_doc = list.into_document(base_url, None, indexed);
-    put(store, &format!("{DIR}/{}", open.name), open_doc.clone()).await?;
+    put(
+        store,
+        &format!("{CHANGE_LIST_DIR}/{}", open.name),
+        open_doc.clone(),
+    )
+    .await?;
     let top = if indexed {
         PutPayload::from(index_document(base_url, &meta.closed, &open))
     } else {
         open_doc.clone()
     };
-    put(store, TOP, top).await?;
-    put(store, OPEN_ALIAS, open_doc).await?;
+    put(store, CHANGE_LIST, top).await?;
+    put(store, CHANGE_LIST_OPEN, open_doc).await?;
 
     report.open_entries = open.entries;
     report.closed_total = meta.closed.len() as u64;
     if let Some(old) = meta.open.replace(open) {
-        meta.retired.push((format!("{DIR}/{}", old.name), now_secs));
+        meta.retired
+            .push((format!("{CHANGE_LIST_DIR}/{}", old.name), now_secs));
     }
     sweep_retired(store, &mut meta.retired, now_secs, cfg.grace).await?;
-    put_json(store, CHANGELISTS_META, &meta).await?;
+    put_json(store, CHANGE_LISTS_META, &meta).await?;
     Ok(report)
 }
 
@@ -246,9 +236,9 @@ async fn retire_interrupted(
     if meta.generation <= named {
         return Ok(());
     }
-    let mut listing = store.list(Some(&object_store::path::Path::from(DIR)));
+    let mut listing = store.list(Some(&object_store::path::Path::from(CHANGE_LIST_DIR)));
     while let Some(m) = listing.next().await {
-        let m = m.map_err(|e| rsagg_store::Error::object_store(DIR, e))?;
+        let m = m.map_err(|e| rsagg_store::Error::object_store(CHANGE_LIST_DIR, e))?;
         let path = m.location.to_string();
         let orphan = m
             .location
@@ -332,7 +322,7 @@ impl ListBody {
             // Spec 12.1: recommended when a Change List Index exists.
             header
                 .links
-                .push(Link::new("index", format!("{base_url}{TOP}")));
+                .push(Link::new("index", format!("{base_url}{CHANGE_LIST}")));
         }
         let mut head = Vec::new();
         rsagg_sitemap::writer::encode_header(&header, &mut head);
@@ -361,7 +351,7 @@ impl ListBody {
             entries: self.entries,
         };
         let doc = self.into_document(base_url, Some(until), true);
-        put(store, &format!("{DIR}/{}", closed.name), doc).await?;
+        put(store, &format!("{CHANGE_LIST_DIR}/{}", closed.name), doc).await?;
         Ok(closed)
     }
 }
@@ -380,7 +370,7 @@ fn index_document(base_url: &str, closed: &[ClosedList], open: &OpenList) -> Vec
         .map(|c| (&c.name, c.from, Some(c.until)))
         .chain([(&open.name, open.from, None)]);
     let entries = lists.map(|(name, from, until)| UrlEntry {
-        loc: format!("{base_url}{DIR}/{name}"),
+        loc: format!("{base_url}{CHANGE_LIST_DIR}/{name}"),
         md: Some(Md {
             from: Some(from),
             until,
@@ -391,8 +381,11 @@ fn index_document(base_url: &str, closed: &[ClosedList], open: &OpenList) -> Vec
     document(&header, entries)
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
+/// Test fixtures shared with `rsagg-notify`'s tests (feature `testing`).
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+#[allow(missing_docs, dead_code)]
+pub mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     use object_store::ObjectStoreExt;
@@ -401,22 +394,22 @@ pub(crate) mod tests {
     use rsagg_store::{Applied, BlobInfo, Blobs, Commit, ResourceStatus, UpstreamMeta};
 
     use super::*;
-    use crate::publish::tests::strict;
+    use rsagg_layout::testing::strict;
 
-    pub(crate) const BASE: &str = "https://agg.example.org/maps/";
+    pub const BASE: &str = "https://agg.example.org/maps/";
     const HOUR: Duration = Duration::from_secs(3600);
 
     /// A real state and blob area on an in-memory store.
-    pub(crate) struct Fixture {
-        pub(crate) state: State,
-        pub(crate) objects: Arc<dyn ObjectStore>,
-        pub(crate) blobs: Blobs,
+    pub struct Fixture {
+        pub state: State,
+        pub objects: Arc<dyn ObjectStore>,
+        pub blobs: Blobs,
         bodies: AtomicU64,
         /// The directory of a `file://` store, removed with the fixture.
         _dir: Option<tempfile::TempDir>,
     }
 
-    pub(crate) fn cfg(
+    pub fn cfg(
         max_entries: u64,
         max_age: Duration,
         retain: Option<u64>,
@@ -431,17 +424,17 @@ pub(crate) mod tests {
         }
     }
 
-    pub(crate) fn uri(name: &str) -> String {
+    pub fn uri(name: &str) -> String {
         format!("http://museum.example.org/{name}")
     }
 
     /// On an in-memory store.
-    pub(crate) async fn fixture() -> Fixture {
+    pub async fn fixture() -> Fixture {
         fixture_at("memory://", None).await
     }
 
     /// On a local directory (`LocalFileSystem`, as `file://` store URLs open).
-    pub(crate) async fn file_fixture() -> Fixture {
+    pub async fn file_fixture() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let url = url::Url::from_directory_path(dir.path()).unwrap();
         fixture_at(url.as_str(), Some(dir)).await
@@ -460,7 +453,7 @@ pub(crate) mod tests {
 
     impl Fixture {
         /// Stores a body never stored before.
-        pub(crate) async fn blob(&self) -> BlobInfo {
+        pub async fn blob(&self) -> BlobInfo {
             let n = self.bodies.fetch_add(1, Ordering::Relaxed);
             let body = format!("body number {n}");
             let chunks = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(body))]);
@@ -469,7 +462,7 @@ pub(crate) mod tests {
 
         /// Commits one change per `(name, change)` of upstream `museum` (distinct names): a
         /// creation or update stores a new body, a deletion keeps the last copy as history.
-        pub(crate) async fn commit(&self, changes: &[(&str, Change)]) -> Vec<LogEntry> {
+        pub async fn commit(&self, changes: &[(&str, Change)]) -> Vec<LogEntry> {
             let mut applied = Vec::new();
             for (name, change) in changes {
                 let uri = uri(name);
@@ -520,12 +513,12 @@ pub(crate) mod tests {
         }
 
         /// Creations of `names`, one commit.
-        pub(crate) async fn create(&self, names: &[&str]) -> Vec<LogEntry> {
+        pub async fn create(&self, names: &[&str]) -> Vec<LogEntry> {
             let changes: Vec<_> = names.iter().map(|n| (*n, Change::Created)).collect();
             self.commit(&changes).await
         }
 
-        pub(crate) async fn publish(&self, cfg: &PublishConfig) -> ChangeListReport {
+        pub async fn publish(&self, cfg: &PublishConfig) -> ChangeListReport {
             publish(
                 &self.state,
                 &self.objects,
@@ -537,7 +530,7 @@ pub(crate) mod tests {
             .unwrap()
         }
 
-        pub(crate) async fn get(&self, path: &str) -> Option<Bytes> {
+        pub async fn get(&self, path: &str) -> Option<Bytes> {
             match self.objects.get(&Path::from(path)).await {
                 Ok(r) => Some(r.bytes().await.unwrap()),
                 Err(object_store::Error::NotFound { .. }) => None,
@@ -545,8 +538,8 @@ pub(crate) mod tests {
             }
         }
 
-        pub(crate) async fn meta(&self) -> ChangeListsMeta {
-            get_json(self.objects.as_ref(), CHANGELISTS_META)
+        pub async fn meta(&self) -> ChangeListsMeta {
+            get_json(self.objects.as_ref(), CHANGE_LISTS_META)
                 .await
                 .unwrap()
                 .unwrap()
@@ -563,10 +556,19 @@ pub(crate) mod tests {
             let mut all = Vec::new();
             let mut prev_until: Option<W3cDateTime> = None;
             for c in &meta.closed {
-                let (h, entries) = strict(&self.get(&format!("{DIR}/{}", c.name)).await.unwrap());
+                let (h, entries) = strict(
+                    &self
+                        .get(&format!("{CHANGE_LIST_DIR}/{}", c.name))
+                        .await
+                        .unwrap(),
+                );
                 let md = h.md.unwrap();
                 assert_eq!((md.from, md.until), (Some(c.from), Some(c.until)));
-                assert_eq!(h.links[1].href, format!("{BASE}{TOP}"), "index link");
+                assert_eq!(
+                    h.links[1].href,
+                    format!("{BASE}{CHANGE_LIST}"),
+                    "index link"
+                );
                 if let Some(p) = prev_until {
                     assert!(p.cmp_instant(&c.from).is_eq(), "until {p} == next from");
                 }
@@ -582,8 +584,15 @@ pub(crate) mod tests {
             if let Some(p) = prev_until {
                 assert!(p.cmp_instant(&open.from).is_eq(), "last until == open from");
             }
-            let open_bytes = self.get(&format!("{DIR}/{}", open.name)).await.unwrap();
-            assert_eq!(self.get(OPEN_ALIAS).await.unwrap(), open_bytes, "alias");
+            let open_bytes = self
+                .get(&format!("{CHANGE_LIST_DIR}/{}", open.name))
+                .await
+                .unwrap();
+            assert_eq!(
+                self.get(CHANGE_LIST_OPEN).await.unwrap(),
+                open_bytes,
+                "alias"
+            );
             let (h, open_entries) = strict(&open_bytes);
             let md = h.md.clone().unwrap();
             assert_eq!((md.from, md.until), (Some(open.from), None));
@@ -598,7 +607,7 @@ pub(crate) mod tests {
                 assert!(!dt.cmp_instant(&open.from).is_lt());
                 all.push(dt);
             }
-            let top = self.get(TOP).await.unwrap();
+            let top = self.get(CHANGE_LIST).await.unwrap();
             if meta.closed.is_empty() {
                 assert_eq!(top, open_bytes, "no index: changelist.xml is the open list");
             } else {
@@ -611,7 +620,7 @@ pub(crate) mod tests {
                     .iter()
                     .map(|c| (c.name.clone(), c.from, Some(c.until)))
                     .chain([(open.name.clone(), open.from, None)])
-                    .map(|(n, f, u)| (format!("{BASE}{DIR}/{n}"), Some(f), u))
+                    .map(|(n, f, u)| (format!("{BASE}{CHANGE_LIST_DIR}/{n}"), Some(f), u))
                     .collect();
                 let got: Vec<_> = lists
                     .iter()
@@ -673,7 +682,7 @@ pub(crate) mod tests {
         let meta = f.meta().await;
         assert_eq!(meta.seq, 3);
         // The previous open list is retired, still there during the grace period.
-        let old = format!("{DIR}/{}", before.open.unwrap().name);
+        let old = format!("{CHANGE_LIST_DIR}/{}", before.open.unwrap().name);
         assert!(meta.retired.iter().any(|(n, _)| *n == old));
         assert!(f.get(&old).await.is_some());
     }
@@ -713,7 +722,11 @@ pub(crate) mod tests {
         );
         let mut closed_bytes = Vec::new();
         for c in &meta.closed {
-            closed_bytes.push(f.get(&format!("{DIR}/{}", c.name)).await.unwrap());
+            closed_bytes.push(
+                f.get(&format!("{CHANGE_LIST_DIR}/{}", c.name))
+                    .await
+                    .unwrap(),
+            );
         }
 
         let second = f.create(&["s0", "s1", "s2", "s3", "s4"]).await;
@@ -724,7 +737,10 @@ pub(crate) mod tests {
         assert_eq!(all, [at(&first), at(&second)].concat());
         let meta = f.meta().await;
         for (c, bytes) in meta.closed.iter().zip(&closed_bytes) {
-            let now = f.get(&format!("{DIR}/{}", c.name)).await.unwrap();
+            let now = f
+                .get(&format!("{CHANGE_LIST_DIR}/{}", c.name))
+                .await
+                .unwrap();
             assert_eq!(&now, bytes, "{} was rewritten", c.name);
         }
         assert_eq!(meta.closed[2].first_seq, 7);
@@ -790,7 +806,7 @@ pub(crate) mod tests {
         let r = f.publish(&keep_two).await;
         assert_eq!((r.closed_total, r.dropped), (2, 0));
         let oldest = f.meta().await.closed[0].clone();
-        let (h, _) = strict(&f.get(TOP).await.unwrap());
+        let (h, _) = strict(&f.get(CHANGE_LIST).await.unwrap());
         assert_eq!(h.md.unwrap().from, Some(first[0].at));
 
         f.create(&["d"]).await;
@@ -801,14 +817,14 @@ pub(crate) mod tests {
         );
         let meta = f.meta().await;
         assert_eq!(meta.closed[0].first_seq, 2, "the oldest left the index");
-        let (h, _) = strict(&f.get(TOP).await.unwrap());
+        let (h, _) = strict(&f.get(CHANGE_LIST).await.unwrap());
         assert_eq!(
             h.md.unwrap().from,
             Some(first[1].at),
             "the index's from moved"
         );
         f.check().await;
-        let path = format!("{DIR}/{}", oldest.name);
+        let path = format!("{CHANGE_LIST_DIR}/{}", oldest.name);
         assert!(f.get(&path).await.is_some(), "kept during the grace period");
 
         // With the grace over (zero here), the next publish deletes it, even one with
@@ -830,14 +846,17 @@ pub(crate) mod tests {
         // A publish reserved generation g, wrote a closed list and died before its meta.
         let mut meta = f.meta().await;
         meta.generation += 1;
-        let stray = format!("{DIR}/closed-000000000002-g{}.xml", meta.generation);
-        put_json(f.objects.as_ref(), CHANGELISTS_META, &meta)
+        let stray = format!(
+            "{CHANGE_LIST_DIR}/closed-000000000002-g{}.xml",
+            meta.generation
+        );
+        put_json(f.objects.as_ref(), CHANGE_LISTS_META, &meta)
             .await
             .unwrap();
         put(f.objects.as_ref(), &stray, Bytes::from_static(b"<urlset/>"))
             .await
             .unwrap();
-        let named = format!("{DIR}/{}", meta.open.as_ref().unwrap().name);
+        let named = format!("{CHANGE_LIST_DIR}/{}", meta.open.as_ref().unwrap().name);
         f.create(&["b", "c"]).await;
         let r = f.publish(&c).await;
         assert_eq!((r.closed_now, r.closed_total, r.open_entries), (2, 2, 1));

@@ -21,76 +21,25 @@ use object_store::path::Path;
 use rsagg_model::{Capability, Header, Md, Root, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{State, StoreLocation};
-use serde::{Deserialize, Serialize};
+
 use tokio::sync::mpsc;
 
 use crate::Error;
-use crate::capability::up_link;
-use crate::config::PublishConfig;
+use crate::entry::{MAX_DOCUMENT_ENTRIES, resource_entry};
 use crate::links::LinkPolicy;
-pub use crate::package::PackageInfo;
 use crate::package::{self, Body, Item};
-use crate::publish::{MAX_DOCUMENT_ENTRIES, document, resource_entry};
-use crate::uris::own_uri;
+use rsagg_config::PublishConfig;
+use rsagg_layout::capability::up_link;
+use rsagg_layout::meta::*;
+use rsagg_layout::paths::*;
+use rsagg_layout::report::*;
+use rsagg_layout::uris::own_uri;
+use rsagg_sitemap::writer::document;
 
-/// Where [`ResourceDumpMeta`] is kept.
-pub const RESOURCEDUMP_META: &str = "published/resourcedump.json";
-/// The Resource Dump document, under `collection.base_url`.
-pub const RESOURCEDUMP_DOC: &str = "resourcedump.xml";
 /// Packages one Resource Dump may name (spec 7: 50,000 entries per document). Beyond it a
 /// Resource Dump Index would be needed; larger packages are the simpler answer, so a
 /// publish that gets there fails and says so.
 pub const MAX_PACKAGES: usize = MAX_DOCUMENT_ENTRIES as usize;
-
-/// What a Resource Dump rebuild did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ResourceDumpReport {
-    /// Packages in the new dump.
-    pub packages: u64,
-    /// Resources (bitstreams) in them.
-    pub resources: u64,
-    /// Bytes of the packages (what a Destination downloads).
-    pub bytes: u64,
-    /// Resources left out because their blob was missing or did not match its address, or
-    /// no safe name could be found for them (each is logged as a warning).
-    pub skipped: u64,
-}
-
-/// `published/resourcedump.json`: the dump out there and what is waiting for deletion.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ResourceDumpMeta {
-    /// The last generation number given out (a generation that failed half-way keeps its
-    /// number, so no two builds ever write to the same objects).
-    pub generation: u64,
-    /// Every generation up to this one is either `current` or retired (or deleted).
-    pub clean_upto: u64,
-    /// The generation `resourcedump.xml` names.
-    pub current: Option<u64>,
-    /// When that generation's snapshot started (`rs:md at`).
-    pub at: Option<W3cDateTime>,
-    /// When it completed (`rs:md completed`).
-    pub completed: Option<W3cDateTime>,
-    /// Its packages, in order.
-    pub packages: Vec<DumpPackage>,
-    /// True while `resourcedump.xml` may not yet reflect this meta (it is written after it).
-    pub doc_pending: bool,
-    /// Objects or prefixes (ending in `/`) no document names any more, with when they were
-    /// retired (unix seconds).
-    pub retired: Vec<(String, i64)>,
-}
-
-/// One package of the Resource Dump.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DumpPackage {
-    /// The objects and what they hold.
-    #[serde(flatten)]
-    pub info: PackageInfo,
-    /// When collecting its resources started (`rs:md at` of the package and its manifest).
-    pub at: W3cDateTime,
-    /// When its last bitstream had been read (`rs:md completed`).
-    pub completed: W3cDateTime,
-}
 
 fn generation_prefix(generation: u64) -> String {
     format!("resourcedump/g{generation}/")
@@ -113,7 +62,7 @@ pub async fn publish(
         return Ok(None);
     }
     let store = location.objects.as_ref();
-    let mut meta: ResourceDumpMeta = get_json(store, RESOURCEDUMP_META)
+    let mut meta: ResourceDumpMeta = get_json(store, RESOURCE_DUMP_META)
         .await?
         .unwrap_or_default();
     let start = W3cDateTime::now();
@@ -137,7 +86,7 @@ pub async fn publish(
         )
         .await?;
         if dirty || swept > 0 {
-            put_json(store, RESOURCEDUMP_META, &meta).await?;
+            put_json(store, RESOURCE_DUMP_META, &meta).await?;
         }
         return Ok(None);
     }
@@ -153,7 +102,7 @@ pub async fn publish(
             meta.retired.push((prefix, now));
         }
     }
-    put_json(store, RESOURCEDUMP_META, &meta).await?;
+    put_json(store, RESOURCE_DUMP_META, &meta).await?;
 
     let (packages, report) = build(state, location, base_url, policy, cfg, generation).await?;
     let done = W3cDateTime::now();
@@ -170,7 +119,7 @@ pub async fn publish(
     });
     meta.packages = packages;
     meta.doc_pending = true;
-    put_json(store, RESOURCEDUMP_META, &meta).await?;
+    put_json(store, RESOURCE_DUMP_META, &meta).await?;
     write_document(store, base_url, &meta).await?;
     meta.doc_pending = false;
     sweep_retired(
@@ -180,7 +129,7 @@ pub async fn publish(
         cfg.grace,
     )
     .await?;
-    put_json(store, RESOURCEDUMP_META, &meta).await?;
+    put_json(store, RESOURCE_DUMP_META, &meta).await?;
     Ok(Some(report))
 }
 
@@ -367,7 +316,7 @@ impl Packages<'_> {
         let k = self.packages.len() + 1;
         if k > MAX_PACKAGES {
             return Err(Error::Dump(rsagg_dump::Error::Invalid {
-                package: RESOURCEDUMP_DOC.into(),
+                package: RESOURCE_DUMP.into(),
                 section: "11.1",
                 message: format!(
                     "the collection needs more than {MAX_PACKAGES} packages; raise \
@@ -430,7 +379,7 @@ async fn write_document(
             },
         )
     });
-    put(store, RESOURCEDUMP_DOC, document(&header, entries)).await?;
+    put(store, RESOURCE_DUMP, document(&header, entries)).await?;
     Ok(())
 }
 
@@ -491,7 +440,7 @@ mod tests {
     /// `resourcedump.xml`, strictly valid, with every package read back and checked.
     /// Returns the packages' names and, per package, its manifest entries with their bytes.
     async fn dump(objects: &Arc<dyn ObjectStore>) -> (Vec<String>, Vec<Vec<(UrlEntry, Vec<u8>)>>) {
-        let (header, entries) = strict(&get(objects, RESOURCEDUMP_DOC).await);
+        let (header, entries) = strict(&get(objects, RESOURCE_DUMP).await);
         assert_eq!(header.capability(), Some(&Capability::ResourceDump));
         let md = header.md.as_ref().unwrap();
         let (at, completed) = (md.at.unwrap(), md.completed.unwrap());
@@ -627,10 +576,10 @@ mod tests {
             run(&objects, &state, &c, false).await.is_some(),
             "the first is due"
         );
-        let first = get(&objects, RESOURCEDUMP_DOC).await;
+        let first = get(&objects, RESOURCE_DUMP).await;
         change(&objects, &state, "2", Change::Created, b"two").await;
         assert_eq!(run(&objects, &state, &c, false).await, None, "not due yet");
-        assert_eq!(get(&objects, RESOURCEDUMP_DOC).await, first, "left alone");
+        assert_eq!(get(&objects, RESOURCE_DUMP).await, first, "left alone");
         let forced = run(&objects, &state, &c, true).await.unwrap();
         assert_eq!(forced.resources, 2);
         let (names, _) = dump(&objects).await;
@@ -646,7 +595,7 @@ mod tests {
             ..c
         };
         assert_eq!(run(&objects, &state, &off, true).await, None);
-        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCEDUMP_META)
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCE_DUMP_META)
             .await
             .unwrap()
             .unwrap();
@@ -668,7 +617,7 @@ mod tests {
         // Within the grace period the previous generation is still there.
         assert!(exists(&objects, "resourcedump/g1/part-00001.zip").await);
         assert!(exists(&objects, "resourcedump/g1/part-00001-manifest.xml").await);
-        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCEDUMP_META)
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCE_DUMP_META)
             .await
             .unwrap()
             .unwrap();
@@ -692,7 +641,7 @@ mod tests {
                 "{gone}"
             );
         }
-        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCEDUMP_META)
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCE_DUMP_META)
             .await
             .unwrap()
             .unwrap();
@@ -710,12 +659,12 @@ mod tests {
         };
         run(&objects, &state, &c, true).await.unwrap();
         // A publish that reserved generation 2, wrote a package and died.
-        let mut meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCEDUMP_META)
+        let mut meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCE_DUMP_META)
             .await
             .unwrap()
             .unwrap();
         meta.generation = 2;
-        put_json(objects.as_ref(), RESOURCEDUMP_META, &meta)
+        put_json(objects.as_ref(), RESOURCE_DUMP_META, &meta)
             .await
             .unwrap();
         let orphan = Path::from("resourcedump/g2/part-00001.zip");

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use rsagg_model::Link;
 use rsagg_store::UpstreamMeta;
 
-use crate::config::LinkPolicyConfig;
+use rsagg_config::LinkPolicyConfig;
 
 /// What happens to an inherited link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

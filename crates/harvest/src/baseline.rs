@@ -1,0 +1,183 @@
+//! Baseline and re-sync of a set from its Resource List (spec 10.1): creates, updates, and
+//! (on re-sync) deletes of what the list no longer names.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use rsagg_fetch::CapabilitySet;
+use rsagg_model::{Capability, UrlEntry, W3cDateTime};
+use rsagg_store::{Checkpoint, ResourceStatus};
+use tokio::sync::mpsc;
+use url::Url;
+
+use crate::Error;
+use crate::commit::{Committer, Outcome};
+use crate::compare::*;
+use crate::context::Harvest;
+use crate::resource::spawned;
+use rsagg_config::BaselineSource;
+use rsagg_layout::report::UpstreamReport;
+
+impl Harvest {
+    /// The first synchronisation of a set: from the Resource Dump when the pipeline prefers
+    /// it (falling back to the list when the dump is missing or broken), else the list.
+    pub(crate) async fn baseline(
+        &self,
+        set: &CapabilitySet,
+        report: &mut UpstreamReport,
+    ) -> Result<Option<Checkpoint>, Error> {
+        if self.up.baseline == BaselineSource::Dump {
+            match self.baseline_dump(set, report).await {
+                Ok(cp) => return Ok(cp),
+                Err(e) if e.is_fenced() => return Err(e),
+                Err(e) => report.warn(format!(
+                    "{}: Resource Dump unusable ({e}); falling back to the Resource List",
+                    set.url
+                )),
+            }
+        }
+        self.resync(set, false, report).await
+    }
+
+    /// Brings the copies in line with the Resource List (baseline when the state is empty).
+    /// Returns the new checkpoint, committed, or `None` when some resource failed (nothing
+    /// is lost: the next run does it again, skipping what is already stored).
+    pub(crate) async fn resync(
+        &self,
+        set: &CapabilitySet,
+        counted: bool,
+        report: &mut UpstreamReport,
+    ) -> Result<Option<Checkpoint>, Error> {
+        let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
+            report.fail(format!(
+                "{}: no Resource List to baseline from (spec 10)",
+                set.url
+            ));
+            return Ok(None);
+        };
+        let started = W3cDateTime::now();
+        let shared_set = Arc::new(set.clone());
+        let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
+        let docs = self.docs();
+        let producer = docs.stream_entries(&list_url, tx);
+        let mut listed: HashSet<u128> = HashSet::new();
+        let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
+        let mut all_ok = true;
+        // A first baseline (no record of this upstream yet, the common case for a large
+        // harvest) needs no per-resource state lookup, nor a scan for deletions at the end.
+        // Sets and passes of one upstream run one after the other, so nothing adds records
+        // of it meanwhile but this baseline (a URI listed twice is stored once, below).
+        let fresh = self
+            .ctx
+            .state
+            .resources(&self.up.name)
+            .await?
+            .next()
+            .await?
+            .is_none();
+        let consumer =
+            async {
+                let entries = futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|x| (x, rx))
+                });
+                let mut results = std::pin::pin!(
+                    entries
+                        .map(|(_, e)| {
+                            // A URI listed twice is stored once (two concurrent stores of
+                            // the same resource would both see it as new).
+                            let first = listed.insert(uri_digest(e.loc.trim()));
+                            let (h, set) = (self.clone(), shared_set.clone());
+                            async move {
+                                if first {
+                                    spawned(Box::pin(async move {
+                                        if fresh {
+                                            h.store_with_prior(&set, e, true, None).await
+                                        } else {
+                                            h.store_entry(&set, e, true).await
+                                        }
+                                    }))
+                                    .await
+                                } else {
+                                    Outcome::Skipped
+                                }
+                            }
+                        })
+                        .buffer_unordered(self.ctx.fetch.concurrency.max(1))
+                );
+                while let Some(outcome) = results.next().await {
+                    all_ok &= committer.add(outcome, report).await?;
+                }
+                Ok::<_, Error>(())
+            };
+        let (header, consumed) = futures::join!(producer, consumer);
+        consumed?;
+        let header = header?;
+        let at = header.md.as_ref().and_then(|m| m.at);
+        self.finish_sync(
+            set, &list_url, listed, committer, all_ok, at, started, counted, fresh, report,
+        )
+        .await
+    }
+
+    /// The end of a baseline or re-sync: deletions of what is no longer listed, then the
+    /// checkpoint (only when every listed resource was stored).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn finish_sync(
+        &self,
+        set: &CapabilitySet,
+        list_url: &Url,
+        listed: HashSet<u128>,
+        mut committer: Committer<'_>,
+        all_ok: bool,
+        at: Option<W3cDateTime>,
+        started: W3cDateTime,
+        counted: bool,
+        fresh: bool,
+        report: &mut UpstreamReport,
+    ) -> Result<Option<Checkpoint>, Error> {
+        let previous = self
+            .ctx
+            .state
+            .checkpoint(&self.up.name, set.url.as_str())
+            .await?
+            .map_or(0, |c| c.resyncs);
+        // Deletions: resources of this set the list no longer has, streamed from the state
+        // (the scan reads a snapshot, so committing meanwhile is safe). After a `fresh`
+        // baseline every record is one the list had.
+        let mut records = self.ctx.state.resources(&self.up.name).await?;
+        while !fresh && let Some(mut r) = records.next().await? {
+            if r.status == ResourceStatus::Present
+                && r.set == set.url.as_str()
+                && !listed.contains(&uri_digest(&r.uri))
+            {
+                r.status = ResourceStatus::Deleted;
+                committer.add(Outcome::Deleted(r), report).await?;
+            }
+        }
+        if !all_ok {
+            committer.flush().await?;
+            report.warn(format!(
+                "{}: some resources failed; the baseline is finished on the next run",
+                set.url
+            ));
+            return Ok(None);
+        }
+        let at = at.unwrap_or_else(|| {
+            report.warn(format!(
+                "{list_url}: no `at` (spec 10.1, 11.1); using the time the harvest started"
+            ));
+            started
+        });
+        let cp = Checkpoint {
+            instant: Some(at),
+            seen: Vec::new(),
+            changelist: set.get(Capability::ChangeList).map(|u| u.to_string()),
+            baseline_at: Some(at),
+            resyncs: previous + u64::from(counted),
+        };
+        committer.checkpoint(cp.clone());
+        committer.flush().await?;
+        Ok(Some(cp))
+    }
+}

@@ -1,0 +1,155 @@
+//! What harvesting one resource came to ([`Outcome`]) and the batched commits that record
+//! outcomes, state and the checkpoint together, after the bytes they point at.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rsagg_model::Change;
+use rsagg_store::{Applied, Checkpoint, Commit, QuarantineRecord, ResourceRecord, State};
+
+use crate::Error;
+use crate::context::Ctx;
+use rsagg_layout::report::UpstreamReport;
+
+/// Commits carry at most this many resource changes.
+pub(crate) const COMMIT_BATCH: usize = 256;
+
+/// What became of one resource.
+pub(crate) enum Outcome {
+    Stored {
+        change: Change,
+        record: ResourceRecord,
+        /// Lift the resource's quarantine.
+        release: bool,
+    },
+    /// Same bytes as the copy held; the record may carry new upstream metadata.
+    Unchanged(Option<ResourceRecord>),
+    Deleted(ResourceRecord),
+    /// Nothing to do (deletion of an unknown resource).
+    Skipped,
+    /// Listed, but the upstream answers 404/410 (deleted since the list was made).
+    Gone(String),
+    /// A later change of the same resource in the same list supersedes this one.
+    Superseded,
+    Quarantined(QuarantineRecord),
+    Failed(String),
+}
+
+/// Accumulates outcomes into bounded, atomic commits.
+pub(crate) struct Committer<'a> {
+    state: &'a State,
+    progress: &'a AtomicU64,
+    commit: Commit,
+    pending: usize,
+}
+
+impl<'a> Committer<'a> {
+    pub(crate) fn new(ctx: &'a Ctx, upstream: &str, set: &str) -> Self {
+        Committer {
+            state: &ctx.state,
+            progress: &ctx.progress,
+            commit: Commit {
+                upstream: upstream.to_owned(),
+                set: set.to_owned(),
+                ..Commit::default()
+            },
+            pending: 0,
+        }
+    }
+
+    pub(crate) async fn add(
+        &mut self,
+        outcome: Outcome,
+        report: &mut UpstreamReport,
+    ) -> Result<bool, Error> {
+        let ok = match outcome {
+            Outcome::Stored {
+                change,
+                record,
+                release,
+            } => {
+                match change {
+                    Change::Created => report.created += 1,
+                    _ => report.updated += 1,
+                }
+                if release {
+                    self.commit.release.push(record.uri.clone());
+                }
+                self.commit.changes.push(Applied { change, record });
+                true
+            }
+            Outcome::Unchanged(touched) => {
+                report.unchanged += 1;
+                if let Some(r) = touched {
+                    self.commit.touched.push(r);
+                }
+                true
+            }
+            Outcome::Deleted(record) => {
+                report.deleted += 1;
+                self.commit.changes.push(Applied {
+                    change: Change::Deleted,
+                    record,
+                });
+                true
+            }
+            Outcome::Skipped => true,
+            Outcome::Superseded => {
+                report.superseded += 1;
+                true
+            }
+            Outcome::Gone(message) => {
+                report.gone += 1;
+                report.warn(message);
+                true
+            }
+            Outcome::Quarantined(q) => {
+                report.quarantined += 1;
+                report.warn(format!(
+                    "quarantined {}: {} (expected {}, got {})",
+                    q.uri, q.reason, q.expected, q.got
+                ));
+                self.commit.quarantine.push(q);
+                true
+            }
+            Outcome::Failed(message) => {
+                report.failed += 1;
+                report.fail(message);
+                false
+            }
+        };
+        self.pending += 1;
+        self.progress.fetch_add(1, Ordering::Relaxed);
+        if self.pending >= COMMIT_BATCH {
+            self.flush().await?;
+        }
+        Ok(ok)
+    }
+
+    pub(crate) fn checkpoint(&mut self, cp: Checkpoint) {
+        self.commit.checkpoint = Some(cp);
+    }
+
+    pub(crate) async fn flush(&mut self) -> Result<(), Error> {
+        let c = &mut self.commit;
+        if c.changes.is_empty()
+            && c.touched.is_empty()
+            && c.quarantine.is_empty()
+            && c.release.is_empty()
+            && c.checkpoint.is_none()
+        {
+            return Ok(());
+        }
+        let next = Commit {
+            upstream: c.upstream.clone(),
+            set: c.set.clone(),
+            ..Commit::default()
+        };
+        let commit = std::mem::replace(c, next);
+        self.pending = 0;
+        // Only a commit that moves the checkpoint waits for durability (which covers every
+        // earlier batch too); the others do not stall the harvest.
+        let durable = commit.checkpoint.is_some();
+        self.state.commit_with(commit, durable).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,293 @@
+//! Incremental harvest from Change Lists (spec 12.1): from the checkpoint on, in upstream
+//! order, each change once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use rsagg_fetch::CapabilitySet;
+use rsagg_model::{Capability, Change, Root, UrlEntry, W3cDateTime};
+use rsagg_store::Checkpoint;
+use url::Url;
+
+use crate::Error;
+use crate::commit::{Committer, Outcome};
+use crate::compare::*;
+use crate::context::Harvest;
+use crate::resource::spawned;
+use rsagg_layout::report::UpstreamReport;
+
+/// Entries of one Change List held for ordering (the spec allows 50,000 per list).
+pub(crate) const MAX_CHANGES_PER_LIST: usize = 1_000_000;
+
+impl Harvest {
+    /// Processes the Change List (or index) at `cl` from the checkpoint on.
+    pub(crate) async fn incremental(
+        &self,
+        set: &CapabilitySet,
+        cl: &Url,
+        cp: &mut Checkpoint,
+        check_gap: bool,
+        report: &mut UpstreamReport,
+    ) -> Result<Incremental, Error> {
+        // After a closed list, its successor (spec 12.1): followed until a list is open, or
+        // one comes round again.
+        let mut url = cl.clone();
+        let mut visited = HashSet::new();
+        let mut check = check_gap;
+        loop {
+            visited.insert(url.clone());
+            match self.incremental_one(set, &url, cp, check, report).await? {
+                Incremental::Next(next) if !visited.contains(&next) => {
+                    tracing::info!(upstream = %self.up.name, from = %url, to = %next, "closed Change List: on to its successor");
+                    url = next;
+                    check = false;
+                }
+                Incremental::Next(_) => return Ok(Incremental::Done),
+                step => return Ok(step),
+            }
+        }
+    }
+
+    /// The successor of the closed Change List `list` (spec 12.1): the next part of the index
+    /// its `index` link names, else what the Capability List its `up` link names now points
+    /// at. `None` when that is the list itself.
+    pub(crate) async fn successor(
+        &self,
+        list: &Url,
+        header: &rsagg_model::Header,
+    ) -> Result<Option<Url>, Error> {
+        let docs = self.docs();
+        if let Some(index) = header.link("index").and_then(|l| list.join(&l.href).ok())
+            && &index != list
+        {
+            return Ok(Some(index));
+        }
+        let Some(up) = header.link("up").and_then(|l| list.join(&l.href).ok()) else {
+            return Ok(None);
+        };
+        let mut cap = docs.open(&up).await?;
+        let base = cap.url.clone();
+        while let Some(e) = cap.next().await? {
+            let is_cl =
+                e.md.as_ref()
+                    .and_then(|m| m.capability.as_ref())
+                    .is_some_and(|c| *c == Capability::ChangeList);
+            if is_cl {
+                let next = base.join(e.loc.trim()).ok();
+                return Ok(next.filter(|n| n != list));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Processes the Change List (or index) at `cl` from the checkpoint on.
+    pub(crate) async fn incremental_one(
+        &self,
+        set: &CapabilitySet,
+        cl: &Url,
+        cp: &mut Checkpoint,
+        check_gap: bool,
+        report: &mut UpstreamReport,
+    ) -> Result<Incremental, Error> {
+        let docs = self.docs();
+        let mut doc = match docs.open(cl).await {
+            Ok(d) => d,
+            Err(Error::Fetch(err)) if err.status().is_some_and(|s| s >= 500) => {
+                // resync-simulator answers 500 until its first change. Nothing is lost by
+                // waiting: the checkpoint stays, and a gap is detected if one opens.
+                report.warn(format!(
+                    "{cl}: Change List unavailable ({err}); checkpoint kept, retried next run"
+                ));
+                return Ok(Incremental::Done);
+            }
+            Err(e) => return Err(e),
+        };
+        // The lists to read, oldest first.
+        let mut lists: Vec<Url> = Vec::new();
+        let mut first_doc = None;
+        match doc.header().root {
+            Root::Sitemapindex => {
+                let index_url = doc.url.clone();
+                let mut parts = Vec::new();
+                while let Some(p) = doc.next().await? {
+                    let url = index_url.join(p.loc.trim()).map_err(|e| Error::Upstream {
+                        url: index_url.to_string(),
+                        section: "12.2",
+                        message: format!("part `{}` is not a URL: {e}", p.loc),
+                    })?;
+                    let from = p.md.as_ref().and_then(|m| m.from);
+                    let until = p.md.as_ref().and_then(|m| m.until);
+                    parts.push((from, until, url));
+                }
+                parts.sort_by(|a, b| match (a.0, b.0) {
+                    (Some(x), Some(y)) => x.cmp_instant(&y),
+                    _ => std::cmp::Ordering::Equal,
+                });
+                // Closed parts that end before the checkpoint hold nothing new.
+                for (_, until, url) in parts {
+                    let done = match (until, cp.instant) {
+                        (Some(u), Some(c)) => u.cmp_instant(&c).is_lt(),
+                        _ => false,
+                    };
+                    if !done {
+                        lists.push(url);
+                    }
+                }
+            }
+            Root::Urlset => {
+                lists.push(doc.url.clone());
+                first_doc = Some(doc);
+            }
+        }
+        let mut gap_checked = !check_gap;
+        for list in lists {
+            let mut d = match first_doc.take() {
+                Some(d) => d,
+                None => docs.open(&list).await?,
+            };
+            let header = d.header().clone();
+            let mut entries = Vec::new();
+            while let Some(e) = d.next().await? {
+                if entries.len() >= MAX_CHANGES_PER_LIST {
+                    return Err(Error::Upstream {
+                        url: list.to_string(),
+                        section: "12.1",
+                        message: format!("more than {MAX_CHANGES_PER_LIST} changes in one list"),
+                    });
+                }
+                entries.push(e);
+            }
+            let ordered = in_order(entries);
+            let from = header.md.as_ref().and_then(|m| m.from);
+            if from.is_none() {
+                report.warn(format!("{list}: Change List without `from` (spec 12.1 requires it); using its oldest change"));
+            }
+            if !gap_checked {
+                gap_checked = true;
+                let oldest = from.or_else(|| ordered.first().and_then(|k| k.0));
+                if let (Some(oldest), Some(done)) = (oldest, cp.instant)
+                    && oldest.cmp_instant(&done).is_gt()
+                {
+                    return Ok(Incremental::Gap(format!(
+                        "the Change List starts at {oldest}, after the checkpoint {done}: changes in between are no longer offered"
+                    )));
+                }
+            }
+            if !self
+                .apply_changes(set, &list, Some(cl), ordered, cp, report)
+                .await?
+            {
+                report.warn(format!(
+                    "{list}: stopped at the first failed change; the next run resumes there"
+                ));
+                return Ok(Incremental::Done);
+            }
+            let closed = header.md.as_ref().and_then(|m| m.until).is_some();
+            if closed && header.root == Root::Urlset && cl == &list {
+                match self.successor(&list, &header).await? {
+                    Some(next) => return Ok(Incremental::Next(next)),
+                    // resync-simulator's rolling list carries `until` yet keeps changing:
+                    // its successor is itself.
+                    None => report.warn(format!(
+                        "{list}: closed Change List (has `until`) whose successor is itself; re-polled next run"
+                    )),
+                }
+            }
+        }
+        Ok(Incremental::Done)
+    }
+}
+
+impl Harvest {
+    /// Applies `ordered` changes (forward chronological, see [`in_order`]) of `set` from
+    /// the checkpoint `cp` on: the one path by which Change List entries (polling) and
+    /// change-notification entries (push) reach the state. Changes the checkpoint covers are
+    /// replays (a poll and a push carrying the same change, a payload delivered twice) and
+    /// are dropped; the others are fetched, verified and stored (a later change of the same
+    /// URI in the batch supersedes earlier ones) and committed in order, the checkpoint
+    /// moving past each. `followed`: the Change List the next poll starts from (`None` for
+    /// push, which must not move it). Returns false when it stopped at a failed change (the
+    /// checkpoint stays before it, so the next pass retries it).
+    pub(crate) async fn apply_changes(
+        &self,
+        set: &CapabilitySet,
+        source: &Url,
+        followed: Option<&Url>,
+        ordered: Vec<(Option<W3cDateTime>, UrlEntry)>,
+        cp: &mut Checkpoint,
+        report: &mut UpstreamReport,
+    ) -> Result<bool, Error> {
+        // The last change of each URI in this batch: earlier ones are superseded by it.
+        let mut last_index: HashMap<String, usize> = HashMap::new();
+        for (pos, (_, e)) in ordered.iter().enumerate() {
+            last_index.insert(e.loc.trim().to_owned(), pos);
+        }
+        let todo: Vec<(usize, Option<W3cDateTime>, UrlEntry)> = ordered
+            .into_iter()
+            .enumerate()
+            .filter_map(|(pos, (t, e))| {
+                if cp.covers(t.as_ref(), &seen_key(&e)) {
+                    report.replayed += 1;
+                    None
+                } else {
+                    Some((pos, t, e))
+                }
+            })
+            .collect();
+        let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
+        tracing::info!(
+            upstream = %self.up.name,
+            list = %source,
+            changes = todo.len(),
+            "incremental: changes after the checkpoint"
+        );
+        let concurrency = self.ctx.fetch.concurrency.max(1);
+        let shared_set = Arc::new(set.clone());
+        let mut results = futures::stream::iter(todo)
+            .map(|(pos, t, e)| {
+                let newer_pending = last_index.get(e.loc.trim()).is_some_and(|&l| l > pos);
+                let (h, set) = (self.clone(), shared_set.clone());
+                async move {
+                    let key = seen_key(&e);
+                    let outcome = match change_of(&e) {
+                        // A later change of the same URI in this batch brings the final
+                        // state; processing both concurrently could record one change
+                        // twice. The checkpoint still moves past this one in order.
+                        _ if newer_pending => Outcome::Superseded,
+                        Change::Deleted => h.delete_entry(&e).await,
+                        _ => {
+                            spawned(Box::pin(async move { h.store_entry(&set, e, false).await }))
+                                .await
+                        }
+                    };
+                    (t, key, outcome)
+                }
+            })
+            // In order: the checkpoint only ever moves past committed changes.
+            .buffered(concurrency);
+        let mut completed = true;
+        while let Some((t, key, outcome)) = results.next().await {
+            if !committer.add(outcome, report).await? {
+                completed = false;
+                break;
+            }
+            cp.advance(t.as_ref(), key);
+            if let Some(f) = followed {
+                cp.changelist = Some(f.to_string());
+            }
+            committer.checkpoint(cp.clone());
+        }
+        drop(results);
+        committer.flush().await?;
+        Ok(completed)
+    }
+}
+
+/// Where a Change List leaves an incremental pass.
+pub(crate) enum Incremental {
+    /// Go on with this Change List (the successor of a closed one).
+    Next(Url),
+    Done,
+    Gap(String),
+}

@@ -1,0 +1,107 @@
+//! One upstream: discovery, baseline (or re-sync) from the Resource List, incremental from
+//! Change Lists, verification, and commits.
+//!
+//! Guarantees (spec 12.1, Destination side):
+//! - Changes are processed in upstream order (`datetime`, else `lastmod`, else document
+//!   order) and the checkpoint (last instant + the changes seen at that instant) only moves
+//!   past a change once its copy is stored and committed; a failed change stops the list
+//!   there, so a rerun resumes exactly at it, and replays are recognised and dropped.
+//! - When the Change List no longer reaches back to the checkpoint (its `from`, or its oldest
+//!   change, is later), or there is no Change List, the upstream is re-synced from its
+//!   Resource List (creates, updates, deletes) and the report says so.
+//! - A baseline or re-sync only records its checkpoint when every listed resource was
+//!   stored, so a resource that failed is retried rather than silently missing.
+//!
+//! # Layout
+//!
+//! - `context.rs`: what every step works with: the run-wide [`Ctx`], one upstream's
+//!   [`Harvest`].
+//! - `upstream.rs`: one upstream's run: access settings, discovery, its sets in turn
+//!   ([`harvest`], [`harvest_upstream`]).
+//! - `baseline.rs`: baseline and re-sync from the Resource List.
+//! - `incremental.rs`: Change Lists from the checkpoint on.
+//! - `from_dump.rs`: baseline and incremental from Resource and Change Dumps.
+//! - `resource.rs`: storing (or deleting) one resource and what it came to.
+//! - `commit.rs`: batched commits of outcomes, state and checkpoint.
+//! - `compare.rs`: pure rules: change instants and order, unchanged copies, verification.
+//! - `lists.rs`: reading the upstream's lists and indexes as streams of entries.
+//! - `packages.rs`: the upstream's dump packages: download, check, stream the items.
+//! - `push.rs`: the push intake ([`push::Inbox`] behind the WebSub callbacks) and applying a
+//!   change notification (CN 1.0.1 3).
+
+mod baseline;
+mod commit;
+mod compare;
+mod context;
+mod from_dump;
+mod incremental;
+mod lists;
+mod packages;
+pub mod push;
+mod resource;
+mod upstream;
+
+pub use context::{Ctx, Harvest};
+pub use push::{Inbox, PushApplied};
+pub use upstream::{Polled, harvest, harvest_upstream};
+
+/// Errors of the harvest.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The pipeline's settings for an upstream cannot be used.
+    #[error(transparent)]
+    Config(#[from] rsagg_config::Error),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] rsagg_store::Error),
+    /// An HTTP request failed.
+    #[error(transparent)]
+    Fetch(#[from] rsagg_fetch::Error),
+    /// An upstream document could not be read.
+    #[error("{url}: {source}")]
+    Document {
+        /// The document.
+        url: String,
+        /// Why.
+        #[source]
+        source: rsagg_sitemap::Error,
+    },
+    /// An upstream document is not what the step needs.
+    #[error("{url}: {message} (spec section {section})")]
+    Upstream {
+        /// The document.
+        url: String,
+        /// Spec section.
+        section: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A dump package could not be used.
+    #[error(transparent)]
+    Dump(#[from] rsagg_dump::Error),
+    /// The push intake could not be set up (CN 1.0.1 4.2).
+    #[error("push intake{}: {message}", if upstream.is_empty() { String::new() } else { format!(" of upstream `{upstream}`") })]
+    Push {
+        /// The upstream, when one is concerned.
+        upstream: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Local I/O (temporary files) failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// True when another writer fenced this one out (exit code 3).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Store(e) if e.is_fenced())
+    }
+}

@@ -1,0 +1,304 @@
+//! One upstream: its access settings, discovery, and each of its sets of resources in turn
+//! (baseline, re-sync or incremental, from lists or dumps).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use rsagg_fetch::{Access, Auth, CapabilitySet};
+use rsagg_model::{Capability, W3cDateTime};
+use rsagg_store::State;
+use url::Url;
+
+use crate::Error;
+use crate::context::{Ctx, Harvest};
+use crate::incremental::Incremental;
+use crate::lists::Docs;
+use rsagg_config::UpstreamConfig;
+use rsagg_layout::report::UpstreamReport;
+
+/// Access settings of an upstream, credentials read from the environment.
+pub(crate) fn access_of(up: &UpstreamConfig) -> Result<Access, String> {
+    let auth = match (&up.bearer_token_env, &up.basic_auth_env) {
+        (Some(var), _) => Some(Auth::Bearer(std::env::var(var).map_err(|_| {
+            format!("environment variable `{var}` (bearer_token_env) is not set")
+        })?)),
+        (None, Some(var)) => {
+            let v = std::env::var(var)
+                .map_err(|_| format!("environment variable `{var}` (basic_auth_env) is not set"))?;
+            let (user, password) = v
+                .split_once(':')
+                .ok_or_else(|| format!("`{var}` must hold user:password"))?;
+            Some(Auth::Basic {
+                user: user.to_owned(),
+                password: password.to_owned(),
+            })
+        }
+        (None, None) => None,
+    };
+    let auth_hosts = match &up.auth_hosts {
+        Some(h) => h.clone(),
+        None => Url::parse(&up.url)
+            .ok()
+            .and_then(|u| {
+                u.host_str().map(|h| match u.port() {
+                    Some(p) => format!("{h}:{p}"),
+                    None => h.to_owned(),
+                })
+            })
+            .into_iter()
+            .collect(),
+    };
+    Ok(Access {
+        allow_private: up.allow_private,
+        auth,
+        auth_hosts,
+    })
+}
+
+/// Harvests one upstream; never panics or returns early without a report.
+pub async fn harvest(ctx: Arc<Ctx>, up_arc: Arc<UpstreamConfig>) -> UpstreamReport {
+    harvest_upstream(ctx, up_arc).await.0
+}
+
+/// What a poll of one upstream leaves for the follower: the sets of resources discovered
+/// (with their change-notification channels) and the prepared harvest, for push passes.
+pub struct Polled {
+    /// The sets of resources found (with their change-notification channels).
+    pub sets: Vec<CapabilitySet>,
+    /// The harvest, prepared for push passes (`None` when discovery failed).
+    pub harvest: Option<Harvest>,
+}
+
+/// [`harvest`], also returning the sets and the prepared harvest (`run --follow`).
+pub async fn harvest_upstream(
+    ctx: Arc<Ctx>,
+    up_arc: Arc<UpstreamConfig>,
+) -> (UpstreamReport, Polled) {
+    let mut polled = Polled {
+        sets: Vec::new(),
+        harvest: None,
+    };
+    let report = harvest_into(ctx, up_arc, &mut polled).await;
+    (report, polled)
+}
+
+async fn harvest_into(
+    ctx: Arc<Ctx>,
+    up_arc: Arc<UpstreamConfig>,
+    polled: &mut Polled,
+) -> UpstreamReport {
+    let up = &*up_arc;
+    let mut report = UpstreamReport::new(&up.name);
+    let access = match access_of(up) {
+        Ok(a) => a,
+        Err(e) => {
+            report.fail(e);
+            return report;
+        }
+    };
+    let entry = match Url::parse(&up.url) {
+        Ok(u) => u,
+        Err(e) => {
+            report.fail(format!("{}: {e}", up.url));
+            return report;
+        }
+    };
+    let discovery = match rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await {
+        Ok(d) => d,
+        Err(e) => {
+            report.fail(format!("discovery from {entry} failed: {e}"));
+            return report;
+        }
+    };
+    report.route = Some(format!("{:?}", discovery.route));
+    tracing::info!(
+        upstream = %up.name,
+        route = ?discovery.route,
+        sets = discovery.capability_lists.len(),
+        "discovered"
+    );
+    for w in discovery.warnings {
+        report.warn(w);
+    }
+    let sets: Vec<CapabilitySet> = discovery
+        .capability_lists
+        .into_iter()
+        .filter(|s| match &up.capability_lists {
+            None => true,
+            Some(wanted) => wanted.iter().any(|w| w == s.url.as_str()),
+        })
+        .collect();
+    if sets.is_empty() {
+        report.fail(format!(
+            "no Capability List found from {entry}{} (spec 8, 9)",
+            if up.capability_lists.is_some() {
+                " matching capability_lists"
+            } else {
+                ""
+            }
+        ));
+        return report;
+    }
+    report.sets = sets.len();
+    let mut quarantined = HashSet::new();
+    match ctx.state.quarantine().await {
+        Ok(mut q) => loop {
+            match q.next().await {
+                Ok(Some(r)) if r.upstream == up.name => {
+                    quarantined.insert(r.uri);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    report.fail(e.to_string());
+                    return report;
+                }
+            }
+        },
+        Err(e) => {
+            report.fail(e.to_string());
+            return report;
+        }
+    }
+    let h = Harvest {
+        ctx: ctx.clone(),
+        up: up_arc,
+        access,
+        quarantined: Arc::new(quarantined),
+    };
+    for set in &sets {
+        if let Err(e) = h.harvest_set(set, &mut report).await {
+            if e.is_fenced() {
+                report.fenced = true;
+                report.fail(e.to_string());
+                return report;
+            }
+            report.fail(format!("set {}: {e}", set.url));
+        }
+    }
+    report.checkpoint = oldest_checkpoint(&ctx.state, &h.up.name, &sets).await;
+    polled.sets = sets;
+    polled.harvest = Some(h);
+    report
+}
+
+/// The oldest checkpoint instant among `sets` of `upstream`; `None` when some set has none
+/// (never synchronised) or the state cannot tell.
+async fn oldest_checkpoint(
+    state: &State,
+    upstream: &str,
+    sets: &[CapabilitySet],
+) -> Option<W3cDateTime> {
+    let mut oldest: Option<W3cDateTime> = None;
+    for set in sets {
+        let t = state
+            .checkpoint(upstream, set.url.as_str())
+            .await
+            .ok()
+            .flatten()?
+            .instant?;
+        if oldest.as_ref().is_none_or(|o| t.cmp_instant(o).is_lt()) {
+            oldest = Some(t);
+        }
+    }
+    oldest
+}
+
+impl Harvest {
+    pub(crate) fn docs(&self) -> Docs<'_> {
+        Docs {
+            fetcher: &self.ctx.fetcher,
+            access: &self.access,
+            max_bytes: self.ctx.fetch.max_document_bytes,
+        }
+    }
+
+    pub(crate) async fn harvest_set(
+        &self,
+        set: &CapabilitySet,
+        report: &mut UpstreamReport,
+    ) -> Result<(), Error> {
+        let state = &self.ctx.state;
+        let set_url = set.url.as_str();
+        let cp = state.checkpoint(&self.up.name, set_url).await?;
+        let mut just_synced = false;
+        let mut cp = match cp {
+            Some(cp) if cp.baseline_at.is_some() => cp,
+            _ => {
+                tracing::info!(upstream = %self.up.name, set = %set.url, "baseline");
+                just_synced = true;
+                match self.baseline(set, report).await? {
+                    Some(cp) => cp,
+                    None => return Ok(()),
+                }
+            }
+        };
+        let source = match (
+            set.get(Capability::ChangeList),
+            set.get(Capability::ChangeDump),
+        ) {
+            (Some(cl), _) => Some((cl.clone(), false)),
+            (None, Some(cd)) => Some((cd.clone(), true)),
+            (None, None) => None,
+        };
+        let Some((changes, is_dump)) = source else {
+            if !just_synced {
+                // Without a Change List the only way to see changes is to compare the
+                // Resource List again.
+                report.resyncs.push(format!(
+                    "{set_url}: no Change List or Change Dump; re-synced from the Resource List"
+                ));
+                tracing::info!(upstream = %self.up.name, set = %set.url, "no Change List: re-sync");
+                self.resync(set, true, report).await?;
+            }
+            return Ok(());
+        };
+        let mut resynced = false;
+        loop {
+            let step = if is_dump {
+                self.incremental_dump(set, &changes, &mut cp, !resynced, report)
+                    .await?
+            } else {
+                // Where the last run left off (spec 12.1: a Destination follows the list it
+                // polls, and from a closed one its successor), else the Capability List's.
+                let followed = cp
+                    .changelist
+                    .as_deref()
+                    .and_then(|u| Url::parse(u).ok())
+                    .filter(|u| u != &changes);
+                match followed {
+                    Some(from) => match self
+                        .incremental(set, &from, &mut cp, !resynced, report)
+                        .await
+                    {
+                        Err(Error::Fetch(e)) if matches!(e.status(), Some(404 | 410)) => {
+                            report.warn(format!(
+                                "{from}: the Change List followed last time is gone ({e}); starting from {changes}"
+                            ));
+                            self.incremental(set, &changes, &mut cp, !resynced, report)
+                                .await?
+                        }
+                        other => other?,
+                    },
+                    None => {
+                        self.incremental(set, &changes, &mut cp, !resynced, report)
+                            .await?
+                    }
+                }
+            };
+            match step {
+                Incremental::Done | Incremental::Next(_) => return Ok(()),
+                Incremental::Gap(reason) => {
+                    let why = format!("{set_url}: {reason}; re-synced from the Resource List");
+                    tracing::warn!(upstream = %self.up.name, "{why}");
+                    report.resyncs.push(why);
+                    resynced = true;
+                    match self.resync(set, true, report).await? {
+                        Some(new) => cp = new,
+                        None => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+}

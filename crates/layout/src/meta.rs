@@ -1,0 +1,223 @@
+//! What rsagg keeps beside its documents (JSON objects under `published/` and `notify/`), so
+//! the next publish knows what is out there without reading the documents back, stages that
+//! build on one another (Change Dumps on closed Change Lists) share one description, and
+//! `rsagg serve` finds a resource's part without reading the others. Where each lives:
+//! [`crate::paths`].
+
+use rsagg_model::W3cDateTime;
+use serde::{Deserialize, Serialize};
+
+use crate::report::GcReport;
+
+/// A closed Change List: immutable once written (spec 12.1: it has `until`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClosedList {
+    /// Object name under `changelist/` (also its path under `collection.base_url`).
+    pub name: String,
+    /// First change-log sequence number it lists.
+    pub first_seq: u64,
+    /// Last change-log sequence number it lists.
+    pub last_seq: u64,
+    /// Its `rs:md from`.
+    pub from: W3cDateTime,
+    /// Its `rs:md until` (the next list's `from`).
+    pub until: W3cDateTime,
+    /// Number of entries.
+    pub entries: u64,
+}
+
+/// The open Change List (spec 12.1: no `until`), rewritten by every publish.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenList {
+    /// Object name under `changelist/` of its latest version.
+    pub name: String,
+    /// First change-log sequence number it lists (the last closed list's `last_seq` + 1).
+    pub first_seq: u64,
+    /// Its `rs:md from` (the last closed list's `until`).
+    pub from: W3cDateTime,
+    /// Number of entries.
+    pub entries: u64,
+}
+
+/// Content of [`crate::paths::CHANGE_LISTS_META`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChangeListsMeta {
+    /// Change-log sequence number the documents reflect.
+    pub seq: u64,
+    /// Generation counter for object names.
+    pub generation: u64,
+    /// Retained closed lists, oldest first (forward chronological order).
+    pub closed: Vec<ClosedList>,
+    /// The open list, once there is one.
+    pub open: Option<OpenList>,
+    /// Objects no longer named by any document, with when they were retired (unix seconds);
+    /// deleted once the grace period has passed.
+    pub retired: Vec<(String, i64)>,
+}
+
+/// Content of [`crate::paths::CHANNEL`]: where the channel is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelRecord {
+    /// Number of the next payload (payloads are numbered from 1).
+    pub next: u64,
+    /// The last change-log sequence number the channel has announced (or passed over: a
+    /// change without a URI of rsagg's own is not listed, as in the Change Lists).
+    pub seq: u64,
+    /// `from` of the next payload: the last payload's `until` (`None` before the first).
+    pub until: Option<W3cDateTime>,
+}
+
+impl Default for ChannelRecord {
+    fn default() -> Self {
+        ChannelRecord {
+            next: 1,
+            seq: 0,
+            until: None,
+        }
+    }
+}
+
+/// Content of [`crate::paths::FETCHED`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fetched {
+    /// `until` of the payload the topic route served.
+    pub until: W3cDateTime,
+}
+
+/// What [`crate::paths::GC_META`] holds: the report of the last collection (its fields at the top level,
+/// as the object held before `first_due` existed), or, before the first collection, when
+/// that is due.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcMeta {
+    /// The last collection's report; `None` until the first collection.
+    #[serde(flatten)]
+    pub last: Option<GcReport>,
+    /// When the first collection is due (set by the first publish); `None` once one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_due: Option<W3cDateTime>,
+}
+
+/// `published/changedump.json`: the packages out there and what is waiting for deletion.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChangeDumpMeta {
+    /// Closed Change Lists with packages, oldest first.
+    pub lists: Vec<DumpedList>,
+    /// True while `changedump.xml` may not yet reflect this meta (it is written after it).
+    pub doc_pending: bool,
+    /// Objects no document names any more, with when they were retired (unix seconds).
+    pub retired: Vec<(String, i64)>,
+}
+
+/// The packages of one closed Change List.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpedList {
+    /// The Change List's object name (see [`ClosedList::name`]).
+    pub name: String,
+    /// First change-log sequence number it covers.
+    pub first_seq: u64,
+    /// Last change-log sequence number it covers.
+    pub last_seq: u64,
+    /// Its packages, consecutive sub-intervals of the list's interval.
+    pub packages: Vec<ChangePackage>,
+}
+
+/// One package of the Change Dump.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangePackage {
+    /// The objects and what they hold.
+    #[serde(flatten)]
+    pub info: PackageInfo,
+    /// `rs:md from` of the package (and its manifest).
+    pub from: W3cDateTime,
+    /// `rs:md until`.
+    pub until: W3cDateTime,
+}
+
+/// `published/resourcedump.json`: the dump out there and what is waiting for deletion.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResourceDumpMeta {
+    /// The last generation number given out (a generation that failed half-way keeps its
+    /// number, so no two builds ever write to the same objects).
+    pub generation: u64,
+    /// Every generation up to this one is either `current` or retired (or deleted).
+    pub clean_upto: u64,
+    /// The generation `resourcedump.xml` names.
+    pub current: Option<u64>,
+    /// When that generation's snapshot started (`rs:md at`).
+    pub at: Option<W3cDateTime>,
+    /// When it completed (`rs:md completed`).
+    pub completed: Option<W3cDateTime>,
+    /// Its packages, in order.
+    pub packages: Vec<DumpPackage>,
+    /// True while `resourcedump.xml` may not yet reflect this meta (it is written after it).
+    pub doc_pending: bool,
+    /// Objects or prefixes (ending in `/`) no document names any more, with when they were
+    /// retired (unix seconds).
+    pub retired: Vec<(String, i64)>,
+}
+
+/// One package of the Resource Dump.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpPackage {
+    /// The objects and what they hold.
+    #[serde(flatten)]
+    pub info: PackageInfo,
+    /// When collecting its resources started (`rs:md at` of the package and its manifest).
+    pub at: W3cDateTime,
+    /// When its last bitstream had been read (`rs:md completed`).
+    pub completed: W3cDateTime,
+}
+
+/// What was last published, kept beside the documents.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ResourceListMeta {
+    /// Change-log sequence number the documents reflect.
+    pub seq: u64,
+    /// Generation of the last publish.
+    pub generation: u64,
+    /// Per part: object name (under `resourcelist/`) and entries; empty before the first
+    /// publish.
+    pub parts: Vec<(String, u64)>,
+    /// Parts no longer named (by name, as in `parts`), with when they were retired (unix
+    /// seconds).
+    pub retired: Vec<(String, i64)>,
+}
+
+/// One package as published, kept in the dumps' meta objects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageInfo {
+    /// Object path of the ZIP, relative to the store root (also its path under
+    /// `collection.base_url`).
+    pub zip: String,
+    /// Object path of the copy of its `manifest.xml` (the `rs:ln rel="contents"` target).
+    pub manifest: String,
+    /// Bytes of the ZIP (`rs:md length`).
+    pub length: u64,
+    /// MD5 of the ZIP, lowercase hex.
+    pub md5: String,
+    /// SHA-256 of the ZIP, lowercase hex.
+    pub sha256: String,
+    /// Manifest entries (bitstreams, and deletions in a Change Dump).
+    pub entries: u64,
+    /// Bytes of the bitstreams in it.
+    pub bytes: u64,
+    /// Items left out: blob missing or not matching its address, or no usable name.
+    pub skipped: u64,
+}
+
+/// The `until` of a change-notification payload, read from its root `rs:md` only (the
+/// entries are not parsed); `None` when `xml` is not such a payload. The topic route records
+/// it in [`crate::paths::FETCHED`] when it served the payload, for a publisher in the websub
+/// form waiting for its hub to fetch the topic.
+pub fn payload_until(xml: &[u8]) -> Option<W3cDateTime> {
+    let opts = rsagg_sitemap::ReadOptions::new(rsagg_model::Mode::Lenient, "change notification");
+    let reader = rsagg_sitemap::SyncReader::open(xml, opts).ok()?;
+    let md = reader.header().md.as_ref()?;
+    if md.capability != Some(rsagg_model::Capability::ChangeNotification) {
+        return None;
+    }
+    md.until
+}
