@@ -291,7 +291,7 @@ fn configmap_pipelines_are_valid_and_can_be_served_together() -> Result<()> {
             let objects = rsagg_store::open_object_store("memory://")?.objects;
             collections.push(rsagg_server::Collection::new(
                 p.config.collection.name.clone(),
-                &p.config.collection.base_url,
+                p.config.collection.base_url.as_str(),
                 objects,
             )?);
         }

@@ -5,16 +5,22 @@
 //! I/O and names the file, line and key of each problem. Building the runtime objects (store,
 //! HTTP client) happens later, with I/O.
 //!
-//! `${NAME}` anywhere in a string value is replaced by the environment variable `NAME` (for
-//! secrets and per-deployment values); an unset variable is an error naming it.
+//! `${NAME}` in a string value is replaced by the environment variable `NAME` (for secrets
+//! and per-deployment values), `${NAME:-default}` by `default` when it is unset; an unset
+//! variable without a default is an error naming it. Substitution is into parsed values
+//! only (`source.rs`), never into the text.
+//!
+//! Every problem of a file is reported at once, each with its line, column and dotted key
+//! (`upstream[0].url`), taken from the TOML parser's spans.
 //!
 //! The full reference of every key is `pipelines/reference.toml`; the contract's keys are in
 //! `docs/contract.md` (Pipeline config).
 //!
 //! # Layout
 //!
-//! - `lib.rs`: the typed sections, loading, `${ENV}` substitution and pure validation, and
-//!   [`Error`].
+//! - `lib.rs`: the typed sections, loading, pure validation, and [`Error`].
+//! - `source.rs`: spans of keys and values, `${NAME}` substitution into string values, line
+//!   and column of a problem.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -23,22 +29,64 @@ use std::time::Duration;
 use serde::Deserialize;
 use url::Url;
 
-/// A pipeline file is invalid.
+mod source;
+
+/// One problem of a pipeline file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// 1-based line (0 when unknown).
+    pub line: usize,
+    /// 1-based column, in characters (0 when unknown).
+    pub column: usize,
+    /// Dotted key (`upstream[0].url`), when known.
+    pub key: String,
+    /// What is wrong, and what is expected.
+    pub message: String,
+}
+
+/// Errors of pipeline files.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A pipeline file is invalid.
-    #[error("{}:{line}: {}{message}", path.display(), if key.is_empty() { String::new() } else { format!("{key}: ") })]
-    Config {
+    /// A pipeline file cannot be read.
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
         /// The file.
         path: PathBuf,
-        /// 1-based line (0 when unknown).
-        line: usize,
-        /// Dotted key (`upstream[0].url`), when known.
-        key: String,
-        /// What is wrong.
-        message: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
+    /// A pipeline file is invalid: every problem found, one per line of the message as
+    /// `FILE:LINE:COLUMN: KEY: MESSAGE`.
+    #[error("{}", render(path, problems))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, in file order.
+        problems: Vec<Problem>,
+    },
+}
+
+fn render(path: &Path, problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| {
+            let key = if p.key.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", p.key)
+            };
+            format!(
+                "{}:{}:{}: {key}{}",
+                path.display(),
+                p.line,
+                p.column,
+                p.message
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A whole pipeline file.
@@ -70,7 +118,7 @@ pub struct CollectionConfig {
     /// `[a-z0-9-]+`, unique among the pipelines served together.
     pub name: String,
     /// Public prefix of the republished collection; ends with `/`.
-    pub base_url: String,
+    pub base_url: Url,
 }
 
 /// `[store]`.
@@ -79,7 +127,7 @@ pub struct CollectionConfig {
 pub struct StoreConfig {
     /// `file:///abs/dir` (the embedded default) or `s3://bucket/prefix` (endpoint and
     /// credentials from the `AWS_*` environment variables).
-    pub url: String,
+    pub url: Url,
     /// Memory, in bytes, for the bodies of small blobs (up to 256 KiB each) a run stored, so
     /// that the dumps it builds next read them from memory instead of back from the store (on
     /// S3, one GET each). Default 64 MiB; 0 keeps none.
@@ -114,14 +162,14 @@ pub struct UpstreamConfig {
     /// Any discovery entry point: `/.well-known/resourcesync`, a Source Description, a
     /// Capability List, a site root (robots.txt, HTML `<link>`, HTTP `Link` header), or a
     /// Resource List with an `up` link.
-    pub url: String,
+    pub url: Url,
     /// Allow private, loopback and link-local targets (off by default: an upstream document
     /// must not make rsagg fetch from the internal network).
     #[serde(default)]
     pub allow_private: bool,
     /// Which Capability Lists (sets of resources) to harvest; all when absent.
     #[serde(default)]
-    pub capability_lists: Option<Vec<String>>,
+    pub capability_lists: Option<Vec<Url>>,
     /// Baseline from the Resource List (`list`, default) or the Resource Dump (`dump`).
     #[serde(default)]
     pub baseline: BaselineSource,
@@ -290,7 +338,7 @@ pub enum NotifyForm {
 #[serde(deny_unknown_fields)]
 pub struct NotifyConfig {
     /// The hub rsagg publishes to.
-    pub hub: String,
+    pub hub: Url,
     /// Publish form (default `resourcesync`).
     #[serde(default)]
     pub form: NotifyForm,
@@ -331,9 +379,9 @@ impl NotifyConfig {
     }
 
     /// A `[notify]` section with every optional key at its default.
-    pub fn new(hub: impl Into<String>, form: NotifyForm) -> NotifyConfig {
+    pub fn new(hub: Url, form: NotifyForm) -> NotifyConfig {
         NotifyConfig {
-            hub: hub.into(),
+            hub,
             form,
             max_entries: Self::default_max_entries(),
             max_bytes: Self::default_max_bytes(),
@@ -343,28 +391,46 @@ impl NotifyConfig {
     }
 }
 
-/// Durations written like `30s`, `5m`, `1h 30m`.
+/// Durations written like `30s`, `5m`, `1h 30m`; anything else is refused with what was
+/// found and what is expected.
 mod humantime_serde {
+    use std::fmt;
     use std::time::Duration;
 
-    use serde::{Deserialize, Deserializer};
+    use serde::Deserializer;
+    use serde::de::{self, Visitor};
+
+    pub(crate) struct DurationVisitor;
+
+    impl Visitor<'_> for DurationVisitor {
+        type Value = Duration;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a duration such as \"90s\", \"5m\" or \"1h 30m\"")
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+            humantime::parse_duration(v).map_err(|e| {
+                E::custom(format!(
+                    "`{v}` is not a duration ({e}); expected a duration such as \"90s\", \"5m\" or \"1h 30m\""
+                ))
+            })
+        }
+    }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let s = String::deserialize(d)?;
-        humantime::parse_duration(&s).map_err(serde::de::Error::custom)
+        d.deserialize_str(DurationVisitor)
     }
 }
 
 mod humantime_serde_opt {
     use std::time::Duration;
 
-    use serde::{Deserialize, Deserializer};
+    use serde::Deserializer;
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        let s = String::deserialize(d)?;
-        humantime::parse_duration(&s)
+        d.deserialize_str(super::humantime_serde::DurationVisitor)
             .map(Some)
-            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -385,203 +451,134 @@ fn is_name(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-/// Replaces `${NAME}` with the environment variable's value, outside comments.
-fn substitute_env(text: &str, path: &Path) -> Result<String, Error> {
-    let mut out = String::with_capacity(text.len());
-    for (n, line) in text.split_inclusive('\n').enumerate() {
-        let code_end = comment_start(line).unwrap_or(line.len());
-        let (code, comment) = line.split_at(code_end);
-        let mut rest = code;
-        while let Some(i) = rest.find("${") {
-            out.push_str(&rest[..i]);
-            let after = &rest[i + 2..];
-            let Some(end) = after.find('}') else {
-                out.push_str(&rest[i..]);
-                rest = "";
-                break;
-            };
-            let name = &after[..end];
-            let value = std::env::var(name).map_err(|_| Error::Config {
-                path: path.to_owned(),
-                line: n + 1,
-                key: String::new(),
-                message: format!(
-                    "environment variable `{name}` (used as `${{{name}}}`) is not set"
-                ),
-            })?;
-            out.push_str(&value);
-            rest = &after[end + 1..];
-        }
-        out.push_str(rest);
-        out.push_str(comment);
-    }
-    Ok(out)
-}
-
-/// Byte offset of a `#` that starts a comment (outside '…' and "…" strings).
-fn comment_start(line: &str) -> Option<usize> {
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    for (i, c) in line.char_indices() {
-        match quote {
-            Some('"') if escaped => escaped = false,
-            Some('"') if c == '\\' => escaped = true,
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None if c == '"' || c == '\'' => quote = Some(c),
-            None if c == '#' => return Some(i),
-            None => {}
-        }
-    }
-    None
-}
-
 impl Pipeline {
-    /// Reads, parses and validates a pipeline file (no network, no store access).
+    /// Reads, parses and validates a pipeline file (no network, no store access), with
+    /// `${NAME}` taken from the process environment.
     pub fn load(path: &Path) -> Result<Pipeline, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
             path: path.to_owned(),
-            line: 0,
-            key: String::new(),
-            message: format!("cannot read: {e}"),
+            source,
         })?;
         Self::parse(path, &text)
     }
 
-    /// Parses and validates pipeline text that came from `path`.
+    /// Parses and validates pipeline text that came from `path`, with `${NAME}` taken from the
+    /// process environment.
     pub fn parse(path: &Path, text: &str) -> Result<Pipeline, Error> {
-        let expanded = substitute_env(text, path)?;
-        let config: PipelineConfig = toml::from_str(&expanded).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| {
-                    expanded[..s.start.min(expanded.len())]
-                        .matches('\n')
-                        .count()
-                        + 1
-                })
-                .unwrap_or(0);
-            Error::Config {
-                path: path.to_owned(),
-                line,
-                key: String::new(),
-                message: e.message().to_owned(),
-            }
+        Self::parse_with_env(path, text, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Pipeline::parse`] with the environment given as a function (tests, `--env`).
+    pub fn parse_with_env(
+        path: &Path,
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Pipeline, Error> {
+        let invalid = |problems| Error::Invalid {
+            path: path.to_owned(),
+            problems,
+        };
+        let source = source::Source::parse(text, env).map_err(invalid)?;
+        let config: PipelineConfig = toml::from_str(&source.expanded).map_err(|e| {
+            invalid(vec![
+                source.problem_at(e.span(), e.message().trim_end().to_owned()),
+            ])
         })?;
-        config.validate(path, text)
+        let mut problems = config.problems(&source);
+        if !problems.is_empty() {
+            problems.sort_by_key(|p| (p.line == 0, p.line, p.column));
+            return Err(invalid(problems));
+        }
+        Ok(Pipeline {
+            path: path.to_owned(),
+            base_url: config.collection.base_url.clone(),
+            config,
+        })
     }
 }
 
 impl PipelineConfig {
-    /// Checks what serde cannot: names, URLs, uniqueness, ranges. `text` (the original file)
-    /// is used to find the line of each offending key.
-    pub fn validate(self, path: &Path, text: &str) -> Result<Pipeline, Error> {
-        let err = |key: &str, needle: &str, message: String| Error::Config {
-            path: path.to_owned(),
-            line: line_of(text, needle),
-            key: key.to_owned(),
-            message,
-        };
+    /// Everything serde cannot check: names, URL schemes, uniqueness, ranges; every problem,
+    /// each at its key.
+    fn problems(&self, source: &source::Source<'_>) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let mut err = |key: &str, message: String| out.push(source.problem(key, message));
         let c = &self.collection;
         if !is_name(&c.name) {
-            return Err(err(
+            err(
                 "collection.name",
-                "name",
                 format!("`{}` must match [a-z0-9-]+", c.name),
-            ));
+            );
         }
-        let base_url = Url::parse(&c.base_url).map_err(|e| {
+        let base = &c.base_url;
+        if !matches!(base.scheme(), "http" | "https") || !base.as_str().ends_with('/') {
             err(
                 "collection.base_url",
-                "base_url",
-                format!("`{}`: {e}", c.base_url),
-            )
-        })?;
-        if !matches!(base_url.scheme(), "http" | "https") || !c.base_url.ends_with('/') {
-            return Err(err(
+                format!("`{base}` must be an http(s) URL ending with `/`"),
+            );
+        } else if base.query().is_some() || base.fragment().is_some() {
+            err(
                 "collection.base_url",
-                "base_url",
-                format!("`{}` must be an http(s) URL ending with `/`", c.base_url),
-            ));
-        }
-        let store = Url::parse(&self.store.url)
-            .map_err(|e| err("store.url", "url", format!("`{}`: {e}", self.store.url)))?;
-        if !matches!(store.scheme(), "file" | "s3" | "memory") {
-            return Err(err(
-                "store.url",
-                &self.store.url,
                 format!(
-                    "`{}`: use file:///abs/dir or s3://bucket/prefix",
-                    self.store.url
+                    "`{base}` must not have a query or fragment (document names are appended to it)"
                 ),
-            ));
+            );
+        }
+        let store = &self.store.url;
+        if !matches!(store.scheme(), "file" | "s3" | "memory") {
+            err(
+                "store.url",
+                format!("`{store}`: use file:///abs/dir or s3://bucket/prefix"),
+            );
         }
         if self.upstreams.is_empty() {
-            return Err(err(
-                "upstream",
-                "[collection]",
-                "at least one [[upstream]] is needed".into(),
-            ));
+            err("upstream", "at least one [[upstream]] is needed".into());
         }
         let mut names = HashSet::new();
         for (i, u) in self.upstreams.iter().enumerate() {
             let key = |k: &str| format!("upstream[{i}].{k}");
             if !is_name(&u.name) {
-                return Err(err(
-                    &key("name"),
-                    &u.name,
-                    format!("`{}` must match [a-z0-9-]+", u.name),
-                ));
+                err(&key("name"), format!("`{}` must match [a-z0-9-]+", u.name));
             }
             if !names.insert(u.name.clone()) {
-                return Err(err(
+                err(
                     &key("name"),
-                    &u.name,
                     format!("upstream name `{}` is used twice", u.name),
-                ));
+                );
             }
-            let url = Url::parse(&u.url)
-                .map_err(|e| err(&key("url"), &u.url, format!("`{}`: {e}", u.url)))?;
-            if !matches!(url.scheme(), "http" | "https") {
-                return Err(err(
-                    &key("url"),
-                    &u.url,
-                    format!("`{}` is not an http(s) URL", u.url),
-                ));
+            if !matches!(u.url.scheme(), "http" | "https") {
+                err(&key("url"), format!("`{}` is not an http(s) URL", u.url));
             }
-            for cl in u.capability_lists.iter().flatten() {
-                Url::parse(cl)
-                    .map_err(|e| err(&key("capability_lists"), cl, format!("`{cl}`: {e}")))?;
+            for (j, cl) in u.capability_lists.iter().flatten().enumerate() {
+                if !matches!(cl.scheme(), "http" | "https") {
+                    err(
+                        &format!("upstream[{i}].capability_lists[{j}]"),
+                        format!("`{cl}` is not an http(s) URL"),
+                    );
+                }
             }
             if u.bearer_token_env.is_some() && u.basic_auth_env.is_some() {
-                return Err(err(
+                err(
                     &key("bearer_token_env"),
-                    "bearer_token_env",
                     "give bearer_token_env or basic_auth_env, not both".into(),
-                ));
+                );
             }
             if u.push_lease.is_some_and(|l| l.as_secs() == 0) {
-                return Err(err(
+                err(
                     &key("push_lease"),
-                    "push_lease",
                     "must be at least 1s (hub.lease_seconds is whole seconds)".into(),
-                ));
+                );
             }
             if u.poll_interval.is_some_and(|d| d.is_zero()) {
-                return Err(err(
-                    &key("poll_interval"),
-                    "poll_interval",
-                    "must be more than 0s".into(),
-                ));
+                err(&key("poll_interval"), "must be more than 0s".into());
             }
         }
         let f = &self.fetch;
-        if f.concurrency == 0 || f.per_host == 0 {
-            return Err(err(
-                "fetch.concurrency",
-                "concurrency",
-                "concurrency limits must be at least 1".into(),
-            ));
+        if f.concurrency == 0 {
+            err("fetch.concurrency", "must be at least 1".into());
+        }
+        if f.per_host == 0 {
+            err("fetch.per_host", "must be at least 1".into());
         }
         let pc = &self.publish;
         for (key, n) in [
@@ -589,98 +586,65 @@ impl PipelineConfig {
             ("publish.dump_package_entries", pc.dump_package_entries),
         ] {
             if !(1..=50_000).contains(&n) {
-                let field = key.trim_start_matches("publish.");
-                return Err(err(
+                err(
                     key,
-                    field,
                     format!("{n}: must be 1..=50000 (spec 4: at most 50,000 entries per list)"),
-                ));
+                );
             }
         }
         if pc.dump_package_bytes == 0 {
-            return Err(err(
-                "publish.dump_package_bytes",
-                "dump_package_bytes",
-                "must be at least 1".into(),
-            ));
+            err("publish.dump_package_bytes", "must be at least 1".into());
         }
         let l = &self.publish.links;
         let mut seen: HashSet<String> = HashSet::new();
-        for rel in l.keep.iter().chain(&l.rewrite).chain(&l.drop) {
-            if !seen.insert(rel.to_ascii_lowercase()) {
-                return Err(err(
-                    "publish.links",
-                    rel,
-                    format!("relation `{rel}` is given more than one action"),
-                ));
+        for (action, rels) in [
+            ("keep", &l.keep),
+            ("rewrite", &l.rewrite),
+            ("drop", &l.drop),
+        ] {
+            for (j, rel) in rels.iter().enumerate() {
+                if !seen.insert(rel.to_ascii_lowercase()) {
+                    err(
+                        &format!("publish.links.{action}[{j}]"),
+                        format!("relation `{rel}` is given more than one action"),
+                    );
+                }
             }
         }
         if let Some(n) = &self.notify {
-            // Keys named like keys of other sections (`max_entries`) are looked for from the
-            // section header on.
-            let notify_at = text.find("[notify]").unwrap_or(0);
-            let err = |key: &str, needle: &str, message: String| Error::Config {
-                path: path.to_owned(),
-                line: match line_of(&text[notify_at..], needle) {
-                    0 => 0,
-                    l => l + text[..notify_at].matches('\n').count(),
-                },
-                key: key.to_owned(),
-                message,
-            };
-            let hub = Url::parse(&n.hub)
-                .map_err(|e| err("notify.hub", "hub", format!("`{}`: {e}", n.hub)))?;
-            if !matches!(hub.scheme(), "http" | "https") {
-                return Err(err(
+            if !matches!(n.hub.scheme(), "http" | "https") {
+                err(
                     "notify.hub",
-                    "hub",
                     format!(
                         "`{}` is not an http(s) URL (CN 1.0.1 section 4.1: the hub URI is POSTed to)",
                         n.hub
                     ),
-                ));
+                );
             }
             if !(1..=50_000).contains(&n.max_entries) {
-                return Err(err(
+                err(
                     "notify.max_entries",
-                    "max_entries",
                     format!(
                         "{}: must be 1..=50000 (a payload is a <urlset>, spec 4: at most 50,000 entries)",
                         n.max_entries
                     ),
-                ));
+                );
             }
             if !(1..=50_000_000).contains(&n.max_bytes) {
-                return Err(err(
+                err(
                     "notify.max_bytes",
-                    "max_bytes",
                     format!(
                         "{}: must be 1..=50000000 (a payload is a <urlset>, spec 4: at most 50 MB)",
                         n.max_bytes
                     ),
-                ));
+                );
             }
             if n.deliver_timeout.is_zero() {
-                return Err(err(
-                    "notify.deliver_timeout",
-                    "deliver_timeout",
-                    "must be more than 0s".into(),
-                ));
+                err("notify.deliver_timeout", "must be more than 0s".into());
             }
         }
-        Ok(Pipeline {
-            path: path.to_owned(),
-            config: self,
-            base_url,
-        })
+        out
     }
-}
-
-/// 1-based line of the first occurrence of `needle` in `text` (0 when absent).
-fn line_of(text: &str, needle: &str) -> usize {
-    text.find(needle)
-        .map(|i| text[..i].matches('\n').count() + 1)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -846,11 +810,95 @@ poll_interval = "5m"
         assert!(e.contains("RSAGG_TEST_NO_SUCH_VAR"), "{e}");
         let text = GOOD.replace("/tmp/rsagg-test-maps", "${HOME}/x");
         let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
-        assert!(p.config.store.url.ends_with("/x"));
+        assert!(p.config.store.url.as_str().ends_with("/x"));
         // Not in comments, and a '#' inside a string does not start one.
         let text = format!("# uses ${{RSAGG_TEST_NO_SUCH_VAR}}\n{GOOD}")
             .replace("/tmp/rsagg-test-maps", "/tmp/a#b-${HOME}");
         let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
-        assert!(!p.config.store.url.contains('$'), "{}", p.config.store.url);
+        assert!(
+            !p.config.store.url.as_str().contains('$'),
+            "{}",
+            p.config.store.url
+        );
+    }
+
+    #[test]
+    fn every_problem_of_a_file_is_reported_at_its_line_and_column() {
+        let text = GOOD
+            .replace("name = \"maps\"", "name = \"Maps\"")
+            .replace("name = \"museum\"", "name = \"Museum\"")
+            .replace("poll_interval = \"5m\"", "poll_interval = \"0s\"");
+        let Err(Error::Invalid { problems, .. }) = Pipeline::parse(Path::new("p.toml"), &text)
+        else {
+            panic!("invalid");
+        };
+        let found: Vec<_> = problems
+            .iter()
+            .map(|p| (p.line, p.column, p.key.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (3, 1, "collection.name"),
+                (10, 1, "upstream[0].name"),
+                (13, 1, "upstream[0].poll_interval")
+            ],
+            "{problems:#?}"
+        );
+    }
+
+    #[test]
+    fn a_store_url_error_is_on_the_store_url_line() {
+        let text = GOOD.replace("file:///tmp/rsagg-test-maps", "ftp://x/y");
+        let e = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("p.toml:7:1: store.url: "), "{e}");
+        let text = GOOD.replace("file:///tmp/rsagg-test-maps", "not a url");
+        let e = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("p.toml:7:"), "{e}");
+        assert!(e.contains("store.url"), "{e}");
+    }
+
+    #[test]
+    fn durations_say_what_is_expected() {
+        let text = GOOD.replace(
+            "poll_interval = \"5m\"",
+            "poll_interval = \"5 minutes please\"",
+        );
+        let e = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("upstream[0].poll_interval"), "{e}");
+        assert!(
+            e.contains("5 minutes please") && e.contains("\"5m\""),
+            "{e}"
+        );
+        let text = format!("{GOOD}\n[publish]\ngrace = 3600\n");
+        let e = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("publish.grace") && e.contains("\"1h 30m\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn substituted_values_cannot_change_the_structure() {
+        let text = GOOD.replace("/tmp/rsagg-test-maps", "/tmp/${V}");
+        let env = |n: &str| (n == "V").then(|| "x\"\n[evil]\nkey = \"1".to_owned());
+        let p = Pipeline::parse_with_env(Path::new("p.toml"), &text, &env).unwrap();
+        assert!(
+            p.config.store.url.as_str().contains("evil"),
+            "{}",
+            p.config.store.url
+        );
+        let env = |_: &str| None;
+        let text = GOOD.replace("/tmp/rsagg-test-maps", "${V:-/tmp/dflt}");
+        let p = Pipeline::parse_with_env(Path::new("p.toml"), &text, &env).unwrap();
+        assert_eq!(p.config.store.url.as_str(), "file:///tmp/dflt");
     }
 }

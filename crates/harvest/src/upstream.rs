@@ -37,8 +37,7 @@ pub(crate) fn access_of(up: &UpstreamConfig) -> Result<Access, String> {
     };
     let auth_hosts = match &up.auth_hosts {
         Some(h) => h.clone(),
-        None => Url::parse(&up.url)
-            .ok()
+        None => Some(&up.url)
             .and_then(|u| {
                 u.host_str().map(|h| match u.port() {
                     Some(p) => format!("{h}:{p}"),
@@ -96,13 +95,7 @@ async fn harvest_into(
             return report;
         }
     };
-    let entry = match Url::parse(&up.url) {
-        Ok(u) => u,
-        Err(e) => {
-            report.fail(format!("{}: {e}", up.url));
-            return report;
-        }
-    };
+    let entry = up.url.clone();
     let discovery = match rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await {
         Ok(d) => d,
         Err(e) => {
@@ -125,7 +118,7 @@ async fn harvest_into(
         .into_iter()
         .filter(|s| match &up.capability_lists {
             None => true,
-            Some(wanted) => wanted.iter().any(|w| w == s.url.as_str()),
+            Some(wanted) => wanted.contains(&s.url),
         })
         .collect();
     if sets.is_empty() {

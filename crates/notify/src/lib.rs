@@ -209,7 +209,7 @@ impl Notifier {
         cfg: NotifyConfig,
     ) -> Result<Notifier, Error> {
         let publisher = Publisher::new(REQUEST_TIMEOUT).map_err(|e| Error::Notify {
-            hub: cfg.hub.clone(),
+            hub: cfg.hub.to_string(),
             message: e.to_string(),
         })?;
         Ok(Notifier {
@@ -231,7 +231,7 @@ impl Notifier {
 
     /// The hub URL.
     pub fn hub(&self) -> &str {
-        &self.cfg.hub
+        self.cfg.hub.as_str()
     }
 
     /// The configuration.
@@ -492,9 +492,12 @@ impl Notifier {
                 return Ok(Step::OutOfTime);
             }
             report.attempts += 1;
-            let send =
-                self.publisher
-                    .publish(&self.cfg.hub, &self.topic, self.form(), body.clone());
+            let send = self.publisher.publish(
+                self.cfg.hub.as_str(),
+                &self.topic,
+                self.form(),
+                body.clone(),
+            );
             let attempt = match left(until) {
                 Some(l) => match tokio::time::timeout(l, send).await {
                     Ok(a) => a,
@@ -623,7 +626,7 @@ pub async fn prepare_published(
 ) -> NotifyReport {
     let mut report = NotifyReport {
         topic: notifier.topic.clone(),
-        hub: notifier.cfg.hub.clone(),
+        hub: notifier.cfg.hub.to_string(),
         form: match notifier.cfg.form {
             NotifyForm::Resourcesync => "resourcesync",
             NotifyForm::Websub => "websub",
@@ -667,7 +670,10 @@ mod tests {
     fn cfg(max_entries: u64) -> NotifyConfig {
         NotifyConfig {
             max_entries,
-            ..NotifyConfig::new("http://127.0.0.1:9/hub", NotifyForm::Resourcesync)
+            ..NotifyConfig::new(
+                url::Url::parse("http://127.0.0.1:9/hub").unwrap(),
+                NotifyForm::Resourcesync,
+            )
         }
     }
 
@@ -1001,7 +1007,7 @@ mod tests {
             &f,
             NotifyConfig {
                 max_entries: 2,
-                ..NotifyConfig::new(hub.url.clone(), NotifyForm::Resourcesync)
+                ..NotifyConfig::new(url::Url::parse(&hub.url).unwrap(), NotifyForm::Resourcesync)
             },
         );
         n.prepare(&f.state).await.unwrap();
@@ -1049,7 +1055,10 @@ mod tests {
         let down = mock_hub(usize::MAX, 200, None).await;
         let n = notifier(
             &f,
-            NotifyConfig::new(down.url.clone(), NotifyForm::Resourcesync),
+            NotifyConfig::new(
+                url::Url::parse(&down.url).unwrap(),
+                NotifyForm::Resourcesync,
+            ),
         );
         n.prepare(&f.state).await.unwrap();
         let payload = object(&f, &outbox_path(1)).await.unwrap();
@@ -1060,7 +1069,7 @@ mod tests {
         let up = mock_hub(0, 200, None).await;
         let n = notifier(
             &f,
-            NotifyConfig::new(up.url.clone(), NotifyForm::Resourcesync),
+            NotifyConfig::new(url::Url::parse(&up.url).unwrap(), NotifyForm::Resourcesync),
         );
         let r = n.deliver(Some(Duration::from_secs(10))).await;
         assert_eq!((r.delivered, r.pending, r.sent_total), (1, 0, 1), "{r:?}");
@@ -1077,7 +1086,7 @@ mod tests {
             NotifyConfig {
                 max_entries: 2,
                 fetch_wait: Duration::from_secs(10),
-                ..NotifyConfig::new(hub.url.clone(), NotifyForm::Websub)
+                ..NotifyConfig::new(url::Url::parse(&hub.url).unwrap(), NotifyForm::Websub)
             },
         );
         n.prepare(&f.state).await.unwrap();
@@ -1125,7 +1134,7 @@ mod tests {
             &f,
             NotifyConfig {
                 fetch_wait: Duration::from_millis(200),
-                ..NotifyConfig::new(hub.url.clone(), NotifyForm::Websub)
+                ..NotifyConfig::new(url::Url::parse(&hub.url).unwrap(), NotifyForm::Websub)
             },
         );
         n.prepare(&f.state).await.unwrap();

@@ -431,7 +431,7 @@ impl Follower<'_> {
         }
         if fenced {
             return Err(Error::Store(rsagg_store::Error::Fenced {
-                path: self.p.config.store.url.clone(),
+                path: self.p.config.store.url.to_string(),
             }));
         }
         let published_seq = self.state.last_seq().await;

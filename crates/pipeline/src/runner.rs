@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use rsagg_fetch::{FetchConfig, Fetcher};
-use rsagg_store::{Blobs, RecentBlobs, State, open_object_store};
+use rsagg_store::{Blobs, State, StoreOptions, open_store};
 
 use rsagg_config::Pipeline;
 use rsagg_harvest::{Ctx, harvest};
@@ -38,9 +38,13 @@ pub(crate) async fn open(
     opts: &RunOptions,
 ) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
     let cfg = &p.config;
-    let mut loc = open_object_store(&cfg.store.url)?;
-    loc.recent = RecentBlobs::with_capacity(cfg.store.recent_blob_bytes);
-    let state = Arc::new(State::open(loc.objects.clone(), &cfg.store.url).await?);
+    let loc = open_store(
+        cfg.store.url.as_str(),
+        &StoreOptions {
+            recent_blob_bytes: cfg.store.recent_blob_bytes,
+        },
+    )?;
+    let state = Arc::new(State::open(loc.objects.clone(), cfg.store.url.as_str()).await?);
     let fetcher = Fetcher::new(FetchConfig {
         max_connections: cfg.fetch.concurrency,
         per_host: cfg.fetch.per_host,
@@ -110,7 +114,7 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
     if let Some(path) = fenced {
         tracing::error!("{path}");
         return Err(Error::Store(rsagg_store::Error::Fenced {
-            path: cfg.store.url.clone(),
+            path: cfg.store.url.to_string(),
         }));
     }
     Ok(report)

@@ -283,6 +283,6 @@ async fn advertised(objects: &Arc<dyn ObjectStore>, p: &Pipeline) -> Result<Adve
             .config
             .notify
             .as_ref()
-            .map(|n| (topic_url(p.base_url.as_str()), n.hub.clone())),
+            .map(|n| (topic_url(p.base_url.as_str()), n.hub.to_string())),
     })
 }

@@ -19,7 +19,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Seek, Write};
+use std::io::{self, BufWriter, Read, Seek};
 use std::sync::Arc;
 
 use futures::{FutureExt, Stream, StreamExt};
@@ -28,7 +28,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use rsagg_dump::{Compression, PackageWriter};
 use rsagg_model::{HashAlgorithm, HashValue, Header, Link, Md, UrlEntry, W3cDateTime};
-use rsagg_store::{Blobs, RecentBlobs, StoreLocation};
+use rsagg_store::{Blobs, RecentBlobs, StoreLocation, Verified};
 
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
@@ -59,9 +59,8 @@ const BATCH_BYTES: u64 = 1 << 20;
 /// not copied).
 const READ_AHEAD: usize = 16;
 /// Bitstreams up to this size are held in memory between the read and the writer; larger
-/// ones go through a temporary file. Creating (and deleting) a file per resource cost more
-/// than reading it for the small resources a dump is mostly made of.
-pub(crate) const IN_MEMORY: u64 = 256 << 10;
+/// ones go through a file (the store's [`Verified`]).
+pub(crate) const IN_MEMORY: u64 = rsagg_store::VERIFIED_IN_MEMORY;
 /// The name the spec reserves for the manifest (spec 11.2, 13.2).
 const MANIFEST: &str = "manifest.xml";
 
@@ -113,29 +112,8 @@ struct Ready {
     body: Body,
 }
 
-/// Where a bitstream waits for the writer.
-enum Spool {
-    /// Small, verified: its bytes.
-    Memory(bytes::Bytes),
-    /// Large, verified: a file (temporary, or the local blob itself) whose bytes start at
-    /// `start`.
-    File {
-        /// The file.
-        file: File,
-        /// Where the bitstream starts in it.
-        start: u64,
-    },
-    /// A blob of a local store, opened but not read yet: the writer thread reads and
-    /// verifies it (it is a blocking thread already), which spares a blocking-thread hand-off
-    /// per 8 KiB chunk that reading it as a stream costs, and the temporary file a large one
-    /// would need.
-    Local {
-        /// The open blob.
-        file: File,
-        /// Where its bytes start.
-        start: u64,
-    },
-}
+/// Where a bitstream waits for the writer: read and verified by the store.
+type Spool = Verified;
 
 /// What the writer thread produced.
 struct Written {
@@ -231,10 +209,14 @@ async fn feed(
                             data: Spool::Memory(bytes),
                             body,
                         }),
-                        None => match fetch_verified(objects, &body).await? {
-                            Some(data) => Some(Ready { data, body }),
-                            None => return Ok::<_, Error>(None),
-                        },
+                        None => {
+                            match Blobs::read_verified(objects.as_ref(), &body.sha256, body.length)
+                                .await?
+                            {
+                                Some(data) => Some(Ready { data, body }),
+                                None => return Ok::<_, Error>(None),
+                            }
+                        }
                     },
                 };
                 Ok(Some((item.entry, ready)))
@@ -337,17 +319,11 @@ fn read_local(
                             body,
                         })
                     }
-                    None => match open_local(root, &body)? {
-                        Some(file) => match verify_local(file, 0, &body)? {
-                            Some(data) => {
-                                held += body.length.min(IN_MEMORY);
-                                Some(Ready { data, body })
-                            }
-                            None => {
-                                skipped += 1;
-                                continue;
-                            }
-                        },
+                    None => match Blobs::read_local_verified(root, &body.sha256, body.length)? {
+                        Some(data) => {
+                            held += body.length.min(IN_MEMORY);
+                            Some(Ready { data, body })
+                        }
                         None => {
                             skipped += 1;
                             continue;
@@ -373,94 +349,11 @@ fn read_local(
     Ok(skipped)
 }
 
-/// The blob of `body` in the local store at `root`, opened; `None` (warned) when it is
-/// missing.
-fn open_local(root: &std::path::Path, body: &Body) -> Result<Option<File>, Error> {
-    let Some(file) = Blobs::local_path(root, &body.sha256) else {
-        tracing::warn!(
-            sha256 = %body.sha256,
-            "not a blob address; left out of the dump package"
-        );
-        return Ok(None);
-    };
-    match File::open(&file) {
-        Ok(f) => Ok(Some(f)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            tracing::warn!(blob = %file.display(), "blob missing; left out of the dump package");
-            Ok(None)
-        }
-        Err(source) => Err(Error::Io {
-            what: format!("opening {}", file.display()),
-            source,
-        }),
-    }
-}
-
 fn temp_file(for_object: &Path) -> Result<File, Error> {
     tempfile::tempfile().map_err(|source| Error::Io {
         what: format!("creating a temporary file for {for_object}"),
         source,
     })
-}
-
-/// The blob `body.sha256`, read whole (into memory up to [`IN_MEMORY`] bytes, else into a
-/// temporary file), or `None` (warned) when it is missing or its bytes are not what its
-/// address and length say.
-async fn fetch_verified(
-    objects: &Arc<dyn ObjectStore>,
-    body: &Body,
-) -> Result<Option<Spool>, Error> {
-    let path = Blobs::path(&body.sha256);
-    let got = match objects.get(&path).await {
-        Ok(g) => g,
-        Err(object_store::Error::NotFound { .. }) => {
-            tracing::warn!(blob = %path, "blob missing; left out of the dump package");
-            return Ok(None);
-        }
-        Err(e) => return Err(rsagg_store::Error::object_store(&path, e).into()),
-    };
-    let start = got.range.start;
-    let mut stream = match got.payload {
-        object_store::GetResultPayload::File(file, _) => {
-            // Verified by the writer thread as it reads it (see `Spool::Local`).
-            return Ok(Some(Spool::Local { file, start }));
-        }
-        object_store::GetResultPayload::Stream(s) => s,
-    };
-    let in_memory = body.length <= IN_MEMORY;
-    let mut file = if in_memory {
-        None
-    } else {
-        Some(temp_file(&path)?)
-    };
-    // The first chunk is usually the whole of a small blob: kept as it is, not copied.
-    let mut chunks: Vec<bytes::Bytes> = Vec::new();
-    let mut sha256 = sha2::Sha256::new();
-    let mut length = 0u64;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| rsagg_store::Error::object_store(&path, e))?;
-        length += chunk.len() as u64;
-        if length > body.length {
-            break;
-        }
-        sha256.update(&chunk);
-        match &mut file {
-            // Small writes to a local temporary file; the download is the slow part.
-            Some(f) => f.write_all(&chunk).map_err(|source| Error::Io {
-                what: format!("copying {path} to a temporary file"),
-                source,
-            })?,
-            None => chunks.push(chunk),
-        }
-    }
-    if !matches_address(&path, body, length, sha256) {
-        return Ok(None);
-    }
-    Ok(Some(match file {
-        Some(file) => Spool::File { file, start: 0 },
-        None if chunks.len() == 1 => Spool::Memory(chunks.swap_remove(0)),
-        None => Spool::Memory(chunks.concat().into()),
-    }))
 }
 
 /// The writer thread: adds the items as they come, then writes the manifest (and its copy).
@@ -486,19 +379,6 @@ fn write_package(
             Some(Msg::Finish) => break,
             Some(Msg::Items(items)) => {
                 for (mut entry, ready) in items {
-                    let ready = match ready {
-                        Some(Ready {
-                            data: Spool::Local { file, start },
-                            body,
-                        }) => match verify_local(file, start, &body)? {
-                            Some(data) => Some(Ready { data, body }),
-                            None => {
-                                skipped += 1;
-                                continue;
-                            }
-                        },
-                        other => other,
-                    };
                     if let Some(mut ready) = ready {
                         match add(&mut writer, &mut names, &mut ready, name)? {
                             Some(path) => {
@@ -550,64 +430,6 @@ fn write_package(
     })
 }
 
-/// Whether the blob at `path`, `length` bytes hashed by `sha256`, is the one `body` names
-/// (its address and length); warns when it is not, as it is then left out of the package.
-fn matches_address(path: &Path, body: &Body, length: u64, sha256: sha2::Sha256) -> bool {
-    let got = hex(HashAlgorithm::Sha256, &sha256.finalize());
-    let ok = length == body.length && got == body.sha256;
-    if !ok {
-        tracing::warn!(
-            blob = %path,
-            expected_length = body.length,
-            length,
-            sha256 = %got,
-            "blob does not match its address; left out of the dump package"
-        );
-    }
-    ok
-}
-
-/// The local blob `file` (bytes from `start`) read and checked against `body`'s address and
-/// length: into memory up to [`IN_MEMORY`] bytes, else hashed in place and handed back
-/// rewound to `start` (blobs are replaced by renaming, never rewritten in place, so the open
-/// file keeps the bytes that were hashed). `None` (warned) when they do not match.
-fn verify_local(mut file: File, start: u64, body: &Body) -> Result<Option<Spool>, Error> {
-    let path = Blobs::path(&body.sha256);
-    let local = |source| Error::Io {
-        what: format!("reading {path}"),
-        source,
-    };
-    file.seek(io::SeekFrom::Start(start)).map_err(local)?;
-    let mut sha256 = sha2::Sha256::new();
-    // One byte more than expected, to notice a longer blob without reading all of it.
-    let mut limited = Read::by_ref(&mut file).take(body.length.saturating_add(1));
-    let (length, data) = if body.length <= IN_MEMORY {
-        let mut all = Vec::with_capacity(body.length as usize + 1);
-        limited.read_to_end(&mut all).map_err(local)?;
-        sha256.update(&all);
-        (all.len() as u64, Some(all))
-    } else {
-        let mut buf = vec![0u8; READ_CHUNK];
-        let mut length = 0u64;
-        loop {
-            let n = limited.read(&mut buf).map_err(local)?;
-            if n == 0 {
-                break;
-            }
-            sha256.update(&buf[..n]);
-            length += n as u64;
-        }
-        (length, None)
-    };
-    if !matches_address(&path, body, length, sha256) {
-        return Ok(None);
-    }
-    Ok(Some(match data {
-        Some(bytes) => Spool::Memory(bytes.into()),
-        None => Spool::File { file, start },
-    }))
-}
-
 /// Adds `ready` under its preferred path, else its fallback; `None` when neither is usable
 /// (refused by the writer's name checks, or clashing with a file already in the package).
 fn add(
@@ -638,13 +460,6 @@ fn add(
                 let compression = Compression::for_body(&head, ready.body.length);
                 let mut bitstream = Read::by_ref(file).take(ready.body.length);
                 writer.add_with(path, &mut bitstream, compression)
-            }
-            // `write_package` verifies a local blob (into one of the above) before adding it.
-            Spool::Local { .. } => {
-                return Err(Error::Io {
-                    what: format!("adding {path} to {package}"),
-                    source: io::Error::other("a local blob reached the writer unverified"),
-                });
             }
         };
         match added {
@@ -806,7 +621,7 @@ pub(crate) fn unix_secs(t: &W3cDateTime) -> i64 {
 /// reader, every item's bytes against its blob and the manifest's hashes).
 #[cfg(test)]
 pub(crate) mod testing {
-    use std::io::Read;
+    use std::io::{Read, Write};
 
     use bytes::Bytes;
     use rsagg_dump::{Limits, Package};

@@ -70,14 +70,14 @@ impl Collection {
     /// The collection of a validated pipeline, reading from the store its config names
     /// (opened as plain objects: the state database is never opened here).
     pub fn from_pipeline(p: &Pipeline) -> Result<Collection, Error> {
-        let store = rsagg_store::open_object_store(&p.config.store.url)?;
+        let store = rsagg_store::open_object_store(p.config.store.url.as_str())?;
         let c = Collection::new(
             p.config.collection.name.clone(),
-            &p.config.collection.base_url,
+            p.config.collection.base_url.as_str(),
             store.objects,
         )?;
         Ok(match &p.config.notify {
-            Some(n) => c.with_hub(n.hub.clone()),
+            Some(n) => c.with_hub(n.hub.to_string()),
             None => c,
         })
     }

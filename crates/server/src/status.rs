@@ -181,7 +181,7 @@ fn notify(h: &mut String, s: &Stats) {
          <span data-figure=\"notifications-pending\">{}</span> pending, {} failed attempt(s), \
          {} sent in all{}.</p>",
         esc(&n.topic),
-        esc(&n.hub),
+        esc(n.hub.as_str()),
         esc(&n.form),
         d.delivered,
         d.pending,

@@ -40,15 +40,17 @@ mod location;
 mod recent;
 mod records;
 mod state;
+mod verified;
 
 pub use blobs::{BlobInfo, Blobs};
-pub use location::{StoreLocation, open_object_store};
+pub use location::{StoreLocation, StoreOptions, open_object_store, open_store};
 pub use recent::RecentBlobs;
 pub use records::{
     Checkpoint, CopyRef, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, SeenKey,
     UpstreamMeta,
 };
 pub use state::{Applied, Commit, Records, SlotMembers, State, WAL_FLUSH_INTERVAL, slot_of};
+pub use verified::{IN_MEMORY as VERIFIED_IN_MEMORY, Verified};
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]

@@ -26,9 +26,34 @@ pub struct StoreLocation {
     /// baseline writes thousands (see `Blobs::for_location`).
     pub local_root: Option<PathBuf>,
     /// The bodies of small blobs stored through it lately ([`crate::Blobs::for_location`]),
-    /// so a dump built right after a harvest does not read them back. Opened keeping
-    /// nothing; a pipeline run sets its capacity (`[store] recent_blob_bytes`).
+    /// so a dump built right after a harvest does not read them back, within
+    /// [`StoreOptions::recent_blob_bytes`].
     pub recent: RecentBlobs,
+}
+
+/// How a store is opened: every memory bound and setting of a [`StoreLocation`], given at
+/// opening (`[store]` of a pipeline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Bytes of recently stored small blob bodies kept in memory ([`RecentBlobs`]); 0 keeps
+    /// none.
+    pub recent_blob_bytes: u64,
+}
+
+impl StoreOptions {
+    /// What readers and tools use: nothing kept in memory.
+    pub const READER: StoreOptions = StoreOptions {
+        recent_blob_bytes: 0,
+    };
+}
+
+impl Default for StoreOptions {
+    /// What a pipeline run uses unless its `[store]` says otherwise.
+    fn default() -> Self {
+        StoreOptions {
+            recent_blob_bytes: RecentBlobs::DEFAULT_CAPACITY,
+        }
+    }
 }
 
 impl StoreLocation {
@@ -49,8 +74,14 @@ impl StoreLocation {
 /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`) or `memory://` (tests only: gone
 /// with the process).
 ///
-/// Local directories are created if missing; S3 buckets must exist.
+/// Local directories are created if missing; S3 buckets must exist. Opened as a reader
+/// ([`StoreOptions::READER`]); a writer opens with [`open_store`].
 pub fn open_object_store(url: &str) -> Result<StoreLocation, Error> {
+    open_store(url, &StoreOptions::READER)
+}
+
+/// [`open_object_store`] with every option of the location set from `options`.
+pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Error> {
     let err = |message: String| Error::Url {
         url: url.to_owned(),
         message,
@@ -103,7 +134,7 @@ pub fn open_object_store(url: &str) -> Result<StoreLocation, Error> {
         url: url.to_owned(),
         objects,
         local_root,
-        recent: RecentBlobs::none(),
+        recent: RecentBlobs::with_capacity(options.recent_blob_bytes),
     })
 }
 
