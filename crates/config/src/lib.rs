@@ -445,6 +445,9 @@ pub struct Pipeline {
     pub base_url: Url,
 }
 
+/// Problems reported for one file at most (then the rest is left for the next check).
+const MAX_PROBLEMS: usize = 64;
+
 fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
@@ -479,16 +482,49 @@ impl Pipeline {
             problems,
         };
         let source = source::Source::parse(text, env).map_err(invalid)?;
-        let config: PipelineConfig = toml::from_str(&source.expanded).map_err(|e| {
-            invalid(vec![
-                source.problem_at(e.span(), e.message().trim_end().to_owned()),
-            ])
-        })?;
-        let mut problems = config.problems(&source);
-        if !problems.is_empty() {
-            problems.sort_by_key(|p| (p.line == 0, p.line, p.column));
-            return Err(invalid(problems));
+        // Every value the types refuse, not only the first: each refused `key = value` is
+        // blanked out (same length, so positions hold) and the rest deserialized again.
+        let mut text = source.expanded.clone();
+        let mut problems = Vec::new();
+        let mut blanked: Vec<String> = Vec::new();
+        let config = loop {
+            match toml::from_str::<PipelineConfig>(&text) {
+                Ok(c) => break Some(c),
+                Err(e) => {
+                    let message = e.message().trim_end().to_owned();
+                    // A required key that was blanked is missing now: a consequence.
+                    if blanked.iter().any(|k| {
+                        let name = k.rsplit(['.', '[']).next().unwrap_or(k);
+                        message.contains(&format!("missing field `{name}`"))
+                    }) {
+                        break None;
+                    }
+                    let problem = source.problem_at(e.span(), message);
+                    let next = match e.span() {
+                        Some(span) if problems.len() < MAX_PROBLEMS => {
+                            source::blank_entry(&text, span.start)
+                        }
+                        _ => None,
+                    };
+                    blanked.push(problem.key.clone());
+                    problems.push(problem);
+                    match next {
+                        Some(t) => text = t,
+                        None => break None,
+                    }
+                }
+            }
+        };
+        if let Some(config) = &config {
+            problems.extend(config.problems(&source));
         }
+        let config = match config {
+            Some(c) if problems.is_empty() => c,
+            _ => {
+                problems.sort_by_key(|p| (p.line == 0, p.line, p.column));
+                return Err(invalid(problems));
+            }
+        };
         Ok(Pipeline {
             path: path.to_owned(),
             base_url: config.collection.base_url.clone(),
@@ -900,5 +936,35 @@ poll_interval = "5m"
         let text = GOOD.replace("/tmp/rsagg-test-maps", "${V:-/tmp/dflt}");
         let p = Pipeline::parse_with_env(Path::new("p.toml"), &text, &env).unwrap();
         assert_eq!(p.config.store.url.as_str(), "file:///tmp/dflt");
+    }
+
+    #[test]
+    fn type_errors_and_rule_errors_come_together() {
+        let text = format!(
+            "{GOOD}\n[publish]\ngrace = 3600\nchangelist_max_entries = 0\n",
+            GOOD = GOOD
+                .replace("name = \"maps\"", "name = \"Maps\"")
+                .replace(
+                    "poll_interval = \"5m\"",
+                    "poll_interval = \"5 minutes please\""
+                )
+                .replace("allow_private = false", "allow_privat = false")
+        );
+        let Err(Error::Invalid { problems, .. }) = Pipeline::parse(Path::new("p.toml"), &text)
+        else {
+            panic!("invalid");
+        };
+        let keys: Vec<_> = problems.iter().map(|p| (p.line, p.key.as_str())).collect();
+        assert_eq!(
+            keys,
+            [
+                (3, "collection.name"),
+                (12, "upstream[0].allow_privat"),
+                (13, "upstream[0].poll_interval"),
+                (16, "publish.grace"),
+                (17, "publish.changelist_max_entries"),
+            ],
+            "{problems:#?}"
+        );
     }
 }

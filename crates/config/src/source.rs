@@ -53,6 +53,7 @@ impl<'a> Source<'a> {
         let mut walk = Walk {
             spans: BTreeMap::new(),
             strings: Vec::new(),
+            values: Vec::new(),
         };
         walk.table("", doc.as_table());
         let mut problems = Vec::new();
@@ -208,9 +209,37 @@ pub(crate) fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<St
     Ok(out)
 }
 
+/// `text` with the innermost `key = value` around byte `at` replaced by spaces (newlines
+/// kept, so every position holds); `None` when `at` is not inside a value entry (a table
+/// header, a missing key), or `text` does not parse.
+pub(crate) fn blank_entry(text: &str, at: usize) -> Option<String> {
+    let doc = ImDocument::parse(text).ok()?;
+    let mut walk = Walk {
+        spans: BTreeMap::new(),
+        strings: Vec::new(),
+        values: Vec::new(),
+    };
+    walk.table("", doc.as_table());
+    let span = walk
+        .values
+        .iter()
+        .filter(|s| s.start <= at && at < s.end)
+        .min_by_key(|s| s.end - s.start)?
+        .clone();
+    let blank: String = text[span.clone()]
+        .bytes()
+        .map(|b| if b == b'\n' { '\n' } else { ' ' })
+        .collect();
+    let mut out = text.to_owned();
+    out.replace_range(span, &blank);
+    Some(out)
+}
+
 /// Collects spans and the string values that need substitution.
 struct Walk {
     spans: BTreeMap<String, Range<usize>>,
+    /// Spans (key and value) of every `key = value` entry.
+    values: Vec<Range<usize>>,
     /// (span of the value, key path, the value) of strings holding `${`.
     strings: Vec<(Range<usize>, String, String)>,
 }
@@ -251,6 +280,9 @@ impl Walk {
                     }
                 }
                 Item::Value(v) => {
+                    if let (Some(k), Some(v)) = (key_span.clone(), v.span()) {
+                        self.values.push(k.start..v.end);
+                    }
                     self.record(&path, key_span, v.span());
                     self.value(&path, v);
                 }
@@ -342,6 +374,17 @@ mod tests {
         let problems = Source::parse(text, &env).unwrap_err();
         let lines: Vec<_> = problems.iter().map(|p| (p.line, p.key.as_str())).collect();
         assert_eq!(lines, [(2, "a.x"), (3, "a.y")]);
+    }
+
+    #[test]
+    fn blanking_an_entry_keeps_every_position() {
+        let text = "[a]\nk = \"vé\"\nn = 1\n";
+        let at = text.find("vé").unwrap();
+        let out = blank_entry(text, at).unwrap();
+        assert_eq!(out.len(), text.len());
+        assert_eq!(&out[..4], "[a]\n");
+        assert!(out[4..].trim_start().starts_with("n = 1"), "{out:?}");
+        assert!(blank_entry(text, 1).is_none(), "a table header is no entry");
     }
 
     #[test]
