@@ -7,7 +7,7 @@
 //! ignored).
 
 use rsagg_model::W3cDateTime;
-use rsagg_store::QuarantineRecord;
+use rsagg_store::{QuarantineRecord, StoreRequests};
 use serde::{Deserialize, Serialize};
 
 /// The stats object of a run ([`crate::paths::STATS_OBJECT`]): the run report, when it
@@ -44,6 +44,10 @@ pub struct RunReport {
     /// Push intake counters (`run --follow --listen` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushStats>,
+    /// Object-store requests by kind and bytes moved, since the store was opened (the whole
+    /// run for `run --once`; the process's life for `run --follow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreRequests>,
 }
 
 impl RunReport {
@@ -68,6 +72,20 @@ impl RunReport {
         }
         if let Some(n) = &self.notify {
             s.push_str(&n.summary());
+        }
+        if let Some(r) = &self.store {
+            s.push_str(&format!(
+                "  store: {} request(s) (GET {}, PUT {}, LIST {}, DELETE {}, HEAD {}, COPY {}), {} bytes read, {} bytes written\n",
+                r.total(),
+                r.get,
+                r.put,
+                r.list,
+                r.delete,
+                r.head,
+                r.copy,
+                r.bytes_read,
+                r.bytes_written
+            ));
         }
         if let Some(p) = &self.push {
             s.push_str(&format!(

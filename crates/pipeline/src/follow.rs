@@ -217,6 +217,7 @@ pub async fn follow(
                     notify: None,
                     seconds: 0.0,
                     push: Some(inbox.stats()),
+                    store: Some(f.store.counters.snapshot()),
                 };
                 write_stats(&f.store.objects, &f.state, &report).await;
             }
@@ -444,6 +445,7 @@ impl Follower<'_> {
             notify,
             seconds: started.elapsed().as_secs_f64(),
             push: self.opts.inbox.as_ref().map(|i| i.stats()),
+            store: Some(self.store.counters.snapshot()),
         };
         self.code = report.exit_code(self.opts.run.fail_on_quarantine);
         on_pass(&report);
@@ -624,6 +626,7 @@ impl Follower<'_> {
                 notify,
                 seconds: 0.0,
                 push: Some(inbox.stats()),
+                store: Some(self.store.counters.snapshot()),
             };
             write_stats(&self.store.objects, &self.state, &report).await;
             self.stats_written = Some(Instant::now());

@@ -88,6 +88,7 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         notify: None,
         seconds: 0.0,
         push: None,
+        store: None,
     };
     if fenced.is_none() {
         // Then publish: what was committed, whichever upstreams failed.
@@ -106,11 +107,14 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         };
         report.publish = Some(published);
         report.seconds = started.elapsed().as_secs_f64();
+        report.store = Some(loc.counters.snapshot());
         write_stats(&loc.objects, &state, &report).await;
     }
     if let Ok(state) = Arc::try_unwrap(state) {
         state.close().await?;
     }
+    // The whole run's requests, the stats object and the state's last flush included.
+    report.store = Some(loc.counters.snapshot());
     if let Some(path) = fenced {
         tracing::error!("{path}");
         return Err(Error::Store(rsagg_store::Error::Fenced {

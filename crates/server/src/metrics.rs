@@ -366,6 +366,14 @@ pub(crate) fn render(
         "rsagg_push_latency_seconds",
         "From a notification's arrival to rsagg's published change: the last push pass (stat=last) and the largest so far (stat=max).",
     );
+    let mut store_requests = Family::gauge(
+        "rsagg_store_requests",
+        "Object-store requests of the last run, by kind (get, put, list, delete, head, copy); LIST counted per page of 1,000 entries, a multipart upload per part.",
+    );
+    let mut store_bytes = Family::gauge(
+        "rsagg_store_bytes",
+        "Bytes the last run moved to and from its object store, by direction (read, written).",
+    );
     let mut requests = Family::counter(
         "rsagg_http_requests_total",
         "Requests answered by this server since it started, by collection (empty: none), kind (document, copy, other) and status.",
@@ -453,6 +461,23 @@ pub(crate) fn render(
                 notify_errors.sample(&labels, n.errors.len() as u64 + u64::from(stuck));
             }
         }
+        if let Ok(Some(s)) = &c.observed.stats
+            && let Some(r) = &s.report.store
+        {
+            for (kind, n) in [
+                ("get", r.get),
+                ("put", r.put),
+                ("list", r.list),
+                ("delete", r.delete),
+                ("head", r.head),
+                ("copy", r.copy),
+            ] {
+                store_requests.sample(&[("collection", c.name), ("kind", kind)], n);
+            }
+            for (direction, n) in [("read", r.bytes_read), ("written", r.bytes_written)] {
+                store_bytes.sample(&[("collection", c.name), ("direction", direction)], n);
+            }
+        }
         if let Ok(Some(meta)) = &c.observed.gc
             && let Some(g) = &meta.last
         {
@@ -493,6 +518,8 @@ pub(crate) fn render(
     let mut out = String::with_capacity(8 * 1024);
     for f in [
         store_up,
+        store_requests,
+        store_bytes,
         last_run,
         duration,
         resources,
@@ -557,7 +584,8 @@ mod tests {
             r#"{"report": {"upstreams": [], "push": {"received": 7, "applied": 5,
                 "dropped_signature": 1, "dropped_unknown": 0, "dropped_invalid": 1, "busy": 0,
                 "gaps_recovered": 2, "subscriptions": 1, "last_latency_ms": 40,
-                "max_latency_ms": 250}}}"#,
+                "max_latency_ms": 250},
+                "store": {"get": 12, "put": 30, "list": 2, "bytes_read": 4096}}}"#,
         )
         .unwrap();
         let observed = crate::stats::Observed {
@@ -577,6 +605,10 @@ mod tests {
             "rsagg_push_notifications_total{collection=\"maps\",outcome=\"gaps_recovered\"} 2\n",
             "rsagg_push_subscriptions{collection=\"maps\"} 1\n",
             "rsagg_push_latency_seconds{collection=\"maps\",stat=\"max\"} 0.25\n",
+            "rsagg_store_requests{collection=\"maps\",kind=\"get\"} 12\n",
+            "rsagg_store_requests{collection=\"maps\",kind=\"put\"} 30\n",
+            "rsagg_store_requests{collection=\"maps\",kind=\"delete\"} 0\n",
+            "rsagg_store_bytes{collection=\"maps\",direction=\"read\"} 4096\n",
         ] {
             assert!(text.contains(line), "{line}\n{text}");
         }
@@ -592,6 +624,7 @@ mod tests {
         };
         let text = render(&[c], &HttpCounters::default(), SystemTime::now());
         assert!(!text.contains("rsagg_push_notifications_total{"), "{text}");
+        assert!(!text.contains("rsagg_store_requests{"), "{text}");
     }
 
     #[test]

@@ -323,6 +323,18 @@ async fn probes_metrics_and_status_show_the_last_run() {
     assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
     let s = parse_exposition(&m.body);
     let maps_up = [("collection", "maps"), ("upstream", "up")];
+    // The run's own object-store requests, counted by the store it opened: a baseline of
+    // a file:// store writes blobs, state, documents; the report and /metrics agree on
+    // what the stats object saw.
+    let store = &report["store"];
+    assert!(store["put"].as_u64().unwrap() > 0, "{report:#}");
+    assert!(store["bytes_written"].as_u64().unwrap() > 0, "{report:#}");
+    let metric_puts = value(
+        &s,
+        "rsagg_store_requests",
+        &[("collection", "maps"), ("kind", "put")],
+    );
+    assert!(metric_puts > 0.0 && metric_puts <= store["put"].as_f64().unwrap());
     let outcome = |o: &'static str| {
         value(
             &s,
@@ -559,6 +571,7 @@ async fn hostile_strings_in_the_stats_object_are_escaped() {
         }),
         seconds: 0.5,
         push: None,
+        store: None,
     };
     let mut report = serde_json::to_value(&report).unwrap();
     report["upstreams"] = serde_json::json!([{

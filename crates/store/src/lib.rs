@@ -20,6 +20,9 @@
 //!
 //! - `location.rs`: store URLs → `ObjectStore` (`file://`, `s3://` with `AWS_*` variables,
 //!   `memory://` for tests).
+//! - `counted.rs`: every object-store request counted by kind, with its bytes (the run
+//!   report's `store`; in the cloud requests are money).
+//! - `verified.rs`: reading a blob back checked against its address and length.
 //! - `blobs.rs`: content-addressed bodies, hashed (md5, sha-256, optionally sha-1) while they
 //!   stream in.
 //! - `local.rs`: a `file://` store's small blobs, written by two dedicated threads rather
@@ -34,6 +37,7 @@
 
 mod blobs;
 pub mod conformance;
+mod counted;
 pub mod documents;
 mod local;
 mod location;
@@ -43,6 +47,7 @@ mod state;
 mod verified;
 
 pub use blobs::{BlobInfo, Blobs};
+pub use counted::{CountedStore, LIST_PAGE, StoreCounters, StoreRequests};
 pub use location::{StoreLocation, StoreOptions, open_object_store, open_store};
 pub use recent::RecentBlobs;
 pub use records::{

@@ -10,6 +10,7 @@ use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
 
 use crate::Error;
+use crate::counted::{CountedStore, StoreCounters};
 use crate::recent::RecentBlobs;
 
 /// An opened store URL: the object store rooted at the URL's prefix.
@@ -29,6 +30,9 @@ pub struct StoreLocation {
     /// so a dump built right after a harvest does not read them back, within
     /// [`StoreOptions::recent_blob_bytes`].
     pub recent: RecentBlobs,
+    /// Requests made through `objects` since the store was opened, by kind (a store opened
+    /// by [`open_store`] counts every request; one built by [`StoreLocation::new`] none).
+    pub counters: Arc<StoreCounters>,
 }
 
 /// How a store is opened: every memory bound and setting of a [`StoreLocation`], given at
@@ -65,6 +69,7 @@ impl StoreLocation {
             objects,
             local_root: None,
             recent: RecentBlobs::none(),
+            counters: Arc::new(StoreCounters::default()),
         }
     }
 }
@@ -130,11 +135,13 @@ pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Er
             )));
         }
     };
+    let counters = Arc::new(StoreCounters::default());
     Ok(StoreLocation {
         url: url.to_owned(),
-        objects,
+        objects: Arc::new(CountedStore::new(objects, counters.clone())),
         local_root,
         recent: RecentBlobs::with_capacity(options.recent_blob_bytes),
+        counters,
     })
 }
 

@@ -1,0 +1,322 @@
+//! Object-store requests counted by kind, with the bytes they moved.
+//!
+//! In the cloud requests are money (a GET, a PUT, a LIST page each cost), so a run reports
+//! what it asked of its store: [`CountedStore`] wraps the store a location opens, and every
+//! reader and writer of that location (blobs, documents, the state database, the outbox)
+//! goes through it. The counts are per request as a store bills them: a multipart upload is
+//! its create, each part and its completion; a listing is one request per page of
+//! [`LIST_PAGE`] entries (as S3 pages); a batch delete counts its objects.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    UploadPart,
+};
+use serde::{Deserialize, Serialize};
+
+/// Entries one LIST request returns at most (S3's page size).
+pub const LIST_PAGE: u64 = 1000;
+
+/// Requests by kind and bytes moved, since the store was opened.
+#[derive(Debug, Default)]
+pub struct StoreCounters {
+    get: AtomicU64,
+    put: AtomicU64,
+    list: AtomicU64,
+    delete: AtomicU64,
+    head: AtomicU64,
+    copy: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+/// A snapshot of [`StoreCounters`] (in the run report and on `/metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StoreRequests {
+    /// GET requests (whole objects and ranges).
+    pub get: u64,
+    /// PUT requests (single puts, multipart create, parts and completion).
+    pub put: u64,
+    /// LIST requests (one per page of [`LIST_PAGE`] entries).
+    pub list: u64,
+    /// Objects deleted (or asked to be).
+    pub delete: u64,
+    /// HEAD requests.
+    pub head: u64,
+    /// COPY and rename requests.
+    pub copy: u64,
+    /// Bytes read by GETs.
+    pub bytes_read: u64,
+    /// Bytes written by PUTs.
+    pub bytes_written: u64,
+}
+
+impl StoreRequests {
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.get + self.put + self.list + self.delete + self.head + self.copy
+    }
+
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &StoreRequests) -> StoreRequests {
+        StoreRequests {
+            get: self.get - earlier.get,
+            put: self.put - earlier.put,
+            list: self.list - earlier.list,
+            delete: self.delete - earlier.delete,
+            head: self.head - earlier.head,
+            copy: self.copy - earlier.copy,
+            bytes_read: self.bytes_read - earlier.bytes_read,
+            bytes_written: self.bytes_written - earlier.bytes_written,
+        }
+    }
+}
+
+impl StoreCounters {
+    /// The counts now.
+    pub fn snapshot(&self) -> StoreRequests {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StoreRequests {
+            get: l(&self.get),
+            put: l(&self.put),
+            list: l(&self.list),
+            delete: l(&self.delete),
+            head: l(&self.head),
+            copy: l(&self.copy),
+            bytes_read: l(&self.bytes_read),
+            bytes_written: l(&self.bytes_written),
+        }
+    }
+
+    fn add(a: &AtomicU64, n: u64) {
+        a.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// `inner`, counting every request made through it into `counters`.
+#[derive(Debug)]
+pub struct CountedStore {
+    inner: Arc<dyn ObjectStore>,
+    counters: Arc<StoreCounters>,
+}
+
+impl CountedStore {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn ObjectStore>, counters: Arc<StoreCounters>) -> Self {
+        CountedStore { inner, counters }
+    }
+
+    /// Counts a listing's pages as its entries go by.
+    fn counted_list(
+        &self,
+        s: BoxStream<'static, Result<ObjectMeta>>,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let counters = self.counters.clone();
+        StoreCounters::add(&counters.list, 1);
+        let mut seen = 0u64;
+        s.inspect_ok(move |_| {
+            seen += 1;
+            // The first page is counted up front; every further page when it begins.
+            if seen > 1 && (seen - 1).is_multiple_of(LIST_PAGE) {
+                StoreCounters::add(&counters.list, 1);
+            }
+        })
+        .boxed()
+    }
+}
+
+impl fmt::Display for CountedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Counted({})", self.inner)
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for CountedStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        StoreCounters::add(&self.counters.put, 1);
+        StoreCounters::add(
+            &self.counters.bytes_written,
+            payload.content_length() as u64,
+        );
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        StoreCounters::add(&self.counters.put, 1);
+        let upload = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(CountedUpload {
+            upload,
+            counters: self.counters.clone(),
+        }))
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if options.head {
+            StoreCounters::add(&self.counters.head, 1);
+            return self.inner.get_opts(location, options).await;
+        }
+        StoreCounters::add(&self.counters.get, 1);
+        let r = self.inner.get_opts(location, options).await?;
+        let payload = match r.payload {
+            GetResultPayload::File(file, path) => {
+                // Read as a file by the caller: counted as the range it will read.
+                StoreCounters::add(&self.counters.bytes_read, r.range.end - r.range.start);
+                GetResultPayload::File(file, path)
+            }
+            GetResultPayload::Stream(s) => {
+                let counters = self.counters.clone();
+                GetResultPayload::Stream(
+                    s.inspect_ok(move |b| StoreCounters::add(&counters.bytes_read, b.len() as u64))
+                        .boxed(),
+                )
+            }
+        };
+        Ok(GetResult { payload, ..r })
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        StoreCounters::add(&self.counters.get, ranges.len() as u64);
+        let out = self.inner.get_ranges(location, ranges).await?;
+        let n: usize = out.iter().map(Bytes::len).sum();
+        StoreCounters::add(&self.counters.bytes_read, n as u64);
+        Ok(out)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        let counters = self.counters.clone();
+        let counted = locations
+            .inspect_ok(move |_| StoreCounters::add(&counters.delete, 1))
+            .boxed();
+        self.inner.delete_stream(counted)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.counted_list(self.inner.list(prefix))
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.counted_list(self.inner.list_with_offset(prefix, offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        let r = self.inner.list_with_delimiter(prefix).await?;
+        let entries = (r.objects.len() + r.common_prefixes.len()) as u64;
+        StoreCounters::add(&self.counters.list, entries.div_ceil(LIST_PAGE).max(1));
+        Ok(r)
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        StoreCounters::add(&self.counters.copy, 1);
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        StoreCounters::add(&self.counters.copy, 1);
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// A multipart upload whose parts and completion are counted.
+#[derive(Debug)]
+struct CountedUpload {
+    upload: Box<dyn MultipartUpload>,
+    counters: Arc<StoreCounters>,
+}
+
+#[async_trait]
+impl MultipartUpload for CountedUpload {
+    fn put_part(&mut self, data: PutPayload) -> UploadPart {
+        StoreCounters::add(&self.counters.put, 1);
+        StoreCounters::add(&self.counters.bytes_written, data.content_length() as u64);
+        self.upload.put_part(data)
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        StoreCounters::add(&self.counters.put, 1);
+        self.upload.complete().await
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        StoreCounters::add(&self.counters.delete, 1);
+        self.upload.abort().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+    use object_store::{ObjectStoreExt, WriteMultipart};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn every_kind_of_request_is_counted_with_its_bytes() {
+        let counters = Arc::new(StoreCounters::default());
+        let store = CountedStore::new(Arc::new(InMemory::new()), counters.clone());
+        for i in 0..1500 {
+            store
+                .put(&Path::from(format!("d/{i:04}")), b"abcd".to_vec().into())
+                .await
+                .unwrap();
+        }
+        let got = store.get(&Path::from("d/0001")).await.unwrap();
+        assert_eq!(got.bytes().await.unwrap().len(), 4);
+        store.head(&Path::from("d/0002")).await.unwrap();
+        let listed: Vec<_> = store
+            .list(Some(&Path::from("d")))
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 1500);
+        store.delete(&Path::from("d/0003")).await.unwrap();
+        store
+            .copy(&Path::from("d/0004"), &Path::from("e/0004"))
+            .await
+            .unwrap();
+        let mut w = WriteMultipart::new(store.put_multipart(&Path::from("big")).await.unwrap());
+        w.write(&[1u8; 100]);
+        w.finish().await.unwrap();
+        let s = counters.snapshot();
+        assert_eq!(
+            (s.get, s.head, s.list, s.delete, s.copy),
+            (1, 1, 2, 1, 1),
+            "{s:?}"
+        );
+        // 1500 puts, then the multipart: create, one part, completion.
+        assert_eq!(s.put, 1500 + 3, "{s:?}");
+        assert_eq!(s.bytes_written, 1500 * 4 + 100);
+        assert_eq!(s.bytes_read, 4);
+        assert_eq!(s.total(), 1 + 1 + 2 + 1 + 1 + 1503);
+        let later = counters.snapshot();
+        assert_eq!(later.since(&s), StoreRequests::default());
+    }
+}
