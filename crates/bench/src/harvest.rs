@@ -100,6 +100,10 @@ pub struct StaticServerArgs {
     /// Port on 127.0.0.1 (0: any).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// Read each file from disk at every request (a changing upstream), instead of once at
+    /// start.
+    #[arg(long)]
+    live: bool,
 }
 
 /// Arguments of `harvest-get` (the upstream's ceiling).
@@ -146,7 +150,7 @@ pub struct PutArgs {
 const T0: i64 = 1_357_171_200; // 2013-01-03T00:00:00Z
 
 /// Body of resource `i`: distinct, printable, exactly `size` bytes.
-fn body(i: u64, size: usize) -> Vec<u8> {
+pub(crate) fn body(i: u64, size: usize) -> Vec<u8> {
     let mut v = format!("resource {i}\n").into_bytes();
     let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     while v.len() < size {
@@ -159,7 +163,7 @@ fn body(i: u64, size: usize) -> Vec<u8> {
     v
 }
 
-fn md_cap(capability: Capability) -> Option<Md> {
+pub(crate) fn md_cap(capability: Capability) -> Option<Md> {
     Some(Md {
         capability: Some(capability),
         ..Md::default()
@@ -311,8 +315,8 @@ pub(crate) fn tail(s: &str, n: usize) -> String {
 // the upstream server
 // ---------------------------------------------------------------------------------------------
 
-struct Upstream {
-    name: String,
+pub(crate) struct Upstream {
+    pub(crate) name: String,
     child: Child,
     stdin: Option<ChildStdin>,
     nginx: bool,
@@ -360,7 +364,23 @@ fn wait_port(port: u16) -> anyhow::Result<()> {
     bail!("nothing listens on 127.0.0.1:{port} after 10 s")
 }
 
-fn start_nginx(root: &Path, work: &Path, port: u16) -> anyhow::Result<Upstream> {
+pub(crate) fn start_nginx(root: &Path, work: &Path, port: u16) -> anyhow::Result<Upstream> {
+    start_nginx_with(root, work, port, false)
+}
+
+/// nginx serving `root`; `changing`: files are rewritten while it runs, so it keeps no open
+/// file cache (which would serve a rewritten file with its old length for up to a minute).
+pub(crate) fn start_nginx_with(
+    root: &Path,
+    work: &Path,
+    port: u16,
+    changing: bool,
+) -> anyhow::Result<Upstream> {
+    let file_cache = if changing {
+        "open_file_cache off;"
+    } else {
+        "open_file_cache max=100000 inactive=60s;"
+    };
     let prefix = work.join("nginx");
     std::fs::create_dir_all(prefix.join("logs"))?;
     let conf = prefix.join("nginx.conf");
@@ -378,7 +398,7 @@ fn start_nginx(root: &Path, work: &Path, port: u16) -> anyhow::Result<Upstream> 
                tcp_nopush on;\n\
                tcp_nodelay on;\n\
                keepalive_requests 1000000;\n\
-               open_file_cache max=100000 inactive=60s;\n\
+               {file_cache}\n\
                client_body_temp_path {p}/body;\n\
                proxy_temp_path {p}/proxy;\n\
                fastcgi_temp_path {p}/fastcgi;\n\
@@ -392,7 +412,8 @@ fn start_nginx(root: &Path, work: &Path, port: u16) -> anyhow::Result<Upstream> 
                  location = /.well-known/resourcesync {{ types {{ }} default_type application/xml; }}\n\
                }}\n\
              }}\n",
-            root = root.display()
+            root = root.display(),
+            file_cache = file_cache
         ),
     )?;
     let child = Command::new(nginx_bin())
@@ -422,11 +443,17 @@ fn start_nginx(root: &Path, work: &Path, port: u16) -> anyhow::Result<Upstream> 
     Ok(up)
 }
 
-fn start_builtin(root: &Path, port: u16) -> anyhow::Result<Upstream> {
+pub(crate) fn start_builtin(root: &Path, port: u16) -> anyhow::Result<Upstream> {
+    start_builtin_with(root, port, false)
+}
+
+/// The built-in server; `live` reads every file at each request (a changing upstream).
+pub(crate) fn start_builtin_with(root: &Path, port: u16, live: bool) -> anyhow::Result<Upstream> {
     let me = std::env::current_exe()?;
     let mut child = Command::new(me)
         .args(["static-server", "--port", &port.to_string(), "--root"])
         .arg(root)
+        .args(live.then_some("--live"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -451,7 +478,12 @@ fn start_builtin(root: &Path, port: u16) -> anyhow::Result<Upstream> {
 /// `rsagg-bench static-server`: serves a directory from memory until stdin closes.
 pub fn static_server(a: StaticServerArgs) -> anyhow::Result<()> {
     let mut files: HashMap<String, (Bytes, &'static str)> = HashMap::new();
-    let mut stack = vec![a.root.clone()];
+    let mut stack = if a.live {
+        Vec::new()
+    } else {
+        vec![a.root.clone()]
+    };
+    let root = a.root.clone();
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).with_context(|| dir.display().to_string())? {
             let e = e?;
@@ -488,8 +520,24 @@ pub fn static_server(a: StaticServerArgs) -> anyhow::Result<()> {
         });
         let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
             let files = files.clone();
+            let root = root.clone();
             async move {
                 use axum::response::IntoResponse;
+                if a.live {
+                    let rel = uri.path().trim_start_matches('/');
+                    if rel.split('/').any(|s| s == ".." || s.is_empty()) {
+                        return axum::http::StatusCode::NOT_FOUND.into_response();
+                    }
+                    let ct = if rel.ends_with(".xml") || rel == ".well-known/resourcesync" {
+                        "application/xml"
+                    } else {
+                        "application/octet-stream"
+                    };
+                    return match tokio::fs::read(root.join(rel)).await {
+                        Ok(b) => ([(axum::http::header::CONTENT_TYPE, ct)], b).into_response(),
+                        Err(_) => axum::http::StatusCode::NOT_FOUND.into_response(),
+                    };
+                }
                 match files.get(uri.path()) {
                     Some((b, ct)) => {
                         ([(axum::http::header::CONTENT_TYPE, *ct)], b.clone()).into_response()
@@ -1040,7 +1088,7 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
 }
 
 /// nginx from `PATH`, else Debian's `/usr/sbin/nginx` (not on an ordinary user's `PATH`).
-fn nginx_bin() -> PathBuf {
+pub(crate) fn nginx_bin() -> PathBuf {
     let on_path = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join("nginx").is_file()))
         .unwrap_or(false);

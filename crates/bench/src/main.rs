@@ -17,6 +17,8 @@
 //! - `harvest.rs`: the harvest benchmark (`harvest` drives; `static-server` is the upstream when
 //!   nginx is not installed, `harvest-get` and `harvest-put` measure the upstream's and the S3
 //!   server's ceilings).
+//! - `scale.rs`: the scale benchmark (`scale`: baseline, incremental rounds and a no-change
+//!   run at growing N, each a fresh `rsagg run --once`, with the store requests rsagg counted).
 //!
 //! `rsagg-bench harvest` harvests 10,000 resources of 1 KB from a static upstream on loopback:
 //! (a) rsagg into a `file://` store beside `resync-sync --baseline` into a directory, and (b)
@@ -29,6 +31,7 @@
 mod docs;
 mod harvest;
 mod notify;
+mod scale;
 
 use clap::{Parser, Subcommand};
 
@@ -59,6 +62,8 @@ enum Command {
     Harvest(harvest::HarvestArgs),
     /// Notification latency: upstream notification → rsagg's notification at a subscriber.
     Notify(notify::NotifyArgs),
+    /// Scale: baseline, incremental and no-change runs at growing N (file:// and SeaweedFS).
+    Scale(scale::ScaleArgs),
     /// Static file server for the harvest upstream (used by `harvest`).
     #[command(hide = true)]
     StaticServer(harvest::StaticServerArgs),
@@ -81,6 +86,7 @@ fn main() -> anyhow::Result<()> {
         Command::Parse(a) => rt.block_on(docs::parse_one(a)),
         Command::Harvest(a) => harvest::run(a),
         Command::Notify(a) => notify::run(a),
+        Command::Scale(a) => scale::run(a),
         Command::StaticServer(a) => harvest::static_server(a),
         Command::HarvestGet(a) => harvest::get_all(a),
         Command::HarvestPut(a) => harvest::put_all(a),

@@ -133,11 +133,45 @@ pub struct StoreConfig {
     /// S3, one GET each). Default 64 MiB; 0 keeps none.
     #[serde(default = "StoreConfig::default_recent_blob_bytes")]
     pub recent_blob_bytes: u64,
+    /// Memory, in bytes, for the state database's cache of SST data blocks. Default 64 MiB;
+    /// 0 keeps none (every lookup past the memtable reads the store).
+    #[serde(default = "StoreConfig::default_state_block_cache_bytes")]
+    pub state_block_cache_bytes: u64,
+    /// Memory, in bytes, for the state database's cache of SST indexes and filters. Default
+    /// 32 MiB; 0 keeps none.
+    #[serde(default = "StoreConfig::default_state_meta_cache_bytes")]
+    pub state_meta_cache_bytes: u64,
+    /// Writes the state database holds in memory before flushing them, at most, in bytes.
+    /// Default 128 MiB.
+    #[serde(default = "StoreConfig::default_state_max_unflushed_bytes")]
+    pub state_max_unflushed_bytes: u64,
 }
 
 impl StoreConfig {
     fn default_recent_blob_bytes() -> u64 {
         rsagg_store::RecentBlobs::DEFAULT_CAPACITY
+    }
+
+    fn default_state_block_cache_bytes() -> u64 {
+        rsagg_store::StoreOptions::DEFAULT_STATE_BLOCK_CACHE
+    }
+
+    fn default_state_meta_cache_bytes() -> u64 {
+        rsagg_store::StoreOptions::DEFAULT_STATE_META_CACHE
+    }
+
+    fn default_state_max_unflushed_bytes() -> u64 {
+        rsagg_store::StoreOptions::DEFAULT_STATE_MAX_UNFLUSHED
+    }
+
+    /// Every memory bound of the store and its state, as the store opens them.
+    pub fn options(&self) -> rsagg_store::StoreOptions {
+        rsagg_store::StoreOptions {
+            recent_blob_bytes: self.recent_blob_bytes,
+            state_block_cache_bytes: self.state_block_cache_bytes,
+            state_meta_cache_bytes: self.state_meta_cache_bytes,
+            state_max_unflushed_bytes: self.state_max_unflushed_bytes,
+        }
     }
 }
 
@@ -728,6 +762,32 @@ poll_interval = "5m"
             "url = \"file:///tmp/rsagg-test-maps\"\nrecent_blob_bytes = -1",
         );
         assert!(Pipeline::parse(Path::new("p.toml"), &bad).is_err());
+    }
+
+    #[test]
+    fn every_memory_bound_of_the_store_is_a_setting_with_a_default() {
+        let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
+        assert_eq!(
+            p.config.store.options(),
+            rsagg_store::StoreOptions::default()
+        );
+        let text = GOOD.replace(
+            "url = \"file:///tmp/rsagg-test-maps\"",
+            "url = \"file:///tmp/rsagg-test-maps\"\nstate_block_cache_bytes = 0\nstate_meta_cache_bytes = 1024\nstate_max_unflushed_bytes = 1048576",
+        );
+        let o = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap()
+            .config
+            .store
+            .options();
+        assert_eq!(
+            (
+                o.state_block_cache_bytes,
+                o.state_meta_cache_bytes,
+                o.state_max_unflushed_bytes
+            ),
+            (0, 1024, 1 << 20)
+        );
     }
 
     #[test]

@@ -70,6 +70,28 @@ pub(crate) fn unchanged(e: &UrlEntry, prior: &ResourceRecord) -> bool {
     }
 }
 
+/// True when the entry announces a length or a hash the held copy does not have: the upstream
+/// says its bytes changed. An HTTP validator (`ETag`, `Last-Modified`) cannot override that:
+/// common servers derive both from the file's mtime in whole seconds and its size, so a file
+/// rewritten within the same second at the same size still answers 304 to the old validator.
+pub(crate) fn announces_other_bytes(e: &UrlEntry, prior: &ResourceRecord) -> bool {
+    let (Some(copy), Some(md)) = (prior.copy.as_ref(), e.md.as_ref()) else {
+        return false;
+    };
+    if md.length.is_some_and(|len| len != copy.length) {
+        return true;
+    }
+    md.hash.iter().flat_map(|h| &h.0).any(|h| {
+        let ours = match h.algorithm {
+            HashAlgorithm::Md5 => Some(copy.md5.as_str()),
+            HashAlgorithm::Sha256 => Some(copy.sha256.as_str()),
+            HashAlgorithm::Sha1 => copy.sha1.as_deref(),
+            HashAlgorithm::Other(_) => None,
+        };
+        ours.is_some_and(|ours| !ours.eq_ignore_ascii_case(&h.digest))
+    })
+}
+
 /// Compares the stored bytes with what the entry announced; `Err((expected, got))`.
 pub(crate) fn verify(e: &UrlEntry, info: &BlobInfo) -> Result<(), (String, String)> {
     let md = e.md.as_ref();
@@ -246,5 +268,38 @@ mod tests {
         ));
         prior.status = ResourceStatus::Deleted;
         assert!(!unchanged(&entry("u", Some(h), Some(11), None), &prior));
+    }
+
+    #[test]
+    fn another_announced_hash_or_length_means_other_bytes() {
+        let h = "5eb63bbbe01eeed093cb22bb8f5acdc3";
+        let held = ResourceRecord {
+            upstream: "u".into(),
+            uri: "u".into(),
+            status: ResourceStatus::Present,
+            copy: Some(info(h, 11)),
+            mime_type: None,
+            set: String::new(),
+            lastmod: W3cDateTime::now(),
+            seq: 1,
+            upstream_meta: UpstreamMeta::default(),
+        };
+        assert!(!announces_other_bytes(
+            &entry("u", Some(h), Some(11), None),
+            &held
+        ));
+        let other = entry(
+            "u",
+            Some("00000000000000000000000000000000"),
+            Some(11),
+            None,
+        );
+        assert!(announces_other_bytes(&other, &held));
+        assert!(announces_other_bytes(
+            &entry("u", None, Some(12), None),
+            &held
+        ));
+        let silent = entry("u", None, None, Some("2020-01-01"));
+        assert!(!announces_other_bytes(&silent, &held));
     }
 }

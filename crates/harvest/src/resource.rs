@@ -113,10 +113,14 @@ impl Harvest {
             let present = prior
                 .as_ref()
                 .filter(|p| p.status == ResourceStatus::Present && p.copy.is_some());
+            // Conditional only when the list does not say the bytes changed (a coarse
+            // validator would answer 304 for a file rewritten within the same second).
+            let conditional = present.filter(|p| !announces_other_bytes(&e, p));
             let req = Request {
                 max_bytes: self.ctx.fetch.max_body_bytes,
-                if_none_match: present.and_then(|p| p.upstream_meta.etag.clone()),
-                if_modified_since: present.and_then(|p| p.upstream_meta.http_last_modified.clone()),
+                if_none_match: conditional.and_then(|p| p.upstream_meta.etag.clone()),
+                if_modified_since: conditional
+                    .and_then(|p| p.upstream_meta.http_last_modified.clone()),
                 inflate_gzip: false,
             };
             let fetched = match self.ctx.fetcher.get(&url, &self.access, &req).await {

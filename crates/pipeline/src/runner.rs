@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use rsagg_fetch::{FetchConfig, Fetcher};
-use rsagg_store::{Blobs, State, StoreOptions, open_store};
+use rsagg_store::{Blobs, State, open_store};
 
 use rsagg_config::Pipeline;
 use rsagg_harvest::{Ctx, harvest};
@@ -38,13 +38,10 @@ pub(crate) async fn open(
     opts: &RunOptions,
 ) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
     let cfg = &p.config;
-    let loc = open_store(
-        cfg.store.url.as_str(),
-        &StoreOptions {
-            recent_blob_bytes: cfg.store.recent_blob_bytes,
-        },
-    )?;
-    let state = Arc::new(State::open(loc.objects.clone(), cfg.store.url.as_str()).await?);
+    let options = cfg.store.options();
+    let loc = open_store(cfg.store.url.as_str(), &options)?;
+    let state =
+        Arc::new(State::open_with(loc.objects.clone(), cfg.store.url.as_str(), &options).await?);
     let fetcher = Fetcher::new(FetchConfig {
         max_connections: cfg.fetch.concurrency,
         per_host: cfg.fetch.per_host,

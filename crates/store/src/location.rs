@@ -35,20 +35,40 @@ pub struct StoreLocation {
     pub counters: Arc<StoreCounters>,
 }
 
-/// How a store is opened: every memory bound and setting of a [`StoreLocation`], given at
-/// opening (`[store]` of a pipeline).
+/// How a store is opened: every memory bound and setting of a [`StoreLocation`] and of the
+/// state opened in it, given at opening (`[store]` of a pipeline). A run's memory is bounded
+/// by these plus its fixed buffers (see `pipelines/reference.toml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreOptions {
     /// Bytes of recently stored small blob bodies kept in memory ([`RecentBlobs`]); 0 keeps
     /// none.
     pub recent_blob_bytes: u64,
+    /// The state database's cache of SST data blocks, in bytes (0: none). Without it every
+    /// point lookup past the memtable reads its block from the store again.
+    pub state_block_cache_bytes: u64,
+    /// The state database's cache of SST indexes and filters, in bytes (0: none). Without it
+    /// every lookup re-reads and re-verifies an SST index from the store.
+    pub state_meta_cache_bytes: u64,
+    /// Writes the state database holds in memory before they are flushed to SSTs, at most
+    /// (its memtables; writers wait beyond it).
+    pub state_max_unflushed_bytes: u64,
 }
 
 impl StoreOptions {
-    /// What readers and tools use: nothing kept in memory.
+    /// What readers and tools use: nothing kept in memory beyond the state's defaults.
     pub const READER: StoreOptions = StoreOptions {
         recent_blob_bytes: 0,
+        state_block_cache_bytes: StoreOptions::DEFAULT_STATE_BLOCK_CACHE,
+        state_meta_cache_bytes: StoreOptions::DEFAULT_STATE_META_CACHE,
+        state_max_unflushed_bytes: StoreOptions::DEFAULT_STATE_MAX_UNFLUSHED,
     };
+    /// Default of [`StoreOptions::state_block_cache_bytes`]: 64 MiB.
+    pub const DEFAULT_STATE_BLOCK_CACHE: u64 = 64 << 20;
+    /// Default of [`StoreOptions::state_meta_cache_bytes`]: 32 MiB.
+    pub const DEFAULT_STATE_META_CACHE: u64 = 32 << 20;
+    /// Default of [`StoreOptions::state_max_unflushed_bytes`]: 128 MiB (slatedb's own
+    /// default, 512 MiB, alone is the whole memory budget of a run).
+    pub const DEFAULT_STATE_MAX_UNFLUSHED: u64 = 128 << 20;
 }
 
 impl Default for StoreOptions {
@@ -56,6 +76,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             recent_blob_bytes: RecentBlobs::DEFAULT_CAPACITY,
+            ..StoreOptions::READER
         }
     }
 }

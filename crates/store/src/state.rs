@@ -134,16 +134,44 @@ fn log_key(seq: u64) -> String {
 pub const WAL_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl State {
-    /// Opens the state under `objects` as its writer. Any other writer of the same state is
-    /// fenced out from now on.
+    /// Opens the state under `objects` as its writer, with the default bounds
+    /// ([`crate::StoreOptions::default`]). Any other writer of the same state is fenced out
+    /// from now on.
     pub async fn open(objects: Arc<dyn ObjectStore>, display: &str) -> Result<State, Error> {
+        Self::open_with(objects, display, &crate::StoreOptions::default()).await
+    }
+
+    /// [`State::open`] with the state's memory bounds from `options`: the block and meta
+    /// caches (bounded, so a large state does not re-read an SST index per lookup, nor grow
+    /// without limit) and the unflushed writes.
+    pub async fn open_with(
+        objects: Arc<dyn ObjectStore>,
+        display: &str,
+        options: &crate::StoreOptions,
+    ) -> Result<State, Error> {
         let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
         let settings = slatedb::Settings {
             flush_interval: Some(WAL_FLUSH_INTERVAL),
+            max_unflushed_bytes: options.state_max_unflushed_bytes as usize,
             ..slatedb::Settings::default()
         };
+        let cache = |bytes: u64| -> Option<Arc<dyn slatedb::db_cache::DbCache>> {
+            (bytes > 0).then(|| {
+                Arc::new(slatedb::db_cache::moka::MokaCache::new_with_opts(
+                    slatedb::db_cache::moka::MokaCacheOptions {
+                        max_capacity: bytes,
+                        ..Default::default()
+                    },
+                )) as Arc<dyn slatedb::db_cache::DbCache>
+            })
+        };
+        let db_cache = slatedb::db_cache::SplitCache::new()
+            .with_block_cache(cache(options.state_block_cache_bytes))
+            .with_meta_cache(cache(options.state_meta_cache_bytes))
+            .build();
         let db = Db::builder(STATE_PATH, objects)
             .with_settings(settings)
+            .with_db_cache(Arc::new(db_cache), 0)
             .build()
             .await
             .map_err(|e| map_err(&path, e))?;

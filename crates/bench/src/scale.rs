@@ -1,0 +1,725 @@
+//! Scale benchmark: what a run costs as the collection grows, and whether an incremental run
+//! costs O(changes) or O(collection).
+//!
+//! For each N (10,000, 100,000 and 1,000,000 by default): a static upstream of N small
+//! resources with a Resource List (an index of 50,000-entry parts beyond 50,000) and a Change
+//! List; a baseline; then `--incremental` rounds, each of `--updates` scattered updates,
+//! `--creates` creations and `--deletes` deletions appended to the upstream's Change List;
+//! then a run with no change. Every run is a fresh `rsagg run --once` process (as a CronJob
+//! starts it), on a `file://` store in the working directory (put it on tmpfs) and on
+//! SeaweedFS. Per run it prints wall and CPU seconds and peak RSS (GNU time), the seconds of
+//! each publish step, the object-store requests by kind and the bytes read and written (the
+//! run report's `store`, counted by rsagg's own `CountedStore`), and after the baseline the
+//! bytes stored per byte harvested. The targets of issue 14 are printed as ratios between
+//! sizes of the same bench run. `--quick` (one small N, one round) is what CI runs: it checks
+//! the counts, never the time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use md5::{Digest, Md5};
+use rsagg_e2e::encode_document;
+use rsagg_model::{
+    Capability, Change, HashAlgorithm, HashValue, Hashes, Header, Link, Md, Root, UrlEntry,
+    W3cDateTime,
+};
+
+use crate::docs::machine;
+use crate::harvest::{
+    ServerChoice, Upstream, body, fs_type, md_cap, nginx_bin, rsagg_binary_at, start_builtin_with,
+    start_nginx_with, tail,
+};
+
+/// Entries per upstream Resource List part (the spec's limit, section 4).
+const PART: u64 = 50_000;
+/// Upstream datetimes start here.
+const T0: i64 = 1_357_171_200; // 2013-01-03T00:00:00Z
+
+/// Arguments of `scale`.
+#[derive(Debug, clap::Args)]
+pub struct ScaleArgs {
+    /// Collection sizes (resources), each a fresh upstream and fresh stores.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
+    sizes: Vec<u64>,
+    /// Size of each resource, in bytes.
+    #[arg(long, default_value_t = 100)]
+    size: usize,
+    /// Incremental rounds after the baseline.
+    #[arg(long, default_value_t = 3)]
+    incremental: usize,
+    /// Updates per round, scattered over the collection.
+    #[arg(long, default_value_t = 100)]
+    updates: u64,
+    /// Creations per round.
+    #[arg(long, default_value_t = 10)]
+    creates: u64,
+    /// Deletions per round, scattered.
+    #[arg(long, default_value_t = 10)]
+    deletes: u64,
+    /// CI mode: N = 2,000, one round, no SeaweedFS unless asked; counts are checked, times
+    /// only printed.
+    #[arg(long)]
+    quick: bool,
+    /// Skip the `file://` store.
+    #[arg(long)]
+    skip_file: bool,
+    /// Skip SeaweedFS.
+    #[arg(long)]
+    skip_s3: bool,
+    /// Working directory (default: a fresh directory under the system temp, removed at the
+    /// end unless `--keep`).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The `rsagg` binary (default: `rsagg` next to this executable).
+    #[arg(long, env = "RSAGG_BIN")]
+    rsagg: Option<PathBuf>,
+    /// The upstream's static server.
+    #[arg(long, value_enum, default_value = "auto")]
+    server: ServerChoice,
+    /// TOML appended to rsagg's pipeline file.
+    #[arg(long)]
+    pipeline_extra: Option<String>,
+    /// TOML lines added to the pipeline's `[store]` (e.g. `state_block_cache_bytes = 0`).
+    #[arg(long)]
+    store_extra: Option<String>,
+    /// Keep the working directory.
+    #[arg(long)]
+    keep: bool,
+}
+
+/// One measured `rsagg run --once`.
+#[derive(Debug, Clone, Default)]
+struct RunFigures {
+    label: String,
+    wall: f64,
+    cpu: f64,
+    peak_mib: f64,
+    report: serde_json::Value,
+}
+
+impl RunFigures {
+    fn store(&self, k: &str) -> u64 {
+        self.report["store"][k].as_u64().unwrap_or(0)
+    }
+
+    fn requests(&self) -> u64 {
+        ["get", "put", "list", "delete", "head", "copy"]
+            .iter()
+            .map(|k| self.store(k))
+            .sum()
+    }
+
+    fn step(&self, k: &str) -> String {
+        match self.report["publish"]["seconds"][k].as_f64() {
+            Some(s) => format!("{s:.2}"),
+            None => "-".into(),
+        }
+    }
+
+    fn sum(&self, k: &str) -> u64 {
+        self.report["upstreams"]
+            .as_array()
+            .map(|ups| ups.iter().map(|u| u[k].as_u64().unwrap_or(0)).sum())
+            .unwrap_or(0)
+    }
+}
+
+/// The upstream of one size: its files and the changes made so far.
+struct Site {
+    root: PathBuf,
+    base: String,
+    size: usize,
+    /// Resources that exist now (index → body version).
+    live: std::collections::BTreeMap<u64, u64>,
+    /// The Change List so far.
+    changes: Vec<UrlEntry>,
+    next_new: u64,
+    clock: i64,
+}
+
+impl Site {
+    fn md(&self, b: &[u8]) -> Md {
+        Md {
+            hash: Some(Hashes(vec![HashValue::from_bytes(
+                HashAlgorithm::Md5,
+                &Md5::digest(b),
+            )])),
+            length: Some(b.len() as u64),
+            ..Md::default()
+        }
+    }
+
+    fn content(&self, i: u64, version: u64) -> Vec<u8> {
+        let mut b = body(
+            i.wrapping_add(version.wrapping_mul(0x1_0000_0000)),
+            self.size,
+        );
+        // The first bytes name the resource and its version: distinct bodies, distinct blobs.
+        let tag = format!("{i}.{version} ");
+        let n = tag.len().min(b.len());
+        b[..n].copy_from_slice(&tag.as_bytes()[..n]);
+        b
+    }
+
+    /// Writes N resources, the Resource List (or index and parts), an empty Change List, the
+    /// Capability List and the Source Description.
+    fn new(root: &Path, base: &str, n: u64, size: usize) -> anyhow::Result<Site> {
+        std::fs::create_dir_all(root.join(".well-known"))?;
+        std::fs::create_dir_all(root.join("res"))?;
+        let site = Site {
+            root: root.to_owned(),
+            base: base.to_owned(),
+            size,
+            live: (0..n).map(|i| (i, 0)).collect(),
+            changes: Vec::new(),
+            next_new: n,
+            clock: T0 + n as i64 + 10,
+        };
+        let caplist = format!("{base}/capabilitylist.xml");
+        let description = format!("{base}/.well-known/resourcesync");
+        std::fs::write(
+            root.join(".well-known/resourcesync"),
+            encode_document(
+                &Header {
+                    root: Root::Urlset,
+                    md: md_cap(Capability::Description),
+                    links: vec![],
+                },
+                &[UrlEntry {
+                    loc: caplist.clone(),
+                    md: md_cap(Capability::CapabilityList),
+                    ..UrlEntry::default()
+                }],
+            ),
+        )?;
+        std::fs::write(
+            root.join("capabilitylist.xml"),
+            encode_document(
+                &Header {
+                    root: Root::Urlset,
+                    md: md_cap(Capability::CapabilityList),
+                    links: vec![Link::new("up", description)],
+                },
+                &[
+                    UrlEntry {
+                        loc: format!("{base}/resourcelist.xml"),
+                        md: md_cap(Capability::ResourceList),
+                        ..UrlEntry::default()
+                    },
+                    UrlEntry {
+                        loc: format!("{base}/changelist.xml"),
+                        md: md_cap(Capability::ChangeList),
+                        ..UrlEntry::default()
+                    },
+                ],
+            ),
+        )?;
+        let at = W3cDateTime::from_unix(T0 + n as i64, 0);
+        let list_md = |capability| Md {
+            capability: Some(capability),
+            at: Some(at),
+            ..Md::default()
+        };
+        let parts = n.div_ceil(PART).max(1);
+        let mut part_entries = Vec::new();
+        for p in 0..parts {
+            let mut entries = Vec::with_capacity(PART as usize);
+            for i in p * PART..((p + 1) * PART).min(n) {
+                let b = site.content(i, 0);
+                std::fs::write(root.join(format!("res/{i}")), &b)?;
+                entries.push(UrlEntry {
+                    loc: format!("{base}/res/{i}"),
+                    lastmod: Some(W3cDateTime::from_unix(T0 + i as i64, 0)),
+                    md: Some(site.md(&b)),
+                    ..UrlEntry::default()
+                });
+            }
+            let name = if parts == 1 {
+                "resourcelist.xml".to_owned()
+            } else {
+                format!("resourcelist-{p:04}.xml")
+            };
+            let mut links = vec![Link::new("up", caplist.clone())];
+            if parts > 1 {
+                links.push(Link::new("index", format!("{base}/resourcelist.xml")));
+            }
+            std::fs::write(
+                root.join(&name),
+                encode_document(
+                    &Header {
+                        root: Root::Urlset,
+                        md: Some(list_md(Capability::ResourceList)),
+                        links,
+                    },
+                    &entries,
+                ),
+            )?;
+            part_entries.push(UrlEntry {
+                loc: format!("{base}/{name}"),
+                ..UrlEntry::default()
+            });
+        }
+        if parts > 1 {
+            std::fs::write(
+                root.join("resourcelist.xml"),
+                encode_document(
+                    &Header {
+                        root: Root::Sitemapindex,
+                        md: Some(list_md(Capability::ResourceList)),
+                        links: vec![Link::new("up", caplist.clone())],
+                    },
+                    &part_entries,
+                ),
+            )?;
+        }
+        site.write_changelist()?;
+        Ok(site)
+    }
+
+    /// The Change List: every change so far, `from` before the baseline's `at`, so it always
+    /// reaches back to rsagg's checkpoint (no re-sync).
+    fn write_changelist(&self) -> anyhow::Result<()> {
+        std::fs::write(
+            self.root.join("changelist.xml"),
+            encode_document(
+                &Header {
+                    root: Root::Urlset,
+                    md: Some(Md {
+                        capability: Some(Capability::ChangeList),
+                        from: Some(W3cDateTime::from_unix(T0, 0)),
+                        ..Md::default()
+                    }),
+                    links: vec![Link::new("up", format!("{}/capabilitylist.xml", self.base))],
+                },
+                &self.changes,
+            ),
+        )?;
+        Ok(())
+    }
+
+    /// Appends a change of resource `i` to the Change List, one second after the last.
+    fn entry(&mut self, i: u64, change: Change, b: Option<&[u8]>) {
+        self.clock += 1;
+        let md = Md {
+            change: Some(change),
+            datetime: Some(W3cDateTime::from_unix(self.clock, 0)),
+            ..b.map(|b| self.md(b)).unwrap_or_default()
+        };
+        self.changes.push(UrlEntry {
+            loc: format!("{}/res/{i}", self.base),
+            md: Some(md),
+            ..UrlEntry::default()
+        });
+    }
+
+    /// One round of changes: `updates` and `deletes` spread evenly over what exists (none
+    /// both), `creates` new resources.
+    fn round(&mut self, r: u64, updates: u64, creates: u64, deletes: u64) -> anyhow::Result<()> {
+        let existing: Vec<u64> = self.live.keys().copied().collect();
+        let picks = updates + deletes;
+        anyhow::ensure!(
+            (picks as usize) < existing.len(),
+            "more changes than resources"
+        );
+        let stride = existing.len() as u64 / picks.max(1);
+        let mut chosen = Vec::with_capacity(picks as usize);
+        for k in 0..picks {
+            // A different offset each round, so rounds touch different resources.
+            let at = (k * stride + (r * 7919) % stride.max(1)) as usize % existing.len();
+            chosen.push(existing[at]);
+        }
+        chosen.dedup();
+        let (upd, del) = chosen.split_at((updates as usize).min(chosen.len()));
+        for &i in upd {
+            let v = self.live[&i] + 1;
+            self.live.insert(i, v);
+            let b = self.content(i, v);
+            std::fs::write(self.root.join(format!("res/{i}")), &b)?;
+            self.entry(i, Change::Updated, Some(&b));
+        }
+        for &i in del {
+            self.live.remove(&i);
+            std::fs::remove_file(self.root.join(format!("res/{i}")))?;
+            self.entry(i, Change::Deleted, None);
+        }
+        for _ in 0..creates {
+            let i = self.next_new;
+            self.next_new += 1;
+            self.live.insert(i, 0);
+            let b = self.content(i, 0);
+            std::fs::write(self.root.join(format!("res/{i}")), &b)?;
+            self.entry(i, Change::Created, Some(&b));
+        }
+        self.write_changelist()
+    }
+}
+
+/// `rsagg run --once --json` under GNU time: wall, CPU, peak RSS and the report.
+fn run_rsagg(
+    bin: &Path,
+    pipeline: &Path,
+    env: &[(String, String)],
+    label: &str,
+    work: &Path,
+) -> anyhow::Result<RunFigures> {
+    let times = work.join(format!("{label}.time"));
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%e %U %S %M", "-o"])
+        .arg(&times)
+        .arg(bin)
+        .arg("run")
+        .arg(pipeline)
+        .args(["--once", "--json"])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_PROFILE")
+        .stdin(Stdio::null())
+        .output()
+        .context("running rsagg under /usr/bin/time (Debian package `time`)")?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    std::fs::write(work.join(format!("{label}.json")), &stdout)?;
+    std::fs::write(work.join(format!("{label}.stderr")), &stderr)?;
+    if !out.status.success() {
+        bail!(
+            "rsagg run ({label}) failed: {}\nstdout: {}\nstderr (tail):\n{}",
+            out.status,
+            tail(&stdout, 5),
+            tail(&stderr, 30)
+        );
+    }
+    let t = std::fs::read_to_string(&times)?;
+    let f: Vec<f64> = t
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    anyhow::ensure!(f.len() == 4, "unexpected /usr/bin/time output {t:?}");
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("no JSON report on stdout")?;
+    Ok(RunFigures {
+        label: label.to_owned(),
+        wall: f[0],
+        cpu: f[1] + f[2],
+        peak_mib: f[3] / 1024.0,
+        report: serde_json::from_str(line)?,
+    })
+}
+
+/// Bytes under `dir`.
+fn du(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+fn header() {
+    println!(
+        "{:<7} {:>9} {:<12} {:>7} {:>7} {:>7} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} | {:>6} {:>6} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9}",
+        "store",
+        "N",
+        "run",
+        "wall s",
+        "cpu s",
+        "MiB",
+        "rl",
+        "cl",
+        "cd",
+        "rd",
+        "cap",
+        "gc",
+        "GET",
+        "PUT",
+        "LIST",
+        "DEL",
+        "HEAD",
+        "COPY",
+        "read KiB",
+        "wrote KiB"
+    );
+}
+
+fn print_row(store: &str, n: u64, f: &RunFigures) {
+    println!(
+        "{:<7} {:>9} {:<12} {:>7.2} {:>7.2} {:>7.1} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} | {:>6} {:>6} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9}",
+        store,
+        n,
+        f.label,
+        f.wall,
+        f.cpu,
+        f.peak_mib,
+        f.step("resource_list"),
+        f.step("change_lists"),
+        f.step("change_dumps"),
+        f.step("resource_dump"),
+        f.step("capability_list"),
+        f.step("gc"),
+        f.store("get"),
+        f.store("put"),
+        f.store("list"),
+        f.store("delete"),
+        f.store("head"),
+        f.store("copy"),
+        f.store("bytes_read") / 1024,
+        f.store("bytes_written") / 1024,
+    );
+}
+
+/// All runs of one size on one store.
+#[derive(Debug, Default)]
+struct Series {
+    n: u64,
+    baseline: RunFigures,
+    incremental: Vec<RunFigures>,
+    unchanged: RunFigures,
+}
+
+impl Series {
+    fn incremental_median(&self, f: impl Fn(&RunFigures) -> f64) -> f64 {
+        let mut v: Vec<f64> = self.incremental.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    }
+}
+
+/// Baseline, rounds, no-change run of one size on one store.
+#[allow(clippy::too_many_arguments)]
+fn series(
+    a: &ScaleArgs,
+    bin: &Path,
+    n: u64,
+    store_name: &str,
+    store_url: &str,
+    env: &[(String, String)],
+    work: &Path,
+    server: ServerChoice,
+) -> anyhow::Result<Series> {
+    let root = work.join(format!("www-{store_name}-{n}"));
+    let port = rsagg_e2e::free_ports(1)?[0];
+    let base = format!("http://127.0.0.1:{port}");
+    let t = std::time::Instant::now();
+    let mut site = Site::new(&root, &base, n, a.size)?;
+    eprintln!(
+        "[scale] upstream of {n} resources written in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let use_nginx = match server {
+        ServerChoice::Nginx => true,
+        ServerChoice::Builtin => false,
+        ServerChoice::Auto => Command::new(nginx_bin())
+            .arg("-v")
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+    };
+    // Both serve files as they change (the built-in server in its `--live` mode).
+    let up: Upstream = if use_nginx {
+        start_nginx_with(
+            &root,
+            &work.join(format!("nginx-{store_name}-{n}")),
+            port,
+            true,
+        )?
+    } else {
+        start_builtin_with(&root, port, true)?
+    };
+    eprintln!("[scale] upstream {base}: {}", up.name);
+    let pipeline = work.join(format!("pipeline-{store_name}-{n}.toml"));
+    std::fs::write(
+        &pipeline,
+        format!(
+            "[collection]\nname = \"scale\"\nbase_url = \"http://127.0.0.1:9/scale/\"\n\n\
+             [store]\nurl = \"{store_url}\"\n{}\n\n\
+             [[upstream]]\nname = \"up\"\nurl = \"{base}/.well-known/resourcesync\"\nallow_private = true\n\n{}\n",
+            a.store_extra.as_deref().unwrap_or(""),
+            a.pipeline_extra.as_deref().unwrap_or("")
+        ),
+    )?;
+    let label = |what: &str| format!("{store_name}-{n}-{what}");
+    let mut s = Series {
+        n,
+        ..Series::default()
+    };
+    let check = |f: &RunFigures, created: u64, updated: u64, deleted: u64| {
+        let got = (
+            f.sum("created"),
+            f.sum("updated"),
+            f.sum("deleted"),
+            f.sum("failed"),
+        );
+        anyhow::ensure!(
+            got == (created, updated, deleted, 0),
+            "{}: created/updated/deleted/failed {got:?}, expected {:?}",
+            f.label,
+            (created, updated, deleted, 0)
+        );
+        Ok(())
+    };
+    let mut f = run_rsagg(bin, &pipeline, env, &label("baseline"), work)?;
+    f.label = "baseline".into();
+    check(&f, n, 0, 0)?;
+    print_row(store_name, n, &f);
+    s.baseline = f;
+    for r in 1..=a.incremental as u64 {
+        site.round(r, a.updates, a.creates, a.deletes)?;
+        let mut f = run_rsagg(bin, &pipeline, env, &label(&format!("inc{r}")), work)?;
+        f.label = format!("incremental {r}");
+        check(&f, a.creates, a.updates, a.deletes)?;
+        print_row(store_name, n, &f);
+        s.incremental.push(f);
+    }
+    let mut f = run_rsagg(bin, &pipeline, env, &label("nochange"), work)?;
+    f.label = "no change".into();
+    check(&f, 0, 0, 0)?;
+    print_row(store_name, n, &f);
+    s.unchanged = f;
+    std::fs::remove_dir_all(&root).ok();
+    Ok(s)
+}
+
+/// The issue's targets, as ratios between the sizes this run measured.
+fn targets(store: &str, all: &[Series]) {
+    let (Some(small), Some(large)) = (all.first(), all.last()) else {
+        return;
+    };
+    if small.n == large.n {
+        return;
+    }
+    let inc_wall = |s: &Series| s.incremental_median(|f| f.wall);
+    let inc_req = |s: &Series| s.incremental_median(|f| f.requests() as f64);
+    let inc_read = |s: &Series| s.incremental_median(|f| f.store("bytes_read") as f64);
+    let per_res = |s: &Series| s.baseline.wall / s.n as f64;
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+    let (sn, ln) = (small.n, large.n);
+    println!("[{store}] targets, N={ln} against N={sn}:");
+    println!(
+        "  incremental wall {:.2} s / {:.2} s = {:.1}x (target <= 3x, and < 5 s)",
+        inc_wall(large),
+        inc_wall(small),
+        ratio(inc_wall(large), inc_wall(small))
+    );
+    println!(
+        "  incremental requests {:.0} / {:.0} = {:.1}x, bytes read {:.0} KiB / {:.0} KiB = {:.1}x (target <= 2x, SeaweedFS)",
+        inc_req(large),
+        inc_req(small),
+        ratio(inc_req(large), inc_req(small)),
+        inc_read(large) / 1024.0,
+        inc_read(small) / 1024.0,
+        ratio(inc_read(large), inc_read(small))
+    );
+    println!(
+        "  no-change run at N={ln}: {:.2} s (target < 1 s)",
+        large.unchanged.wall
+    );
+    println!(
+        "  baseline per resource {:.1} us / {:.1} us = {:.2}x (target <= 1.5x)",
+        per_res(large) * 1e6,
+        per_res(small) * 1e6,
+        ratio(per_res(large), per_res(small))
+    );
+    let peak = all
+        .iter()
+        .flat_map(|s| {
+            std::iter::once(&s.baseline)
+                .chain(&s.incremental)
+                .chain(std::iter::once(&s.unchanged))
+        })
+        .map(|f| f.peak_mib)
+        .fold(0.0, f64::max);
+    println!("  peak RSS over every run: {peak:.0} MiB (target <= 512 MiB)");
+}
+
+/// `rsagg-bench scale`.
+pub fn run(mut a: ScaleArgs) -> anyhow::Result<()> {
+    if a.quick {
+        a.sizes = vec![2_000];
+        a.incremental = 1;
+    }
+    anyhow::ensure!(!a.sizes.is_empty(), "--sizes is empty");
+    let bin = rsagg_binary_at(a.rsagg.as_deref())?;
+    let work = match &a.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("rsagg-bench-scale-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&work)?;
+    println!("machine: {}", machine());
+    println!(
+        "resources of {} bytes; {} round(s) of {} updates + {} creates + {} deletes; working directory {} ({}); every run a fresh `rsagg run --once`",
+        a.size,
+        a.incremental,
+        a.updates,
+        a.creates,
+        a.deletes,
+        work.display(),
+        fs_type(&work)
+    );
+    println!(
+        "columns: publish seconds per step (rl resource list, cl change lists, cd change dumps, rd resource dump, cap capability list, gc); object-store requests by kind and bytes, as rsagg counted them"
+    );
+    let result = (|| -> anyhow::Result<()> {
+        if !a.skip_file {
+            header();
+            let mut all = Vec::new();
+            for &n in &a.sizes {
+                let dir = work.join(format!("store-file-{n}"));
+                let url = url::Url::from_directory_path(&dir)
+                    .map_err(|()| anyhow::anyhow!("{}: not absolute", dir.display()))?;
+                let s = series(&a, &bin, n, "file", url.as_str(), &[], &work, a.server)?;
+                let stored = du(&dir);
+                println!(
+                    "file    {n:>9} stored {:.1} MiB for {:.1} MiB harvested: {:.2} bytes stored per byte harvested",
+                    stored as f64 / 1048576.0,
+                    (n * a.size as u64) as f64 / 1048576.0,
+                    stored as f64 / (n * a.size as u64) as f64
+                );
+                all.push(s);
+                std::fs::remove_dir_all(&dir).ok();
+            }
+            targets("file", &all);
+        }
+        if !a.skip_s3 && !a.quick {
+            let sw = rsagg_e2e::Seaweed::start().context("starting SeaweedFS")?;
+            let env = sw.env();
+            header();
+            let mut all = Vec::new();
+            for &n in &a.sizes {
+                let prefix = format!("scale-{}-{n}", std::process::id());
+                let s = series(
+                    &a,
+                    &bin,
+                    n,
+                    "seaweed",
+                    &sw.store_url(&prefix),
+                    &env,
+                    &work,
+                    a.server,
+                )?;
+                all.push(s);
+            }
+            targets("seaweed", &all);
+            // Give SeaweedFS a moment to flush before it is stopped.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    })();
+    if !a.keep && a.dir.is_none() {
+        std::fs::remove_dir_all(&work).ok();
+    }
+    result
+}
