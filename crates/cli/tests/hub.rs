@@ -55,6 +55,8 @@ fn hub_listens_answers_and_stops_on_sigterm() {
         "60",
         "--allow-publisher",
         "http://src.test/",
+        // The callback below is on loopback.
+        "--allow-private-callbacks",
     ]);
     assert_eq!(http(&addr, "GET", &[("path", "/healthz")], b"").0, 200);
     assert_eq!(http(&addr, "GET", &[("path", "/readyz")], b"").0, 200);
