@@ -16,7 +16,8 @@
 //! [`HubConfig::allow_private_callbacks`] is set the hub refuses private, loopback,
 //! link-local and unspecified targets — IP literals and `localhost` names when the request
 //! comes in (WebSub 5.1.2), every resolved address when a connection is made — follows no
-//! redirect and uses no proxy.
+//! redirect and uses no proxy. The subscriber's requests to an upstream's hub go through the
+//! same guard ([`subscriber::Subscriber::guarded`]).
 //!
 //! Subscriptions and undelivered messages live in an object store (the same kinds of URLs as
 //! the rest of rsagg), so a restarted hub resumes where it stopped:
