@@ -220,9 +220,10 @@ impl HubUnderTest for FlaskHub {
     }
 }
 
-/// `rsagg hub` as a process: `rsagg hub --listen 127.0.0.1:0 --store file://TMP/ ARGS…`
-/// (`--listen` and `--store` only when `args` does not give them), logging JSON lines at
-/// `info` so the harness can see subscriptions being stored.
+/// `rsagg hub` as a process: `rsagg hub --listen 127.0.0.1:0 --store file://TMP/
+/// --allow-private-callbacks ARGS…` (`--listen` and `--store` only when `args` does not give
+/// them; the flag always, since every subscriber and topic of the tests is on loopback),
+/// logging JSON lines at `info` so the harness can see subscriptions being stored.
 #[derive(Debug)]
 pub struct RsaggHub {
     process: HubProcess,
@@ -243,6 +244,9 @@ impl RsaggHub {
         if !args.contains(&"--store") {
             cmd.arg("--store")
                 .arg(format!("file://{}/", dir.path().join("store").display()));
+        }
+        if !args.contains(&"--allow-private-callbacks") {
+            cmd.arg("--allow-private-callbacks");
         }
         cmd.args(args)
             .env("RSAGG_LOG", "info")

@@ -260,7 +260,8 @@ impl Drop for Proc {
     }
 }
 
-/// `rsagg hub --listen 127.0.0.1:0 --lease-min 1 --store file://DIR/NAME`, logging JSON at
+/// `rsagg hub --listen 127.0.0.1:0 --lease-min 1 --allow-private-callbacks --store
+/// file://DIR/NAME` (every callback and topic of the bench is on loopback), logging JSON at
 /// `info` (the harness reads its `subscribed` events). Returns the process and the hub URL.
 fn start_hub(bin: &Path, dir: &Path, name: &str) -> anyhow::Result<(Proc, String)> {
     let store = dir.join(name);
@@ -272,6 +273,7 @@ fn start_hub(bin: &Path, dir: &Path, name: &str) -> anyhow::Result<(Proc, String
         "127.0.0.1:0",
         "--lease-min",
         "1",
+        "--allow-private-callbacks",
         "--store",
     ])
     .arg(format!("file://{}/", store.display()))

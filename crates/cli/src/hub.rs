@@ -5,6 +5,9 @@
 //! status: 0 after a graceful shutdown (SIGINT or SIGTERM; the queue stays in the store),
 //! 2 on a usage error (bad flag values, store URL), 1 when the hub cannot listen, open its
 //! store or serve.
+//!
+//! The hub's outgoing requests go through the address guard of `rsagg-fetch` unless
+//! `--allow-private-callbacks` (see `rsagg_websub::HubConfig::allow_private_callbacks`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -39,6 +42,13 @@ pub struct HubArgs {
     /// Relay only topics starting with this URL (repeatable); none given: all topics.
     #[arg(long = "allow-publisher", value_name = "URL")]
     allow_publisher: Vec<String>,
+    /// Let the hub verify, deliver to and fetch from private, loopback, link-local and
+    /// unspecified addresses (callbacks, and topics of `hub.mode=publish`). Off by default:
+    /// anyone may give the hub a callback URL, so the hub refuses those (403 for IP literals
+    /// and `localhost`; names resolving there are refused when called). For tests and hubs
+    /// whose subscribers are on a private network.
+    #[arg(long)]
+    allow_private_callbacks: bool,
 }
 
 /// Runs the hub until SIGINT or SIGTERM. Prints `listening http://HOST:PORT` on stdout once
@@ -93,6 +103,7 @@ pub async fn hub(args: HubArgs) -> ExitCode {
     config.lease_min = Duration::from_secs(args.lease_min);
     config.lease_max = Duration::from_secs(args.lease_max);
     config.allow_publishers = args.allow_publisher;
+    config.allow_private_callbacks = args.allow_private_callbacks;
     if let Err(e) = config.validate() {
         return usage(e.to_string());
     }

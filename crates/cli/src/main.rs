@@ -83,7 +83,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// The WebSub hub: subscriptions, both publish forms (CN 1.0.1 4.1 and WebSub
     /// `hub.mode=publish`), delivery with retries. All requests by POST at `/`. Prints
-    /// `listening http://HOST:PORT` once ready.
+    /// `listening http://HOST:PORT` once ready. Callbacks and topics on private, loopback or
+    /// link-local addresses are refused unless `--allow-private-callbacks`.
     ///
     /// Exit status: 0 after SIGINT/SIGTERM, 1 cannot listen or open the store, 2 usage error.
     Hub(hub::HubArgs),

@@ -55,6 +55,8 @@ fn hub_listens_answers_and_stops_on_sigterm() {
         "60",
         "--allow-publisher",
         "http://src.test/",
+        // The callback below is on loopback.
+        "--allow-private-callbacks",
     ]);
     assert_eq!(http(&addr, "GET", &[("path", "/healthz")], b"").0, 200);
     assert_eq!(http(&addr, "GET", &[("path", "/readyz")], b"").0, 200);
@@ -91,6 +93,39 @@ fn hub_listens_answers_and_stops_on_sigterm() {
         202
     );
 
+    let status = terminate(&mut running);
+    assert!(status.success(), "{status}");
+}
+
+/// Without `--allow-private-callbacks` the address guard is on: a loopback callback (or a
+/// `localhost` one, or a topic to fetch there) is refused with 403 and the reason, and
+/// nothing reaches the listener behind it.
+#[test]
+fn the_hub_refuses_private_callbacks_by_default() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (mut running, addr) = start(&["hub", "--listen", "127.0.0.1:0", "--store", "memory://"]);
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    for target in [
+        format!("http%3A%2F%2F127.0.0.1%3A{port}%2Fcb"),
+        format!("http%3A%2F%2Flocalhost%3A{port}%2Fcb"),
+        "http%3A%2F%2F169.254.169.254%2Fcb".to_owned(),
+    ] {
+        let sub = format!(
+            "hub.mode=subscribe&hub.topic=http%3A%2F%2Fsrc.test%2Fchange%2F&hub.callback={target}"
+        );
+        let (s, m) = http(&addr, "POST", &[form], sub.as_bytes());
+        assert_eq!(s, 403, "{target}: {m}");
+        assert!(m.contains("--allow-private-callbacks"), "{m}");
+        let publish = format!("hub.mode=publish&hub.url={target}");
+        assert_eq!(http(&addr, "POST", &[form], publish.as_bytes()).0, 403);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        listener.accept().is_err(),
+        "nothing connected to the loopback listener"
+    );
     let status = terminate(&mut running);
     assert!(status.success(), "{status}");
 }

@@ -19,7 +19,7 @@ use url::Url;
 use crate::Error;
 use crate::body::{Body, Permits};
 use crate::config::{Access, Auth, FetchConfig, Request};
-use crate::guard::{GuardedResolver, check_target, find_refusal};
+use crate::guard::{check_target, client_builder, find_refusal};
 use crate::link::{LinkValue, parse_link_header};
 
 /// Per-host semaphores kept before idle ones are dropped from the map.
@@ -98,16 +98,12 @@ impl Fetcher {
     /// no proxies (a proxy would connect on the guard's behalf) and no automatic redirects.
     pub fn new(cfg: FetchConfig) -> Result<Self, Error> {
         let build = |guarded: bool| {
-            let mut b = reqwest::Client::builder()
+            client_builder(!guarded)
                 .user_agent(cfg.user_agent.clone())
                 .connect_timeout(cfg.connect_timeout)
                 .read_timeout(cfg.read_timeout)
-                .redirect(reqwest::redirect::Policy::none())
-                .no_proxy();
-            if guarded {
-                b = b.dns_resolver(Arc::new(GuardedResolver));
-            }
-            b.build().map_err(Error::Client)
+                .build()
+                .map_err(Error::Client)
         };
         Ok(Fetcher {
             inner: Arc::new(Inner {

@@ -7,6 +7,13 @@
 //! and IP-literal hosts, which skip DNS, are checked by `check_target` before every request
 //! and every redirect hop (the client follows redirects itself for this reason). Proxies are
 //! disabled on both clients, so a proxy cannot connect on the guard's behalf.
+//!
+//! The pieces are public so that the other outgoing requests rsagg makes on behalf of
+//! someone else — the hub's verifications, deliveries and topic fetches (`rsagg-websub`), the
+//! subscriber's requests to an upstream's hub — go through the same guard rather than a copy
+//! of it: [`client_builder`] gives a `reqwest` client set up as the guard needs,
+//! [`check_target`] judges a URL before a request, and [`find_refusal`] recognises the
+//! resolver's refusal in a request's error.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -79,10 +86,44 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (s[0] == 0x0100 && s[1] == 0 && s[2] == 0 && s[3] == 0)) // discard-only 100::/64
 }
 
-/// Checks what can be checked before a request to `url`: the scheme, and the address when
-/// the host is an IP literal (those skip DNS, so [`GuardedResolver`] never sees them).
-/// Host names are judged by the resolver at connect time.
-pub(crate) fn check_target(url: &Url, allow_private: bool) -> Result<(), Error> {
+/// A `reqwest` client builder set up as the guard needs; the caller adds timeouts and the
+/// user agent, then builds.
+///
+/// - No proxy, ever: a proxy would make the connection on the guard's behalf, and the
+///   resolver would only see the proxy's address.
+/// - No automatic redirects: a hop is a new target, so it must either be checked again
+///   ([`check_target`], then the request through the same client; `Fetcher::get` does this)
+///   or not followed at all (the hub and the subscriber take a 3xx as the answer).
+/// - Unless `allow_private`, host names resolve through [`GuardedResolver`], so the address a
+///   connection is made to is the address that was judged. IP literals skip DNS: check them
+///   with [`check_target`] before every request.
+pub fn client_builder(allow_private: bool) -> reqwest::ClientBuilder {
+    let b = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy();
+    if allow_private {
+        b
+    } else {
+        b.dns_resolver(std::sync::Arc::new(GuardedResolver))
+    }
+}
+
+/// Whether `host` is a name that means this machine whatever DNS says: `localhost` and the
+/// names under it (RFC 6761 section 6.3 reserves them for loopback), with or without the
+/// trailing dot.
+fn is_localhost_name(host: &str) -> bool {
+    let h = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    h == "localhost" || h.ends_with(".localhost")
+}
+
+/// Checks what can be checked before a request to `url`: the scheme, and, unless
+/// `allow_private`, the address when the host is an IP literal (those skip DNS, so
+/// [`GuardedResolver`] never sees them) and `localhost` names (RFC 6761 6.3: always
+/// loopback). Other host names are judged by the resolver at connect time.
+///
+/// Errors: [`Error::Scheme`] for anything but `http`/`https` with a host,
+/// [`Error::Refused`] (the `reason` names the address) for a non-public target.
+pub fn check_target(url: &Url, allow_private: bool) -> Result<(), Error> {
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err(Error::Scheme { url: url.clone() });
     }
@@ -92,6 +133,12 @@ pub(crate) fn check_target(url: &Url, allow_private: bool) -> Result<(), Error> 
     let ip = match url.host() {
         Some(Host::Ipv4(v4)) => IpAddr::V4(v4),
         Some(Host::Ipv6(v6)) => IpAddr::V6(v6),
+        Some(Host::Domain(d)) if is_localhost_name(d) => {
+            return Err(Error::Refused {
+                url: url.clone(),
+                reason: format!("{d} is a loopback name (RFC 6761 6.3)"),
+            });
+        }
         _ => return Ok(()),
     };
     if is_public(ip) {
@@ -123,8 +170,10 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// Finds a [`Refusal`] in an error's source chain.
-pub(crate) fn find_refusal(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+/// Finds the resolver's refusal in an error's source chain (a request of a client built by
+/// [`client_builder`] fails with it when a name resolves to a non-public address) and
+/// returns its text, which names the host and the address.
+pub fn find_refusal(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
         if let Some(r) = err.downcast_ref::<Refusal>() {
@@ -136,9 +185,9 @@ pub(crate) fn find_refusal(e: &(dyn std::error::Error + 'static)) -> Option<Stri
 }
 
 /// DNS resolver of the guarded client: the system resolver (through Tokio), then the guard
-/// on every address returned.
-#[derive(Debug, Default)]
-pub(crate) struct GuardedResolver;
+/// on every address returned. [`client_builder`] installs it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GuardedResolver;
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
@@ -226,8 +275,14 @@ mod tests {
         assert!(refused("http://0x7f.1/"), "hex form of 127.0.0.1");
         assert!(refused("https://169.254.169.254/latest/meta-data"));
         assert!(check_target(&Url::parse("http://8.8.8.8/").unwrap(), false).is_ok());
-        // Names are judged by the resolver at connect time, not here.
-        assert!(check_target(&Url::parse("http://localhost/").unwrap(), false).is_ok());
+        // Names are judged by the resolver at connect time, not here…
+        assert!(check_target(&Url::parse("http://example.org/").unwrap(), false).is_ok());
+        // …except the loopback names of RFC 6761 6.3.
+        assert!(refused("http://localhost:8080/"));
+        assert!(refused("http://LocalHost./"));
+        assert!(refused("http://api.localhost/"));
+        assert!(check_target(&Url::parse("http://localhost/").unwrap(), true).is_ok());
+        assert!(check_target(&Url::parse("http://notlocalhost/").unwrap(), false).is_ok());
         assert!(check_target(&Url::parse("http://127.0.0.1/").unwrap(), true).is_ok());
         assert!(matches!(
             check_target(&Url::parse("file:///etc/passwd").unwrap(), true),

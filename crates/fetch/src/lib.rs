@@ -16,7 +16,9 @@
 //! - [`client`]: [`Fetcher`] (`get`, `get_bytes`) and [`Fetched`], the response head.
 //! - [`body`]: [`Body`], the streamed, capped, optionally inflated response body that holds
 //!   the concurrency permits until dropped.
-//! - [`guard`]: the address classifier and the resolver that enforces it.
+//! - [`guard`]: the address classifier, the resolver that enforces it, and the client
+//!   builder and target check the other outgoing requests of rsagg (the hub's, the
+//!   subscriber's) reuse.
 //! - [`link`]: HTTP `Link` header parsing (RFC 8288) into [`LinkValue`]s.
 //! - [`mod@discover`]: [`discover()`], the six discovery routes of spec section 6.3.
 //! - `html`: a tolerant scan for `<link rel="resourcesync">` in HTML pages.

@@ -102,20 +102,31 @@ pub struct Inbox {
 impl Inbox {
     /// The intake of `p` (callbacks for its upstreams with `push = true`).
     pub fn new(p: &Pipeline) -> Result<Arc<Inbox>, crate::Error> {
-        let client = reqwest::Client::builder()
-            .timeout(p.config.fetch.read_timeout)
-            .connect_timeout(p.config.fetch.connect_timeout)
-            // A hub answering a redirect is an answer (WebSub 5.1: 202 is expected).
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("rsagg/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| crate::Error::Push {
-                upstream: String::new(),
-                message: format!("HTTP client: {e}"),
-            })?;
+        // Requests to an upstream's hub go through the address guard unless that upstream
+        // has `allow_private` (the hub is named by the upstream's Capability List), and
+        // follow no redirect (a hub answering a redirect is an answer; WebSub 5.1: 202 is
+        // expected).
+        let (timeout, connect_timeout) =
+            (p.config.fetch.read_timeout, p.config.fetch.connect_timeout);
+        let subscriber = Subscriber::guarded(
+            |b| {
+                b.timeout(timeout)
+                    .connect_timeout(connect_timeout)
+                    .user_agent(concat!("rsagg/", env!("CARGO_PKG_VERSION")))
+            },
+            p.config
+                .upstreams
+                .iter()
+                .filter(|u| u.allow_private)
+                .map(|u| u.name.clone()),
+        )
+        .map_err(|e| crate::Error::Push {
+            upstream: String::new(),
+            message: format!("HTTP client: {e}"),
+        })?;
         let (tx, rx) = mpsc::channel(QUEUE);
         Ok(Arc::new(Inbox {
-            subscriber: Subscriber::new(client),
+            subscriber,
             tx,
             rx: std::sync::Mutex::new(Some(rx)),
             upstreams: p

@@ -841,8 +841,11 @@ impl Follower<'_> {
 }
 
 /// A hub of an upstream that does not allow private targets must be a public address (the
-/// guard of `rsagg-fetch`, applied here because subscription requests are POSTs outside the
-/// fetcher): an upstream document must not make rsagg POST into the internal network.
+/// guard of `rsagg-fetch`): an upstream document must not make rsagg POST into the internal
+/// network. This is the early check, on every address the name resolves to now, so no
+/// record or secret is prepared for a refused hub; the enforcement is at connect time, in
+/// the inbox's guarded subscriber (`Subscriber::guarded`), since a name may resolve
+/// elsewhere by the time the request is sent (and unsubscribe requests pass only there).
 async fn hub_allowed(hub: &Url, allow_private: bool) -> Result<(), String> {
     if !matches!(hub.scheme(), "http" | "https") {
         return Err(format!("{hub}: not an http(s) URL"));

@@ -205,6 +205,9 @@ impl RunningHub {
         config.retry_min = Duration::from_millis(100);
         config.retry_max = Duration::from_millis(800);
         config.request_timeout = Duration::from_secs(10);
+        // Every subscriber and topic here is on 127.0.0.1; the guard's own tests turn it
+        // back on in `tweak`.
+        config.allow_private_callbacks = true;
         tweak(&mut config);
         let hub = Arc::new(Hub::open(objects, config).await.unwrap());
         let (tx, rx) = oneshot::channel::<()>();
@@ -850,4 +853,232 @@ fn walk(dir: std::path::PathBuf) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+// ---------------------------------------------------------------- the address guard
+
+/// A listener that counts the connections made to it (and answers each with an empty 200),
+/// to show that nothing reaches an address the guard refuses.
+struct Tripwire {
+    port: u16,
+    hits: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Tripwire {
+    async fn bind(ip: &str) -> Option<Tripwire> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.ok()?;
+        let port = listener.local_addr().ok()?.port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                h.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            }
+        });
+        Some(Tripwire { port, hits })
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Waits until the hub has counted `n` refusals of the address guard.
+async fn wait_refused(hub: &RunningHub, n: u64) {
+    tokio::time::timeout(WAIT, async {
+        while hub.hub.stats().refused < n {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{} refusals counted, {n} expected", hub.hub.stats().refused));
+}
+
+/// WebSub 5.1.2: with the guard on (the default), a callback that is a non-public IP literal
+/// (IPv4, IPv4-mapped IPv6, IPv6, unspecified, link-local metadata, RFC 1918) or a
+/// `localhost` name is refused at once with 403 and the reason, for subscribe and
+/// unsubscribe alike, and so is a `hub.mode=publish` topic there; nothing reaches a
+/// listener on loopback, nothing is subscribed.
+#[tokio::test]
+async fn the_guard_refuses_private_callbacks_and_topics_at_once() {
+    let hub = RunningHub::start(memory(), |c| c.allow_private_callbacks = false).await;
+    let v4 = Tripwire::bind("127.0.0.1").await.expect("127.0.0.1");
+    let v6 = Tripwire::bind("::1").await;
+    let p = v4.port;
+    let mut targets = vec![
+        (
+            format!("http://127.0.0.1:{p}/cb"),
+            "127.0.0.1 is not a public address",
+        ),
+        (
+            format!("http://[::ffff:127.0.0.1]:{p}/cb"),
+            "::ffff:127.0.0.1 is not a public address",
+        ),
+        (
+            format!("http://localhost:{p}/cb"),
+            "localhost is a loopback name",
+        ),
+        (
+            "http://169.254.169.254/cb".to_owned(),
+            "169.254.169.254 is not a public address",
+        ),
+        (
+            format!("http://0.0.0.0:{p}/cb"),
+            "0.0.0.0 is not a public address",
+        ),
+        (
+            "http://10.0.0.1/cb".to_owned(),
+            "10.0.0.1 is not a public address",
+        ),
+        (
+            format!("http://2130706433:{p}/cb"),
+            "127.0.0.1 is not a public address",
+        ),
+    ];
+    let v6_port = v6.as_ref().map_or(p, |t| t.port);
+    targets.push((
+        format!("http://[::1]:{v6_port}/cb"),
+        "::1 is not a public address",
+    ));
+    let mut refusals = 0;
+    for (callback, reason) in &targets {
+        for mode in ["subscribe", "unsubscribe"] {
+            let (s, m) = hub
+                .form(&[
+                    ("hub.mode", mode),
+                    ("hub.topic", TOPIC),
+                    ("hub.callback", callback),
+                ])
+                .await;
+            assert_eq!(s, 403, "{mode} {callback}: {m}");
+            assert!(m.contains(reason), "{callback}: the reason is named: {m}");
+            assert!(m.contains("--allow-private-callbacks"), "{m}");
+            refusals += 1;
+        }
+        let topic = callback.replace("/cb", "/change/");
+        let (s, m) = hub
+            .form(&[("hub.mode", "publish"), ("hub.url", &topic)])
+            .await;
+        assert_eq!(s, 403, "publish {topic}: {m}");
+        assert!(m.contains(reason), "{topic}: {m}");
+        refusals += 1;
+    }
+    assert_eq!(hub.hub.stats().refused, refusals);
+    // A public-looking callback still gets 202 (it is judged again when called).
+    assert_eq!(
+        hub.subscribe(TOPIC, "http://callback.example.invalid/cb", None, None)
+            .await
+            .0,
+        202
+    );
+    let (s, m) = hub.publish(TOPIC, PAYLOAD).await;
+    assert_eq!((s, m.trim()), (200, "accepted for 0 subscriber(s)"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(hub.hub.subscriptions().is_empty());
+    assert_eq!(v4.hits(), 0, "nothing reached 127.0.0.1");
+    if let Some(v6) = v6 {
+        assert_eq!(v6.hits(), 0, "nothing reached ::1");
+    }
+}
+
+/// `allow_private_callbacks` (`rsagg hub --allow-private-callbacks`) turns the guard off:
+/// the loopback callbacks refused above are verified and delivered to as before.
+#[tokio::test]
+async fn with_private_callbacks_allowed_loopback_works_as_before() {
+    let hub = RunningHub::start(memory(), |c| c.allow_private_callbacks = true).await;
+    let mut sub = Subscriber::start(Answer::Echo).await;
+    let by_name = format!("http://localhost:{}/cb", sub.addr.port());
+    for callback in [sub.callback(), by_name] {
+        assert_eq!(hub.subscribe(TOPIC, &callback, None, None).await.0, 202);
+        sub.verification().await;
+        hub.wait_subscribed(&callback, true).await;
+    }
+    let (s, m) = hub.publish(TOPIC, PAYLOAD).await;
+    assert_eq!((s, m.trim()), (200, "accepted for 2 subscriber(s)"));
+    for _ in 0..2 {
+        let (_, body, _) = sub.delivery().await;
+        assert_eq!(body.as_ref(), PAYLOAD.as_bytes());
+    }
+    assert_eq!(hub.hub.stats().refused, 0);
+}
+
+/// A subscription stored while private callbacks were allowed, restored by a hub that
+/// refuses them: its deliveries are refused by the guard (failed attempts, retried until the
+/// lease ends), and nothing reaches the callback.
+#[tokio::test]
+async fn a_guarded_hub_delivers_nothing_to_a_private_callback_stored_before() {
+    let objects = memory();
+    let mut sub = Subscriber::start(Answer::Echo).await;
+    let mut open = RunningHub::start(objects.clone(), |c| c.allow_private_callbacks = true).await;
+    assert_eq!(
+        open.subscribe(TOPIC, &sub.callback(), None, None).await.0,
+        202
+    );
+    sub.verification().await;
+    open.wait_subscribed(&sub.callback(), true).await;
+    open.stop().await;
+
+    let guarded = RunningHub::start(objects, |c| c.allow_private_callbacks = false).await;
+    assert_eq!(guarded.hub.subscriptions().len(), 1, "restored");
+    let (s, m) = guarded.publish(TOPIC, PAYLOAD).await;
+    assert_eq!((s, m.trim()), (200, "accepted for 1 subscriber(s)"));
+    wait_refused(&guarded, 2).await;
+    let stats = guarded.hub.stats();
+    assert!(stats.failed_attempts >= 2, "{stats:?}");
+    assert_eq!((stats.delivered, stats.queued), (0, 1), "{stats:?}");
+    assert!(
+        sub.no_event_yet(),
+        "nothing delivered to the loopback callback"
+    );
+}
+
+/// The machine's host name, when every address it resolves to is loopback or private (as in
+/// most containers, where /etc/hosts maps it so): a name that looks like any other but
+/// points inside, without DNS control.
+async fn private_host_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = name.trim().to_owned();
+    if name.is_empty() || name.eq_ignore_ascii_case("localhost") {
+        return None;
+    }
+    let addrs: Vec<_> = tokio::net::lookup_host((name.as_str(), 80))
+        .await
+        .ok()?
+        .map(|a| a.ip())
+        .collect();
+    (!addrs.is_empty() && addrs.iter().all(|ip| !rsagg_fetch::guard::is_public(*ip)))
+        .then_some(name)
+}
+
+/// A callback (or topic) whose *name* resolves to a private address passes the check of
+/// the request (202: names are not resolved there) and is refused by the resolver when the
+/// hub calls it: the verification is never sent, the subscription is not activated, and a
+/// topic fetch is not made. Needs a host name resolving inside (see `private_host_name`);
+/// the resolver's refusal itself is unit-tested in `rsagg-websub` and `rsagg-fetch`.
+#[tokio::test]
+async fn a_callback_name_resolving_to_a_private_address_is_refused_when_called() {
+    let Some(name) = private_host_name().await else {
+        eprintln!("skipped: the host name does not resolve to private addresses only");
+        return;
+    };
+    let hub = RunningHub::start(memory(), |c| c.allow_private_callbacks = false).await;
+    let wire = Tripwire::bind("127.0.0.1").await.expect("127.0.0.1");
+    let callback = format!("http://{name}:{}/cb", wire.port);
+    let (s, m) = hub.subscribe(TOPIC, &callback, None, None).await;
+    assert_eq!(s, 202, "{m}");
+    wait_refused(&hub, 1).await;
+    let topic = format!("http://{name}:{}/change/", wire.port);
+    let (s, m) = hub
+        .form(&[("hub.mode", "publish"), ("hub.url", &topic)])
+        .await;
+    assert_eq!(s, 202, "{m}");
+    wait_refused(&hub, 2).await;
+    assert!(hub.hub.subscriptions().is_empty(), "not activated");
+    assert_eq!(wire.hits(), 0, "nothing reached the address behind {name}");
 }

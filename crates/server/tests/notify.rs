@@ -276,13 +276,13 @@ async fn rsaggs_own_hub_relays_a_runs_notifications_to_a_subscriber() {
     // The hub.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hub_url = format!("http://{}/", listener.local_addr().unwrap());
+    // The subscriber is on 127.0.0.1: private callbacks allowed.
+    let mut config = HubConfig::new(Url::parse(&hub_url).unwrap());
+    config.allow_private_callbacks = true;
     let hub = Arc::new(
-        Hub::open(
-            Arc::new(object_store::memory::InMemory::new()),
-            HubConfig::new(Url::parse(&hub_url).unwrap()),
-        )
-        .await
-        .unwrap(),
+        Hub::open(Arc::new(object_store::memory::InMemory::new()), config)
+            .await
+            .unwrap(),
     );
     let relay = rsagg_server::hub::hub_router(hub.clone());
     tokio::spawn(async move { axum::serve(listener, relay).await.unwrap() });

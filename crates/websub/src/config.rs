@@ -1,4 +1,5 @@
-//! What a hub may do: lease range, allowlist, and the bounds that keep it finite.
+//! What a hub may do: lease range, allowlist, the address guard, and the bounds that keep
+//! it finite.
 
 use std::time::Duration;
 
@@ -57,6 +58,17 @@ pub struct HubConfig {
     /// How often expired subscriptions are swept. Default 60 s (or the lease minimum when
     /// shorter, at least 1 s).
     pub sweep_interval: Duration,
+    /// Let the hub's outgoing requests — verifications of intent and denials (WebSub 5.2,
+    /// 5.3), deliveries (WebSub 7), topic fetches of `hub.mode=publish` — go to private,
+    /// loopback, link-local and unspecified addresses. Default false: anyone may ask a hub
+    /// to call a URL, so without this guard the hub would let them probe and POST into the
+    /// network it runs in (cloud metadata at 169.254.169.254, services on loopback). With
+    /// it, a callback or topic that is such an IP literal or a `localhost` name is refused
+    /// at once (403, WebSub 5.1.2), and a name resolving to such an address is refused when
+    /// the request is made (the subscription is then not activated; nothing is delivered).
+    /// Set it for tests and for hubs whose subscribers are on a private network
+    /// (`rsagg hub --allow-private-callbacks`).
+    pub allow_private_callbacks: bool,
 }
 
 impl HubConfig {
@@ -80,6 +92,7 @@ impl HubConfig {
             request_timeout: Duration::from_secs(30),
             check_payload: true,
             sweep_interval: Duration::from_secs(60),
+            allow_private_callbacks: false,
         }
     }
 

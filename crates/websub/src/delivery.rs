@@ -1,7 +1,8 @@
 //! Delivery (WebSub 7, CN 1.0.1 4.3): one worker task per subscriber with messages waiting,
 //! sending them one at a time in queue order, so a later message never overtakes an earlier
 //! one; a failure (anything but 2xx, WebSub 7) is retried after an exponential, jittered,
-//! capped delay, and the messages behind it wait.
+//! capped delay, and the messages behind it wait. A redirect is a failure too (the client
+//! follows none), and every POST goes through the address guard.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use reqwest::header::{CONTENT_TYPE, LINK};
+use url::Url;
 
 use crate::link;
 use crate::records::{SubscriptionRecord, payload_path, queue_path};
@@ -116,7 +118,20 @@ async fn worker(inner: Arc<Inner>, id: String) {
 
 /// One POST of `item` to the callback with `Content-Type`, `Link` rel `self`/`hub` and,
 /// when the subscriber gave a secret, `X-Hub-Signature: sha256=…` (WebSub 7.1).
+///
+/// Through the address guard, like the verification before it: the callback was judged
+/// then, but a name may resolve elsewhere now (DNS rebinding), and a subscription stored
+/// while private callbacks were allowed may be restored by a hub that refuses them. A
+/// refused delivery is a failed attempt (nothing is sent; retried with the backoff until
+/// the lease ends, the queue bounded as ever).
 async fn attempt(inner: &Inner, record: &SubscriptionRecord, item: &Queued) -> Outcome {
+    let callback = match Url::parse(&record.callback) {
+        Ok(u) => u,
+        Err(e) => return Outcome::Failed(format!("callback `{}`: {e}", record.callback)),
+    };
+    if let Err(e) = crate::check_target(&callback, inner.config.allow_private_callbacks) {
+        return Outcome::Failed(inner.count_refused(e).to_string());
+    }
     let path = Path::from(payload_path(&item.payload));
     let body = match inner.objects.get(&path).await {
         Ok(r) => match r.bytes().await {
@@ -128,7 +143,7 @@ async fn attempt(inner: &Inner, record: &SubscriptionRecord, item: &Queued) -> O
     };
     let mut request = inner
         .client
-        .post(&record.callback)
+        .post(callback)
         .header(CONTENT_TYPE, &item.content_type)
         .header(
             LINK,
@@ -146,7 +161,11 @@ async fn attempt(inner: &Inner, record: &SubscriptionRecord, item: &Queued) -> O
     match request.body(body).send().await {
         Ok(r) if r.status().is_success() => Outcome::Delivered,
         Ok(r) => Outcome::Failed(format!("HTTP {}", r.status())),
-        Err(e) => Outcome::Failed(e.to_string()),
+        Err(e) => Outcome::Failed(
+            inner
+                .count_refused(crate::request_error(&record.callback, &e))
+                .to_string(),
+        ),
     }
 }
 

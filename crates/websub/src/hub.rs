@@ -95,6 +95,11 @@ pub struct HubStats {
     pub subscriptions: usize,
     /// Messages waiting, all subscribers together.
     pub queued: usize,
+    /// Requests the address guard refused (see [`HubConfig::allow_private_callbacks`]):
+    /// subscription and publish requests naming a refused callback or topic (answered 403),
+    /// and verifications, denials, topic fetches and delivery attempts not sent because the
+    /// target is, or resolves to, a refused address.
+    pub refused: u64,
 }
 
 /// A WebSub hub (see the crate documentation). Cheap to share behind an `Arc`; background
@@ -177,10 +182,14 @@ impl Hub {
     /// in order. Must run inside a Tokio runtime (it spawns the workers).
     pub async fn open(objects: Arc<dyn ObjectStore>, config: HubConfig) -> Result<Hub, Error> {
         config.validate()?;
-        let client = reqwest::Client::builder()
-            // A callback or topic answering a redirect is an answer, not a hop to follow:
-            // verification must reach the callback given (WebSub 5.3).
-            .redirect(reqwest::redirect::Policy::none())
+        // Through the address guard of rsagg-fetch (unless private targets are allowed):
+        // every address a name resolves to is judged at connect time, no proxy connects on
+        // the guard's behalf, and no redirect is followed — a callback or topic answering a
+        // redirect is an answer, not a hop (verification must reach the callback given,
+        // WebSub 5.3; a delivery is accepted only with a 2xx, WebSub 7), so a redirect
+        // cannot lead the hub to an address the guard did not judge. IP literals skip DNS
+        // and are checked before each request (`crate::check_target`).
+        let client = rsagg_fetch::guard::client_builder(config.allow_private_callbacks)
             .timeout(config.request_timeout)
             .user_agent(concat!("rsagg-hub/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -197,6 +206,7 @@ impl Hub {
             delivered: AtomicU64::new(0),
             failed_attempts: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         });
         restore(&inner).await?;
         tokio::spawn(delivery::sweeper(inner.clone()));
@@ -260,6 +270,9 @@ impl Hub {
     /// `hub.secret` is accepted over any scheme: the hub cannot tell whether a proxy in front
     /// of it terminated TLS. WebSub 5.1.1 says subscribers should send it only over HTTPS;
     /// deploy the hub behind HTTPS when secrets are used.
+    ///
+    /// A callback the address guard refuses (see [`Hub::refuse_private`]) gets 403 at once,
+    /// for unsubscribing too: its verification would go to the same address.
     fn subscription_request(
         &self,
         params: &HashMap<String, String>,
@@ -269,6 +282,9 @@ impl Hub {
             Ok(u) => u,
             Err(r) => return r,
         };
+        if let Err(r) = self.refuse_private("hub.callback", &callback) {
+            return r;
+        }
         let topic = match http_url("hub.topic", params.get("hub.topic")) {
             Ok(u) => u,
             Err(r) => return r,
@@ -318,6 +334,9 @@ impl Hub {
         };
         if !self.inner.config.allows(&topic) {
             return forbidden(&topic);
+        }
+        if let Err(r) = self.refuse_private("hub.url", &topic) {
+            return r;
         }
         let inner = self.inner.clone();
         match self.spawn_pending(async move { fetch_and_distribute(&inner, &topic).await }) {
@@ -383,6 +402,37 @@ impl Hub {
         }
     }
 
+    /// The first half of the address guard, when a request comes in: a URL the hub would
+    /// call (a callback, or a topic to fetch) whose host is an IP literal that is not public
+    /// or a `localhost` name is refused with 403 and the reason (WebSub 5.1.2: "an
+    /// appropriate HTTP error response code (4xx or 5xx) … a description of the error in the
+    /// response body as plain text"). Host names are judged by the second half, the
+    /// resolver, when the request is made. Unless [`HubConfig::allow_private_callbacks`].
+    fn refuse_private(&self, name: &str, value: &str) -> Result<(), HubResponse> {
+        if self.inner.config.allow_private_callbacks {
+            return Ok(());
+        }
+        let Ok(url) = Url::parse(value) else {
+            // `http_url` parsed it already.
+            return Ok(());
+        };
+        match crate::check_target(&url, false) {
+            Ok(()) => Ok(()),
+            Err(Error::Refused { reason, .. }) => {
+                self.inner.refused.fetch_add(1, Ordering::Relaxed);
+                Err(HubResponse::new(
+                    403,
+                    format!(
+                        "{name} `{value}` refused: {reason}; this hub sends nothing to private, \
+                     loopback, link-local or unspecified addresses (WebSub 5.1.2; \
+                     `rsagg hub --allow-private-callbacks` allows them)"
+                    ),
+                ))
+            }
+            Err(e) => Err(HubResponse::new(400, format!("{name} `{value}`: {e}"))),
+        }
+    }
+
     fn spawn_pending<F>(&self, work: F) -> Result<(), HubResponse>
     where
         F: Future<Output = ()> + Send + 'static,
@@ -442,6 +492,7 @@ impl Hub {
             delivered: self.inner.delivered.load(Ordering::Relaxed),
             failed_attempts: self.inner.failed_attempts.load(Ordering::Relaxed),
             dropped: self.inner.dropped.load(Ordering::Relaxed),
+            refused: self.inner.refused.load(Ordering::Relaxed),
             subscriptions: st.subs.len(),
             queued: st.subs.values().map(|s| s.queue.len()).sum(),
         }
@@ -468,29 +519,40 @@ fn forbidden(topic: &str) -> HubResponse {
     )
 }
 
-/// GET of `url` with at most `limit` body bytes read, under the outbound bound.
+/// GET of `url` with at most `limit` body bytes read, under the outbound bound, through
+/// the address guard ([`Error::Refused`] when it refuses; nothing is sent then).
 pub(crate) async fn get_bounded(
     inner: &Inner,
     url: Url,
     limit: usize,
-) -> Result<(reqwest::StatusCode, reqwest::header::HeaderMap, Bytes), String> {
-    let _permit = inner.outbound.acquire().await.map_err(|e| e.to_string())?;
+) -> Result<(reqwest::StatusCode, reqwest::header::HeaderMap, Bytes), Error> {
+    crate::check_target(&url, inner.config.allow_private_callbacks)
+        .map_err(|e| inner.count_refused(e))?;
+    let failed = |message: String| Error::Outgoing {
+        url: url.to_string(),
+        message,
+    };
+    let _permit = inner
+        .outbound
+        .acquire()
+        .await
+        .map_err(|e| failed(e.to_string()))?;
     let mut response = inner
         .client
-        .get(url)
+        .get(url.clone())
         .send()
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| inner.count_refused(crate::request_error(url.as_str(), &e)))?;
     let status = response.status();
     let headers = response.headers().clone();
     let limit64 = u64::try_from(limit).unwrap_or(u64::MAX);
     if response.content_length().is_some_and(|n| n > limit64) {
-        return Err(format!("body larger than {limit} bytes"));
+        return Err(failed(format!("body larger than {limit} bytes")));
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+    while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.to_string()))? {
         if body.len() + chunk.len() > limit {
-            return Err(format!("body larger than {limit} bytes"));
+            return Err(failed(format!("body larger than {limit} bytes")));
         }
         body.extend_from_slice(&chunk);
     }
@@ -500,6 +562,10 @@ pub(crate) async fn get_bounded(
 /// WebSub 5.3: GET the callback with `hub.mode`, `hub.topic`, `hub.challenge` and (for a
 /// subscription) `hub.lease_seconds`; only a 2xx answer whose body is exactly the challenge
 /// confirms (5.3.1). Then the subscription is stored (or renewed) or removed.
+///
+/// A callback whose name resolves to an address the guard refuses is not asked: the intent
+/// is not confirmed, so no subscription is stored and nothing will be delivered there (nor
+/// is a denial sent: it would go to the same address).
 async fn verify_intent(
     inner: &Arc<Inner>,
     mode: &str,
@@ -526,6 +592,10 @@ async fn verify_intent(
     }
     let confirmed = match get_bounded(inner, url, inner.config.max_challenge_bytes).await {
         Ok((status, _, body)) => status.is_success() && body == challenge.as_bytes(),
+        Err(e @ Error::Refused { .. }) => {
+            tracing::warn!(%callback, %topic, mode, error = %e, "verification of intent refused: callback not allowed");
+            false
+        }
         Err(e) => {
             tracing::info!(%callback, error = %e, "verification of intent failed");
             false
@@ -826,4 +896,86 @@ async fn restore(inner: &Arc<Inner>) -> Result<(), Error> {
         delivery::ensure_worker(inner, &mut st, &id);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A listener on 127.0.0.1 that counts the connections made to it and answers each
+    /// with an empty 200.
+    async fn tripwire() -> (u16, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                h.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            }
+        });
+        (port, hits)
+    }
+
+    async fn hub(allow_private_callbacks: bool) -> Hub {
+        let mut config = HubConfig::new(Url::parse("http://hub.test/").unwrap());
+        config.allow_private_callbacks = allow_private_callbacks;
+        Hub::open(Arc::new(object_store::memory::InMemory::new()), config)
+            .await
+            .unwrap()
+    }
+
+    /// The resolver half of the guard in the hub's own client: a name that resolves to a
+    /// loopback address is refused when the connection would be made, so a public-looking
+    /// name pointing there fares the same. `localhost` stands in for such a name here:
+    /// `get_bounded` refuses it before resolving (RFC 6761), so the client is called
+    /// directly.
+    #[tokio::test]
+    async fn the_hubs_client_refuses_names_resolving_to_loopback() {
+        let (port, hits) = tripwire().await;
+        let guarded = hub(false).await;
+        let by_name = format!("http://localhost:{port}/cb");
+        let err = guarded.inner.client.get(&by_name).send().await.unwrap_err();
+        match crate::request_error(&by_name, &err) {
+            Error::Refused { reason, .. } => {
+                assert!(reason.contains("localhost resolves to"), "{reason}");
+            }
+            other => panic!("not a refusal: {other}"),
+        }
+        // Through `get_bounded` (what verification, denial and topic fetch use): IP literals
+        // and `localhost` are refused before anything is resolved, and counted.
+        for u in [by_name.clone(), format!("http://127.0.0.1:{port}/cb")] {
+            let e = get_bounded(&guarded.inner, Url::parse(&u).unwrap(), 64)
+                .await
+                .unwrap_err();
+            assert!(matches!(e, Error::Refused { .. }), "{u}: {e}");
+        }
+        assert_eq!(guarded.stats().refused, 2);
+        assert_eq!(
+            hits.load(Ordering::SeqCst),
+            0,
+            "nothing reached the listener"
+        );
+
+        // With private callbacks allowed, the same target is reached.
+        let open = hub(true).await;
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/cb")).unwrap();
+        let (status, _, _) = get_bounded(&open.inner, url, 64).await.unwrap();
+        assert!(status.is_success());
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        assert_eq!(open.stats().refused, 0);
+    }
+
+    #[test]
+    fn the_guard_is_on_by_default() {
+        let c = HubConfig::new(Url::parse("http://hub.test/").unwrap());
+        assert!(!c.allow_private_callbacks);
+    }
 }

@@ -11,7 +11,13 @@
 //! No HTTP framework type appears in the hub's API: a request is a [`HubRequest`] (content
 //! type, `Link` values, body) and the answer a [`HubResponse`], so the router in
 //! `rsagg-server` stays a thin adapter. Outgoing requests (verification of intent, topic
-//! fetches, deliveries) use `reqwest`.
+//! fetches, deliveries) use `reqwest`, through the address guard of `rsagg-fetch`
+//! ([`rsagg_fetch::guard`]): anyone can hand a hub a callback URL, so unless
+//! [`HubConfig::allow_private_callbacks`] is set the hub refuses private, loopback,
+//! link-local and unspecified targets — IP literals and `localhost` names when the request
+//! comes in (WebSub 5.1.2), every resolved address when a connection is made — follows no
+//! redirect and uses no proxy. The subscriber's requests to an upstream's hub go through the
+//! same guard ([`subscriber::Subscriber::guarded`]).
 //!
 //! Subscriptions and undelivered messages live in an object store (the same kinds of URLs as
 //! the rest of rsagg), so a restarted hub resumes where it stopped:
@@ -27,7 +33,8 @@
 //!
 //! - `signature.rs`: `X-Hub-Signature` (sign, constant-time verify; sha1/256/384/512).
 //! - `link.rs`: reading and writing the `Link` header (rel `self` and `hub`).
-//! - `config.rs`: [`HubConfig`] (lease range, allowlist, bounds) and its defaults.
+//! - `config.rs`: [`HubConfig`] (lease range, allowlist, address guard, bounds) and its
+//!   defaults.
 //! - `records.rs`: the persisted subscription and queue records and their object paths.
 //! - `hub.rs`: [`Hub`]: requests (subscribe, unsubscribe, both publish forms), verification
 //!   of intent, restoring from the store.
@@ -122,6 +129,59 @@ pub enum Error {
     /// An `X-Hub-Signature` did not verify.
     #[error("X-Hub-Signature: {0}")]
     Signature(SignatureFailure),
+    /// The address guard of `rsagg-fetch` refused an outgoing request: its target is, or
+    /// resolves to, a private, loopback, link-local or unspecified address (or a `localhost`
+    /// name), and such targets are not allowed (the hub without
+    /// [`HubConfig::allow_private_callbacks`], or a subscriber for an upstream without
+    /// `allow_private`). Nothing was sent.
+    #[error("`{url}`: refused by the address guard: {reason}")]
+    Refused {
+        /// The URL refused.
+        url: String,
+        /// Which address, and why.
+        reason: String,
+    },
+    /// An outgoing request of the hub (verification of intent, topic fetch, delivery) got no
+    /// usable answer: connection, timeout, or a body over its cap.
+    #[error("request to `{url}`: {message}")]
+    Outgoing {
+        /// The URL requested.
+        url: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// The guard of `rsagg-fetch` on a target before a request is sent
+/// ([`rsagg_fetch::guard::check_target`]: the scheme, then, unless `allow_private`, IP
+/// literals, which skip DNS, and `localhost` names). Host names are judged again at connect
+/// time by the resolver of a client from [`rsagg_fetch::guard::client_builder`].
+pub(crate) fn check_target(url: &Url, allow_private: bool) -> Result<(), Error> {
+    rsagg_fetch::guard::check_target(url, allow_private).map_err(|e| match e {
+        rsagg_fetch::Error::Refused { reason, .. } => Error::Refused {
+            url: url.to_string(),
+            reason,
+        },
+        other => Error::Outgoing {
+            url: url.to_string(),
+            message: other.to_string(),
+        },
+    })
+}
+
+/// A failed request of a guarded client: the resolver's refusal when there is one in the
+/// error's chain (the name resolved to a non-public address), else the transport error.
+pub(crate) fn request_error(url: &str, e: &reqwest::Error) -> Error {
+    match rsagg_fetch::guard::find_refusal(e) {
+        Some(reason) => Error::Refused {
+            url: url.to_owned(),
+            reason,
+        },
+        None => Error::Outgoing {
+            url: url.to_owned(),
+            message: e.to_string(),
+        },
+    }
 }
 
 impl Error {

@@ -3,7 +3,7 @@
 //! counts, bounds, counters, and the removals both sides make.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -12,6 +12,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::Error;
 use crate::config::HubConfig;
 use crate::records::{SubscriptionRecord, payload_path, queue_path, subscription_path};
 
@@ -69,9 +70,19 @@ pub(crate) struct Inner {
     pub delivered: AtomicU64,
     pub failed_attempts: AtomicU64,
     pub dropped: AtomicU64,
+    /// Requests the address guard refused.
+    pub refused: AtomicU64,
 }
 
 impl Inner {
+    /// Counts `e` when it is a refusal of the address guard, and hands it back.
+    pub fn count_refused(&self, e: Error) -> Error {
+        if matches!(e, Error::Refused { .. }) {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        e
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves plain data behind; keep serving.
         self.state.lock().unwrap_or_else(|p| p.into_inner())

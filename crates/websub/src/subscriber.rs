@@ -1,9 +1,9 @@
 //! The subscriber side of WebSub (W3C WebSub 5 and 7; Change Notification 1.0.1 4.2–4.4):
 //! what rsagg does as a Destination of an upstream's change-notification channel.
 //!
-//! - [`Subscriber::subscribe`] POSTs `hub.mode=subscribe` with the callback, topic, requested
-//!   lease and (when the hub is reached privately, see [`secret_allowed`]) a fresh secret;
-//!   the hub answers 202 and verifies later.
+//! - [`Subscriber::prepare`] then [`Subscriber::request`] POST `hub.mode=subscribe` with
+//!   the callback, topic, requested lease and (when the hub is reached privately, see
+//!   [`secret_allowed`]) a fresh secret; the hub answers 202 and verifies later.
 //! - [`Subscriber::verify`] answers the hub's verification of intent (WebSub 5.3): the
 //!   challenge is echoed only for a subscription this subscriber asked for and is waiting
 //!   to be verified (same callback key, mode and topic), so nobody can subscribe rsagg to
@@ -16,11 +16,15 @@
 //!   in constant time); otherwise the message is dropped — and still answered 2xx by the
 //!   caller, as WebSub 7.1 says, so the hub does not retry a forgery.
 //!
+//! - [`Subscriber::guarded`] sends those requests through the address guard of
+//!   `rsagg-fetch`: the hub is named by an upstream's document, so it must not lead rsagg
+//!   to private, loopback or link-local addresses unless that upstream allows them.
+//!
 //! Like the hub, nothing here depends on an HTTP framework; the state is a set of
 //! serialisable [`SubscriptionRecord`]s the caller persists (the secret must survive a
 //! restart, or deliveries signed with it could no longer be checked).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -200,22 +204,82 @@ fn same_topic(a: &str, b: &str) -> bool {
     }
 }
 
+/// The address guard of a subscriber's requests (see [`Subscriber::guarded`]).
+#[derive(Debug)]
+struct Guard {
+    /// From `rsagg_fetch::guard::client_builder(false)`: names resolve through the guard.
+    client: reqwest::Client,
+    /// Callback keys whose hubs may be private (rsagg: upstreams with `allow_private`).
+    allow_private: HashSet<String>,
+}
+
 /// The subscriptions of one process, by callback key and topic (see the module docs).
 #[derive(Debug)]
 pub struct Subscriber {
+    /// Requests outside the guard: all of them without one, else those of the keys in
+    /// [`Guard::allow_private`].
     client: reqwest::Client,
+    guard: Option<Guard>,
     subs: Mutex<HashMap<(String, String), SubscriptionRecord>>,
     /// Something changed since [`Subscriber::take_changed`] (to persist).
     changed: std::sync::atomic::AtomicBool,
 }
 
 impl Subscriber {
-    /// A subscriber sending its requests with `client`.
+    /// A subscriber sending every request with `client`, which decides alone where requests
+    /// may go (no address guard here): for hubs the caller trusts, and tests. Hubs named by
+    /// documents from elsewhere call for [`Subscriber::guarded`].
     pub fn new(client: reqwest::Client) -> Subscriber {
         Subscriber {
             client,
+            guard: None,
             subs: Mutex::new(HashMap::new()),
             changed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// A subscriber whose requests (WebSub 5.1 subscribe and unsubscribe) go through the
+    /// address guard of `rsagg-fetch`, except those of the callback keys in
+    /// `allow_private`. An upstream's Capability List names the hub, so without the guard
+    /// an upstream could make rsagg POST into the network it runs in: a hub URL whose host
+    /// is a non-public IP literal or a `localhost` name is refused before anything is sent,
+    /// a name is refused when any address it resolves to is not public — judged at connect
+    /// time, on the addresses connected to — and no redirect is followed (WebSub 5.1: the
+    /// hub answers 202; a 3xx is an answer, a failed one) nor proxy used. A refusal is
+    /// [`Error::Refused`].
+    ///
+    /// `configure` adds the caller's settings (timeouts, user agent) to both clients,
+    /// which come from [`rsagg_fetch::guard::client_builder`].
+    pub fn guarded(
+        configure: impl Fn(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+        allow_private: impl IntoIterator<Item = String>,
+    ) -> Result<Subscriber, Error> {
+        let build = |allow: bool| {
+            configure(rsagg_fetch::guard::client_builder(allow))
+                .build()
+                .map_err(Error::Client)
+        };
+        let mut s = Subscriber::new(build(true)?);
+        s.guard = Some(Guard {
+            client: build(false)?,
+            allow_private: allow_private.into_iter().collect(),
+        });
+        Ok(s)
+    }
+
+    /// The client for a request of callback `key` to `hub`, after the guard's check of the
+    /// URL itself (IP literals skip the resolver).
+    fn client_for(&self, key: &str, hub: &str) -> Result<&reqwest::Client, Error> {
+        match &self.guard {
+            Some(g) if !g.allow_private.contains(key) => {
+                let url = Url::parse(hub).map_err(|e| Error::Request {
+                    hub: hub.to_owned(),
+                    message: e.to_string(),
+                })?;
+                crate::check_target(&url, false)?;
+                Ok(&g.client)
+            }
+            _ => Ok(&self.client),
         }
     }
 
@@ -317,7 +381,7 @@ impl Subscriber {
         if let Some(s) = &record.secret {
             form.push(("hub.secret", s.clone()));
         }
-        let result = self.post(&record.hub, &form).await;
+        let result = self.post(&record.key, &record.hub, &form).await;
         let now = unix_millis();
         let mut subs = self.lock();
         // Only while still pending: a hub may verify before its 202 arrives here, and the
@@ -364,15 +428,15 @@ impl Subscriber {
             ("hub.topic", record.topic.clone()),
             ("hub.callback", record.callback.clone()),
         ];
-        self.post(&record.hub, &form).await
+        self.post(&record.key, &record.hub, &form).await
     }
 
-    async fn post(&self, hub: &str, form: &[(&str, String)]) -> Result<(), Error> {
+    async fn post(&self, key: &str, hub: &str, form: &[(&str, String)]) -> Result<(), Error> {
+        let client = self.client_for(key, hub)?;
         let body = url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
             .finish();
-        let response = self
-            .client
+        let response = client
             .post(hub)
             .header(
                 reqwest::header::CONTENT_TYPE,
@@ -381,9 +445,12 @@ impl Subscriber {
             .body(body)
             .send()
             .await
-            .map_err(|e| Error::Request {
-                hub: hub.to_owned(),
-                message: e.to_string(),
+            .map_err(|e| match crate::request_error(hub, &e) {
+                refused @ Error::Refused { .. } => refused,
+                _ => Error::Request {
+                    hub: hub.to_owned(),
+                    message: e.to_string(),
+                },
             })?;
         let status = response.status();
         if status.is_success() {
@@ -825,5 +892,72 @@ mod tests {
             t.record("museum", TOPIC).unwrap().lease_granted,
             Some(86_400)
         );
+    }
+
+    /// A hub on a private address is not contacted for an upstream that does not allow
+    /// private targets (IP literal, `localhost`, and a name's resolved addresses through the
+    /// guarded resolver); the upstream that allows them reaches it.
+    #[tokio::test]
+    async fn the_guard_keeps_requests_from_private_hubs_unless_allowed() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = std::sync::Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                h.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(
+                        b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+            }
+        });
+        let s = Subscriber::guarded(|b| b, ["trusted".to_owned()]).unwrap();
+        let ask = |key: &str, hub: &str| {
+            s.prepare(
+                key,
+                &url(TOPIC),
+                &url(hub),
+                &url("http://agg.example/c/websub/x"),
+                Duration::from_secs(60),
+                0,
+            )
+            .unwrap()
+        };
+        for hub in [
+            format!("http://127.0.0.1:{port}/"),
+            format!("http://[::ffff:127.0.0.1]:{port}/"),
+            format!("http://localhost:{port}/"),
+            "http://169.254.169.254/".to_owned(),
+        ] {
+            let r = ask("museum", &hub);
+            let e = s.request(&r).await.unwrap_err();
+            assert!(matches!(e, Error::Refused { .. }), "{hub}: {e}");
+            assert_eq!(s.record("museum", TOPIC).unwrap().failures, 1, "backs off");
+            s.restore([SubscriptionRecord { failures: 0, ..r }]);
+        }
+        let e = s.unsubscribe("museum", TOPIC).await.unwrap_err();
+        assert!(matches!(e, Error::Refused { .. }), "{e}");
+        // The resolver half: what `localhost` resolves to is refused at connect time too.
+        let err = s
+            .guard
+            .as_ref()
+            .unwrap()
+            .client
+            .post(format!("http://localhost:{port}/"))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(rsagg_fetch::guard::find_refusal(&err).is_some(), "{err}");
+        assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing reached the hub");
+
+        let r = ask("trusted", &format!("http://127.0.0.1:{port}/"));
+        s.request(&r).await.unwrap();
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "allow_private: reached");
     }
 }
