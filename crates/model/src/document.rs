@@ -797,7 +797,11 @@ mod tests {
             assert!(c.means(&current) && c != current, "{value}");
         }
         // Only values that were published: indexes always shared their list's value.
-        for value in ["resourcelist-index", "changelist-index", "capabilitylistindex"] {
+        for value in [
+            "resourcelist-index",
+            "changelist-index",
+            "capabilitylistindex",
+        ] {
             assert_eq!(
                 Capability::parse(value),
                 Capability::Other(value.into()),
@@ -823,12 +827,24 @@ mod tests {
         use DocumentKind as K;
         let of = |root, v: &str| DocumentKind::of(root, Some(&Capability::parse(v)));
         assert_eq!(of(Root::Urlset, "resourcesync"), K::SourceDescription);
-        assert_eq!(of(Root::Sitemapindex, "resourcesync"), K::SourceDescriptionIndex);
+        assert_eq!(
+            of(Root::Sitemapindex, "resourcesync"),
+            K::SourceDescriptionIndex
+        );
         assert_eq!(of(Root::Urlset, "changelist-archive"), K::ChangeListIndex);
-        assert_eq!(of(Root::Sitemapindex, "changelist-archive"), K::ChangeListIndex);
+        assert_eq!(
+            of(Root::Sitemapindex, "changelist-archive"),
+            K::ChangeListIndex
+        );
         assert_eq!(of(Root::Urlset, "changedump-archive"), K::ChangeDumpIndex);
-        assert_eq!(of(Root::Urlset, "resourcelist-archive"), K::ResourceListIndex);
-        assert_eq!(of(Root::Urlset, "resourcedump-archive"), K::ResourceDumpIndex);
+        assert_eq!(
+            of(Root::Urlset, "resourcelist-archive"),
+            K::ResourceListIndex
+        );
+        assert_eq!(
+            of(Root::Urlset, "resourcedump-archive"),
+            K::ResourceDumpIndex
+        );
         assert_eq!(of(Root::Urlset, "no-such-thing"), K::Other);
     }
 

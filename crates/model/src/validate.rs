@@ -204,8 +204,7 @@ impl Rule {
             | CapabilityMisplaced => (Some(E), Some(E)),
             // Quirks of real Sources, tolerated in upstream documents.
             Repeated | RootMdMissing | CapabilityUnknown | CapabilityLegacy | DateTimeTimezone
-            | AtMissing
-            | FromMissing | UntilMissing | AttributeNotUsed | AttributeUnknown
+            | AtMissing | FromMissing | UntilMissing | AttributeNotUsed | AttributeUnknown
             | AttributePrefixed | UpLinkMissing | Pri | HashSyntax | ChangeFreq | PathSlash
             | HubLinkMissing | EntriesLimit | SizeLimit => (Some(E), Some(W)),
             HashAlgorithm | MediaType => (Some(W), Some(W)),
@@ -1226,7 +1225,8 @@ mod tests {
             ),
         ] {
             let mut h = Header::new(Root::Urlset, Capability::parse(value));
-            h.links.push(Link::new("UP", "http://example.com/capabilitylist.xml"));
+            h.links
+                .push(Link::new("UP", "http://example.com/capabilitylist.xml"));
             h.links
                 .push(Link::new("describedBy", "http://example.com/about.xml"));
             for (mode, severity) in [
@@ -1255,7 +1255,8 @@ mod tests {
     fn a_capability_list_with_an_archive_beside_its_list_is_no_duplicate() {
         let mut h = Header::new(Root::Urlset, Capability::CapabilityList);
         h.links.push(Link::new("Up", "http://example.com/rs"));
-        h.links.push(Link::new("DescribedBy", "http://example.com/about"));
+        h.links
+            .push(Link::new("DescribedBy", "http://example.com/about"));
         let entry = |loc: &str, c: &str| UrlEntry {
             loc: format!("http://example.com/{loc}"),
             md: Some(Md {
