@@ -459,6 +459,19 @@ async fn a_legacy_source_is_discovered_as_a_1_1_one() {
     assert!(warned("ResourceSync 0.9"), "{:?}", d.warnings);
     assert!(warned("ResourceSync Archives"), "{:?}", d.warnings);
 
+    // From the Source Description itself: the same warnings.
+    let d = discover(
+        &fetcher(),
+        &u(format!("{base}/.well-known/resourcesync")),
+        &open(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(d.route, Route::SourceDescription);
+    let warned = |needle: &str| d.warnings.iter().any(|w| w.contains(needle));
+    assert!(warned("ResourceSync 0.9"), "{:?}", d.warnings);
+    assert!(warned("ResourceSync Archives"), "{:?}", d.warnings);
+
     // From the Resource List: its `rel="UP"` leads to the Capability List, whose `rel="Up"`
     // names the Source Description.
     let d = discover(&fetcher(), &u(format!("{base}/resourcelist.xml")), &open())
