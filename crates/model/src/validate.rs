@@ -4,7 +4,8 @@
 //! the rule's code, the spec section, and the line:column where it was found. Two modes:
 //! [`Mode::Strict`] for rsagg's own output, where every deviation is an error, and
 //! [`Mode::Lenient`] for upstream documents, where known quirks of real Sources (a missing
-//! `from`, non-hex hash values, a plain Sitemap without `<rs:md>`, a missing `up` link, …)
+//! `from`, non-hex hash values, a plain Sitemap without `<rs:md>`, a missing `up` link, times
+//! without a zone, capability values of earlier specifications ([`crate::Legacy`]), …)
 //! become warnings so harvesting can go on. Recommendations ("should", "recommended") are
 //! warnings in strict mode and silent in lenient mode.
 //!
