@@ -2176,3 +2176,213 @@ fn loopback_upstream_is_refused_without_allow_private() -> Result<()> {
     assert!(case.snapshot(UP)?.records.is_empty());
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// Real producers' quirks (tests/fixtures/real-world/)
+
+/// A real-world fixture with its URIs moved to `site`.
+fn real_world(site: &Site, name: &str) -> Result<String> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/real-world")
+        .join(name);
+    Ok(std::fs::read_to_string(&p)
+        .with_context(|| p.display().to_string())?
+        .replace("http://upstream.example.org", &site.fx.base_url()))
+}
+
+/// Every document rsagg published in a `file://` store (what `serve` serves under the base
+/// URL, not its state, blobs or bookkeeping), as paths.
+fn published_documents(case: &Case) -> Result<Vec<std::path::PathBuf>> {
+    let root = store_dir(case)?;
+    let mut out = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir)? {
+            let p = e?.path();
+            let rel = p.strip_prefix(&root)?.to_string_lossy().into_owned();
+            if [
+                "state",
+                "blobs",
+                "published",
+                "notify",
+                "stats",
+                "push",
+                "r",
+            ]
+            .iter()
+            .any(|skip| rel == *skip)
+            {
+                continue;
+            }
+            if p.is_dir() {
+                dirs.push(p);
+            } else if rel.ends_with(".xml") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// A Source shaped like 0.9/1.0-era producers: a ResourceSync 0.9 Description
+/// (`resourcesync`), changes offered only as a `changelist-archive`, zone-less microsecond
+/// datetimes, `<rs:md …></rs:md>` close tags, attributes over several lines, white space
+/// around `<loc>`, `rel="UP"`/`describedBy`. The archive is followed as a Change List Index
+/// (no re-sync from the Resource List on the second run), the legacy values are reported
+/// with the specifications they come from, and every document rsagg publishes from it
+/// passes `rsagg validate --strict` (the upstream's zone-less `lastmod` is republished in
+/// UTC as the `via` link's `modified`).
+#[test]
+fn a_legacy_source_with_real_producers_quirks_is_followed_by_its_changes() -> Result<()> {
+    let site = Site::new()?;
+    site.resources(&res(&[("/res/a.txt", "a"), ("/res/b.txt", "b")]))?;
+    site.write(
+        "/.well-known/resourcesync",
+        real_world(&site, "sourcedescription-0.9.xml")?,
+    )?;
+    for doc in ["capabilitylist.xml", "resourcelist.xml"] {
+        site.write(&format!("/{doc}"), real_world(&site, doc)?)?;
+    }
+    // Nothing archived yet.
+    let archive = real_world(&site, "changelist-archive.xml")?;
+    let start = archive.find("  <url>").context("an archived list")?;
+    let end = archive.find("</urlset>").context("the end")?;
+    site.write(
+        "/changelist-archive.xml",
+        format!("{}{}", &archive[..start], &archive[end..]),
+    )?;
+
+    let case = Case::new(
+        Store::file("real-world")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (2, 0, 0), "{run:#?}");
+    let warned = |run: &Run, needle: &str| run.warnings().iter().any(|w| w.contains(needle));
+    assert!(warned(&run, "ResourceSync 0.9"), "{run:#?}");
+    assert!(warned(&run, "ResourceSync Archives"), "{run:#?}");
+    assert!(run.resyncs().is_empty(), "{run:#?}");
+
+    // The Source changes: a updated, c created, in a Change List its archive lists.
+    site.resources(&res(&[("/res/a.txt", "A"), ("/res/c.txt", "c")]))?;
+    site.write("/changelist.xml", real_world(&site, "changelist.xml")?)?;
+    site.write("/changelist-archive.xml", archive)?;
+    site.fx.reset_counters();
+    let run = case.run()?;
+    run.assert_ok();
+    assert!(
+        run.resyncs().is_empty(),
+        "followed by its changes, not re-synced: {run:#?}"
+    );
+    assert_eq!(run.cud(), (1, 1, 0), "{run:#?}");
+    assert_eq!(
+        site.fx.hits("/resourcelist.xml"),
+        0,
+        "the list is not read again"
+    );
+    assert!(site.fx.hits("/changelist.xml") >= 1);
+    assert_eq!(site.fx.hits("/res/b.txt"), 0);
+    let snap = case.assert_state(
+        UP,
+        &expect(
+            &site,
+            &res(&[
+                ("/res/a.txt", "A"),
+                ("/res/b.txt", "b"),
+                ("/res/c.txt", "c"),
+            ]),
+        ),
+        &[],
+    )?;
+    snap.assert_log_sane();
+    assert_eq!(snap.log_of(&site.url("/res/a.txt")), ["created", "updated"]);
+
+    // rsagg's own documents are strictly valid, whatever the upstream wrote.
+    let docs = published_documents(&case)?;
+    let names: Vec<String> = docs.iter().map(|p| p.display().to_string()).collect();
+    assert!(
+        names.iter().any(|n| n.ends_with("changelist-open.xml"))
+            && names.iter().any(|n| n.contains("resourcelist")),
+        "{names:#?}"
+    );
+    for p in &docs {
+        let path = p.to_string_lossy();
+        let (code, out, err) = rsagg(&["validate", "--strict", &path])?;
+        assert_eq!(code, 0, "{path}:\n{out}\n{err}");
+    }
+    // The upstream's zone-less lastmod, republished in UTC with its microseconds, as the
+    // `via` link's `modified`; its `describedBy` written as `describedby`.
+    let root = store_dir(&case)?;
+    let open = std::fs::read_to_string(root.join("changelist-open.xml"))?;
+    assert!(
+        open.contains(r#"modified="2018-11-07T08:00:00.123456Z""#),
+        "{open}"
+    );
+    assert!(open.contains(r#"rel="describedby""#), "{open}");
+    assert!(!open.contains("describedBy"), "{open}");
+    Ok(())
+}
+
+/// A Capability List offering its Resource List only through a `resourcelist-archive`
+/// (ResourceSync Archives): the baseline is the archive's newest snapshot alone, by `at` as
+/// an instant; older snapshots (which still name a resource deleted since) are not read.
+#[test]
+fn a_resource_list_archive_baselines_from_its_newest_snapshot() -> Result<()> {
+    let site = Site::new()?;
+    site.resources(&res(&[
+        ("/res/a.txt", "a"),
+        ("/res/b.txt", "b"),
+        ("/res/old.txt", "old"),
+    ]))?;
+    site.source_description("/.well-known/resourcesync", &["/capabilitylist.xml"])?;
+    site.capability_list(
+        "/capabilitylist.xml",
+        Some("/.well-known/resourcesync"),
+        &[("resourcelist-archive", "/resourcelist-archive.xml")],
+    )?;
+    site.write(
+        "/resourcelist-archive.xml",
+        real_world(&site, "resourcelist-archive.xml")?,
+    )?;
+    site.write("/resourcelist.xml", real_world(&site, "resourcelist.xml")?)?;
+    let old = site.resource_list_doc(
+        "/capabilitylist.xml",
+        "2018-11-06T17:41:16Z",
+        &res(&[("/res/old.txt", "old")]),
+    );
+    site.write("/resourcelist-2018-11-06.xml", &old)?;
+    site.write("/resourcelist-2018-11-05.xml", &old)?;
+
+    let case = Case::new(
+        Store::file("rl-archive")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (2, 0, 0), "{run:#?}");
+    assert!(
+        run.warnings()
+            .iter()
+            .any(|w| w.contains("resourcelist-archive") && w.contains("ResourceSync Archives")),
+        "{run:#?}"
+    );
+    assert_eq!(site.fx.hits("/resourcelist-2018-11-06.xml"), 0);
+    assert_eq!(site.fx.hits("/resourcelist-2018-11-05.xml"), 0);
+    assert_eq!(site.fx.hits("/res/old.txt"), 0);
+    case.assert_state(
+        UP,
+        &expect(&site, &res(&[("/res/a.txt", "a"), ("/res/b.txt", "b")])),
+        &[],
+    )?;
+    // The newest snapshot's zone-less `at` is the checkpoint, reported in UTC.
+    assert_eq!(
+        run.up()["checkpoint"],
+        "2018-11-06T17:41:16.901455Z",
+        "{run:#?}"
+    );
+    Ok(())
+}

@@ -18,6 +18,12 @@
 //!    [`Route::RobotsTxt`]), each leading to a Resource List (and its `up` link) or directly
 //!    to a Capability List or Source Description.
 //!
+//! Capability values of earlier specifications ([`rsagg_model::Legacy`]: ResourceSync 0.9's
+//! `resourcesync` Description, the `*-archive` values of ResourceSync Archives) are taken as
+//! their 1.1 equivalents, each with a warning naming the specification it comes from, so a
+//! 0.9/1.0-era Source is discovered and followed as a 1.1 one; relation types (`up`, `hub`)
+//! compare case-insensitively.
+//!
 //! Every document goes through the [`Fetcher`] (guard, caps, retries), is read with the
 //! streaming reader in lenient mode, and only as far as needed (the header of a Resource List
 //! is enough to find its `up` link). Navigation is bounded: at most [`MAX_HOPS`] documents on
@@ -90,7 +96,8 @@ pub struct Discovery {
 pub struct CapabilitySet {
     /// The Capability List (its final URL, after redirects).
     pub url: Url,
-    /// Capability documents, e.g. (`ResourceList`, `…/resourcelist.xml`), in document order.
+    /// Capability documents, e.g. (`ResourceList`, `…/resourcelist.xml`), in document order,
+    /// with capabilities as written (legacy values included).
     pub entries: Vec<(Capability, Url)>,
     /// The WebSub hub: `rs:ln rel="hub"` of the change-notification entry, else of the
     /// Capability List itself (Change Notification section 5).
@@ -112,9 +119,17 @@ pub struct Channel {
 
 impl CapabilitySet {
     /// The document advertised for capability `c` (a Capability List has one per
-    /// capability, spec section 9).
+    /// capability, spec section 9): the entry with the 1.1 value, else one with a legacy value
+    /// standing for it ([`Capability::means`]; a 1.0-era Source may offer its changes only as
+    /// a `changelist-archive`). The 1.1 value wins because an archive beside a current list
+    /// only holds older documents. The reader of the document tells an archive by its own
+    /// capability.
     pub fn get(&self, c: Capability) -> Option<&Url> {
-        self.entries.iter().find(|(k, _)| *k == c).map(|(_, u)| u)
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == c)
+            .or_else(|| self.entries.iter().find(|(k, _)| k.means(&c)))
+            .map(|(_, u)| u)
     }
 
     /// The set's change-notification channel, when the Capability List advertises a topic
@@ -438,7 +453,7 @@ impl<'a> Cx<'a> {
             let kind = reader.kind();
             match kind {
                 DocumentKind::CapabilityList => {
-                    let set = read_capability_list(&url, &mut reader).await?;
+                    let set = read_capability_list(&url, &mut reader, &mut self.warnings).await?;
                     let up = reader
                         .header()
                         .link("up")
@@ -452,6 +467,9 @@ impl<'a> Cx<'a> {
                 DocumentKind::SourceDescription
                 | DocumentKind::SourceDescriptionIndex
                 | DocumentKind::CapabilityListIndex => {
+                    if let Some(l) = reader.header().capability().and_then(Capability::legacy) {
+                        self.warn(format!("{url}: {}", l.message()));
+                    }
                     let locs = self.locs(&url, &mut reader).await?;
                     drop(reader);
                     let mut found = Found::default();
@@ -560,10 +578,12 @@ impl<'a> Cx<'a> {
 }
 
 /// Reads the entries of a Capability List (spec section 9) and its change-notification
-/// channel (Change Notification section 5).
+/// channel (Change Notification section 5). Each legacy capability value adds a warning
+/// naming the specification it comes from (the Source should update it).
 async fn read_capability_list(
     url: &Url,
     reader: &mut DocumentReader,
+    warnings: &mut Vec<String>,
 ) -> Result<CapabilitySet, Error> {
     let header_hub = reader
         .header()
@@ -590,6 +610,9 @@ async fn read_capability_list(
         let Ok(loc) = url.join(e.loc.trim()) else {
             continue;
         };
+        if let Some(l) = cap.legacy() {
+            warnings.push(format!("{url}: {}: {}", loc, l.message()));
+        }
         if cap == Capability::ChangeNotification && set.topic.is_none() {
             set.topic = Some(loc.clone());
             entry_hub = e.link("hub").and_then(|l| url.join(l.href.trim()).ok());
@@ -612,7 +635,9 @@ mod tests {
         let mut reader = DocumentReader::open_blocking(std::io::Cursor::new(xml.to_vec()), opts)
             .await
             .unwrap();
-        read_capability_list(&url, &mut reader).await.unwrap()
+        read_capability_list(&url, &mut reader, &mut Vec::new())
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -649,6 +674,59 @@ mod tests {
             Some("http://example.com/d/change/")
         );
         assert_eq!(set.notification(), None);
+    }
+
+    #[tokio::test]
+    async fn a_change_list_archive_stands_for_the_change_list_with_a_warning() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/real-world/capabilitylist.xml"
+        );
+        let xml = std::fs::read(path).unwrap();
+        let url = Url::parse("http://upstream.example.org/capabilitylist.xml").unwrap();
+        let opts = ReadOptions::new(Mode::Lenient, url.to_string());
+        let mut reader = DocumentReader::open_blocking(std::io::Cursor::new(xml), opts)
+            .await
+            .unwrap();
+        let mut warnings = Vec::new();
+        let set = read_capability_list(&url, &mut reader, &mut warnings)
+            .await
+            .unwrap();
+        assert_eq!(
+            set.get(Capability::ChangeList).map(Url::as_str),
+            Some("http://upstream.example.org/changelist-archive.xml")
+        );
+        assert_eq!(
+            set.get(Capability::ResourceList).map(Url::as_str),
+            Some("http://upstream.example.org/resourcelist.xml")
+        );
+        assert_eq!(set.get(Capability::ChangeDump), None);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("changelist-archive")
+                && warnings[0].contains("ResourceSync Archives"),
+            "{warnings:?}"
+        );
+        // `rel="Up"` is the up link to the Source Description.
+        assert_eq!(
+            reader.header().link("up").map(|l| l.href.as_str()),
+            Some("http://upstream.example.org/.well-known/resourcesync")
+        );
+    }
+
+    #[test]
+    fn the_1_1_value_wins_over_a_legacy_one() {
+        let u = |s: &str| Url::parse(&format!("http://e.org/{s}")).unwrap();
+        let set = CapabilitySet {
+            url: u("cl.xml"),
+            entries: vec![
+                (Capability::parse("changelist-archive"), u("archive.xml")),
+                (Capability::ChangeList, u("changelist.xml")),
+            ],
+            hub: None,
+            topic: None,
+        };
+        assert_eq!(set.get(Capability::ChangeList), Some(&u("changelist.xml")));
     }
 
     #[test]

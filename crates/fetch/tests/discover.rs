@@ -410,3 +410,77 @@ async fn guard_applies_to_discovery() {
         .unwrap_err();
     assert!(matches!(err, Error::Refused { .. }), "{err}");
 }
+
+/// A real-world fixture (`tests/fixtures/real-world/`), its URIs moved to `{base}`.
+fn real_world(name: &str) -> String {
+    let p = format!(
+        "{}/../../tests/fixtures/real-world/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{p}: {e}"))
+        .replace("http://upstream.example.org", "{base}")
+}
+
+/// A 0.9/1.0-era Source: a ResourceSync 0.9 Description (`resourcesync`) at the well-known
+/// URI, a Capability List offering its changes as a `changelist-archive` with `rel="Up"`,
+/// a Resource List with `rel="UP"`. Found like a 1.1 Source, with warnings naming the
+/// specifications the legacy values come from.
+#[tokio::test]
+async fn a_legacy_source_is_discovered_as_a_1_1_one() {
+    let (sd, cl, rl, archive) = (
+        real_world("sourcedescription-0.9.xml"),
+        real_world("capabilitylist.xml"),
+        real_world("resourcelist.xml"),
+        real_world("changelist-archive.xml"),
+    );
+    let files = [
+        ("/.well-known/resourcesync", XML, sd.as_str()),
+        ("/capabilitylist.xml", XML, cl.as_str()),
+        ("/resourcelist.xml", XML, rl.as_str()),
+        ("/changelist-archive.xml", XML, archive.as_str()),
+    ];
+    let base = site(&files, &[]).await;
+    let d = discover(&fetcher(), &u(format!("{base}/")), &open())
+        .await
+        .unwrap();
+    assert_eq!(d.route, Route::WellKnown);
+    assert_eq!(d.capability_lists.len(), 1, "{d:?}");
+    let set = &d.capability_lists[0];
+    assert_eq!(
+        set.get(Capability::ChangeList),
+        Some(&u(format!("{base}/changelist-archive.xml")))
+    );
+    assert_eq!(
+        set.get(Capability::ResourceList),
+        Some(&u(format!("{base}/resourcelist.xml")))
+    );
+    let warned = |needle: &str| d.warnings.iter().any(|w| w.contains(needle));
+    assert!(warned("ResourceSync 0.9"), "{:?}", d.warnings);
+    assert!(warned("ResourceSync Archives"), "{:?}", d.warnings);
+
+    // From the Source Description itself: the same warnings.
+    let d = discover(
+        &fetcher(),
+        &u(format!("{base}/.well-known/resourcesync")),
+        &open(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(d.route, Route::SourceDescription);
+    let warned = |needle: &str| d.warnings.iter().any(|w| w.contains(needle));
+    assert!(warned("ResourceSync 0.9"), "{:?}", d.warnings);
+    assert!(warned("ResourceSync Archives"), "{:?}", d.warnings);
+
+    // From the Resource List: its `rel="UP"` leads to the Capability List, whose `rel="Up"`
+    // names the Source Description.
+    let d = discover(&fetcher(), &u(format!("{base}/resourcelist.xml")), &open())
+        .await
+        .unwrap();
+    assert_eq!(d.route, Route::UpLink);
+    assert_eq!(d.capability_lists.len(), 1);
+    assert_eq!(
+        d.source_description,
+        Some(u(format!("{base}/.well-known/resourcesync")))
+    );
+}

@@ -21,7 +21,9 @@ pub(crate) fn seen_key(e: &UrlEntry) -> SeenKey {
         e.md.as_ref()
             .and_then(|m| m.hash.as_ref())
             .map(|h| h.to_string())
-            .or_else(|| e.lastmod.map(|t| t.to_string()))
+            // In UTC: the same change read once with a zone-less time and once with `Z`
+            // (a Change List and a notification) gives the same key.
+            .or_else(|| e.lastmod.map(|t| t.to_utc().to_string()))
             .unwrap_or_default();
     SeenKey {
         uri: e.loc.trim().to_owned(),

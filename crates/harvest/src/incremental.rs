@@ -1,5 +1,7 @@
 //! Incremental harvest from Change Lists (spec 12.1): from the checkpoint on, in upstream
-//! order, each change once.
+//! order, each change once. A Change List Archive of a 0.9/1.0-era Source (ResourceSync
+//! Archives, `changelist-archive`) is read as the Change List Index it stands for (spec
+//! 12.2), so such a Source is followed by its changes rather than re-synced every run.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use crate::Error;
 use crate::commit::{Committer, Outcome};
 use crate::compare::*;
 use crate::context::Harvest;
+use crate::lists::archive_of;
 use crate::resource::spawned;
 use rsagg_layout::report::UpstreamReport;
 
@@ -68,17 +71,21 @@ impl Harvest {
         };
         let mut cap = docs.open(&up).await?;
         let base = cap.url.clone();
+        // The `changelist` entry, else a legacy one standing for it (as discovery chooses).
+        let mut legacy = None;
         while let Some(e) = cap.next().await? {
-            let is_cl =
-                e.md.as_ref()
-                    .and_then(|m| m.capability.as_ref())
-                    .is_some_and(|c| *c == Capability::ChangeList);
-            if is_cl {
+            let Some(c) = e.md.as_ref().and_then(|m| m.capability.as_ref()) else {
+                continue;
+            };
+            if *c == Capability::ChangeList {
                 let next = base.join(e.loc.trim()).ok();
                 return Ok(next.filter(|n| n != list));
             }
+            if legacy.is_none() && c.means(&Capability::ChangeList) {
+                legacy = base.join(e.loc.trim()).ok();
+            }
         }
-        Ok(None)
+        Ok(legacy.filter(|n| n != list))
     }
 
     /// Processes the Change List (or index) at `cl` from the checkpoint on.
@@ -106,7 +113,35 @@ impl Harvest {
         // The lists to read, oldest first.
         let mut lists: Vec<Url> = Vec::new();
         let mut first_doc = None;
+        let archive = archive_of(doc.header());
         match doc.header().root {
+            _ if archive.is_some() => {
+                let listed = docs.archive_entries(doc).await?;
+                // Discovery already warned of the legacy value in the Capability List.
+                if let Some(l) = archive {
+                    tracing::info!(upstream = %self.up.name, url = %cl, "{}", l.message());
+                }
+                let mut parts: Vec<_> = listed
+                    .into_iter()
+                    .map(|(url, p)| {
+                        let md = p.md.as_ref();
+                        (md.and_then(|m| m.from), md.and_then(|m| m.until), url)
+                    })
+                    .collect();
+                parts.sort_by(|a, b| match (a.0, b.0) {
+                    (Some(x), Some(y)) => x.cmp_instant(&y),
+                    _ => std::cmp::Ordering::Equal,
+                });
+                for (_, until, url) in parts {
+                    let done = match (until, cp.instant) {
+                        (Some(u), Some(c)) => u.cmp_instant(&c).is_lt(),
+                        _ => false,
+                    };
+                    if !done {
+                        lists.push(url);
+                    }
+                }
+            }
             Root::Sitemapindex => {
                 let index_url = doc.url.clone();
                 let mut parts = Vec::new();
@@ -147,6 +182,19 @@ impl Harvest {
                 None => docs.open(&list).await?,
             };
             let header = d.header().clone();
+            // What an index or archive lists must be Change Lists: reading an index as one
+            // would take the documents it lists for changed resources.
+            if header.kind().is_index() {
+                return Err(Error::Upstream {
+                    url: list.to_string(),
+                    section: "12.2",
+                    message: format!(
+                        "listed as a Change List but is a {} ({})",
+                        header.kind().name(),
+                        header.capability().map_or("no capability", |c| c.as_str())
+                    ),
+                });
+            }
             let mut entries = Vec::new();
             while let Some(e) = d.next().await? {
                 if entries.len() >= MAX_CHANGES_PER_LIST {

@@ -3,14 +3,63 @@
 //! Documents are parsed while they download (never held whole); upstream documents are read
 //! in lenient mode, and their problems are logged and counted, not fatal, unless the document
 //! cannot be read at all.
+//!
+//! Archives of 0.9/1.0-era Sources (ResourceSync Archives, [`rsagg_model::Legacy`]) are
+//! followed as their 1.1 equivalents: an archive of Change Lists (Change Dumps) as an index of
+//! them, in `from` order; an archive of Resource Lists (Resource Dumps), which lists
+//! snapshots over time rather than parts of one, by its newest snapshot alone (reading them
+//! all would bring back resources deleted since).
 
 use rsagg_fetch::{Access, Fetcher, Request};
-use rsagg_model::{Header, Mode, Root, Severity, UrlEntry};
+use rsagg_model::{Header, Legacy, Mode, Root, Severity, UrlEntry};
 use rsagg_sitemap::{DocumentReader, ReadOptions};
 use tokio::sync::mpsc;
 use url::Url;
 
 use crate::Error;
+
+/// Documents one archive may list (its own entries, or those of its parts).
+pub(crate) const MAX_ARCHIVE_ENTRIES: usize = 100_000;
+
+/// The archive capability of a document header, if it has one ([`Legacy::is_archive`]).
+pub(crate) fn archive_of(h: &Header) -> Option<Legacy> {
+    h.capability()
+        .and_then(|c| c.legacy())
+        .filter(|l| l.is_archive())
+}
+
+/// The newest snapshot an archive of Resource Lists or Dumps lists: the greatest `at`
+/// (compared as instants), else `lastmod`, else the last listed.
+pub(crate) fn newest(listed: &[(Url, UrlEntry)]) -> Option<&Url> {
+    let instant = |e: &UrlEntry| e.md.as_ref().and_then(|m| m.at).or(e.lastmod);
+    let mut best: Option<&(Url, UrlEntry)> = None;
+    for item in listed {
+        best = match (best, instant(&item.1)) {
+            (None, _) => Some(item),
+            (Some(b), Some(t)) => match instant(&b.1) {
+                Some(bt) if t.cmp_instant(&bt).is_lt() => Some(b),
+                _ => Some(item),
+            },
+            (Some(b), None) if instant(&b.1).is_some() => Some(b),
+            (Some(_), None) => Some(item),
+        };
+    }
+    best.map(|(u, _)| u)
+}
+
+/// Orders what an archive of changes lists by `from` (as instants; entries without keep
+/// their place), as an index's parts are read.
+pub(crate) fn by_from(listed: &mut [(Url, UrlEntry)]) {
+    listed.sort_by(|a, b| {
+        match (
+            a.1.md.as_ref().and_then(|m| m.from),
+            b.1.md.as_ref().and_then(|m| m.from),
+        ) {
+            (Some(x), Some(y)) => x.cmp_instant(&y),
+            _ => std::cmp::Ordering::Equal,
+        }
+    });
+}
 
 /// What the list reader needs from the harvest.
 pub(crate) struct Docs<'a> {
@@ -90,15 +139,114 @@ impl Docs<'_> {
         })
     }
 
+    /// The documents an archive lists, each with its entry: the archive's own entries, or
+    /// when it is a `<sitemapindex>`, those of each archive part it lists (resolved against
+    /// the document naming them).
+    pub async fn archive_entries(&self, mut doc: OpenDoc) -> Result<Vec<(Url, UrlEntry)>, Error> {
+        let mut out = Vec::new();
+        let mut parts = Vec::new();
+        let is_index = doc.header().root == Root::Sitemapindex;
+        let base = doc.url.clone();
+        while let Some(e) = doc.next().await? {
+            let u = base.join(e.loc.trim()).map_err(|err| Error::Upstream {
+                url: base.to_string(),
+                section: "7",
+                message: format!("`{}` is not a URL: {err}", e.loc),
+            })?;
+            if is_index {
+                parts.push(u);
+            } else {
+                out.push((u, e));
+            }
+            if out.len() + parts.len() > MAX_ARCHIVE_ENTRIES {
+                break;
+            }
+        }
+        for part in parts {
+            let mut p = self.open(&part).await?;
+            if p.header().root != Root::Urlset {
+                return Err(Error::Upstream {
+                    url: part.to_string(),
+                    section: "7",
+                    message: "a part of an archive index must be a <urlset>".into(),
+                });
+            }
+            let base = p.url.clone();
+            while let Some(e) = p.next().await? {
+                if let Ok(u) = base.join(e.loc.trim()) {
+                    out.push((u, e));
+                }
+                if out.len() > MAX_ARCHIVE_ENTRIES {
+                    return Err(Error::Upstream {
+                        url: doc.url.to_string(),
+                        section: "7",
+                        message: format!("more than {MAX_ARCHIVE_ENTRIES} documents archived"),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Opens a document an archive lists; it must be a list or an index, not another archive.
+    async fn open_archived(&self, url: &Url, archive: &Url) -> Result<OpenDoc, Error> {
+        let doc = self.open(url).await?;
+        if archive_of(doc.header()).is_some() {
+            return Err(Error::Upstream {
+                url: url.to_string(),
+                section: "7",
+                message: format!("listed in the archive {archive} but is an archive itself"),
+            });
+        }
+        Ok(doc)
+    }
+
     /// Sends every entry of the list at `url` — or, when it is an index, of every part it
     /// lists, in order — into `tx`; returns the header of the document at `url`. Stops early
-    /// (Ok) when the receiver is gone.
+    /// (Ok) when the receiver is gone. A legacy archive (see the module documentation) is
+    /// read as its 1.1 equivalent: for an archive of snapshots the header returned is the
+    /// newest snapshot's (its `at` is what was read).
     pub async fn stream_entries(
         &self,
         url: &Url,
         tx: mpsc::Sender<(Url, UrlEntry)>,
     ) -> Result<Header, Error> {
-        let mut doc = self.open(url).await?;
+        let doc = self.open(url).await?;
+        let Some(legacy) = archive_of(doc.header()) else {
+            return self.stream_doc(doc, &tx).await;
+        };
+        let header = doc.header().clone();
+        let archive = doc.url.clone();
+        let mut listed = self.archive_entries(doc).await?;
+        tracing::info!(url = %archive, documents = listed.len(), "{}", legacy.message());
+        if legacy.is_snapshot_archive() {
+            let Some(latest) = newest(&listed).cloned() else {
+                return Err(Error::Upstream {
+                    url: archive.to_string(),
+                    section: "7",
+                    message: format!("the `{}` lists no document", legacy.as_str()),
+                });
+            };
+            let doc = self.open_archived(&latest, &archive).await?;
+            return self.stream_doc(doc, &tx).await;
+        }
+        by_from(&mut listed);
+        for (u, _) in listed {
+            if tx.is_closed() {
+                break;
+            }
+            let doc = self.open_archived(&u, &archive).await?;
+            self.stream_doc(doc, &tx).await?;
+        }
+        Ok(header)
+    }
+
+    /// [`Docs::stream_entries`] of a document already open (a list or an index).
+    async fn stream_doc(
+        &self,
+        mut doc: OpenDoc,
+        tx: &mpsc::Sender<(Url, UrlEntry)>,
+    ) -> Result<Header, Error> {
         let header = doc.header().clone();
         match header.root {
             Root::Urlset => {
@@ -138,5 +286,74 @@ impl Docs<'_> {
             }
         }
         Ok(header)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rsagg_model::{Capability, Md, W3cDateTime};
+
+    fn listed(loc: &str, at: Option<&str>, from: Option<&str>) -> (Url, UrlEntry) {
+        let t = |s: &str| W3cDateTime::parse(s).unwrap().value;
+        let url = Url::parse(&format!("http://e.org/{loc}")).unwrap();
+        let e = UrlEntry {
+            loc: url.to_string(),
+            md: Some(Md {
+                at: at.map(t),
+                from: from.map(t),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        };
+        (url, e)
+    }
+
+    #[test]
+    fn the_newest_snapshot_is_chosen_by_instant() {
+        // Zone-less, offset and UTC times compared as instants, not as text.
+        let l = [
+            listed("a.xml", Some("2018-11-06T17:41:16.901455"), None),
+            listed("b.xml", Some("2018-11-07T18:00:00+01:00"), None),
+            listed("c.xml", Some("2018-11-07T16:59:59Z"), None),
+        ];
+        assert_eq!(newest(&l).unwrap().as_str(), "http://e.org/b.xml");
+        // Without times, the last listed.
+        let l = [listed("a.xml", None, None), listed("b.xml", None, None)];
+        assert_eq!(newest(&l).unwrap().as_str(), "http://e.org/b.xml");
+        // A dated snapshot wins over undated ones.
+        let l = [
+            listed("a.xml", Some("2018-11-06T00:00:00Z"), None),
+            listed("b.xml", None, None),
+        ];
+        assert_eq!(newest(&l).unwrap().as_str(), "http://e.org/a.xml");
+        assert!(newest(&[]).is_none());
+    }
+
+    #[test]
+    fn archived_change_lists_are_read_oldest_first() {
+        let mut l = [
+            listed("2.xml", None, Some("2018-11-07T00:00:00Z")),
+            listed("1.xml", None, Some("2018-11-06T17:41:16.901455")),
+            listed("3.xml", None, Some("2018-11-08T01:00:00+01:00")),
+        ];
+        by_from(&mut l);
+        let order: Vec<&str> = l.iter().map(|(u, _)| u.path()).collect();
+        assert_eq!(order, ["/1.xml", "/2.xml", "/3.xml"]);
+    }
+
+    #[test]
+    fn only_archives_are_archives() {
+        let h = |c: &str| Header::new(Root::Urlset, Capability::parse(c));
+        assert_eq!(
+            archive_of(&h("changelist-archive")),
+            Some(Legacy::ChangeListArchive)
+        );
+        assert_eq!(
+            archive_of(&h("resourcelist-archive")),
+            Some(Legacy::ResourceListArchive)
+        );
+        assert_eq!(archive_of(&h("resourcesync")), None);
+        assert_eq!(archive_of(&h("changelist")), None);
     }
 }

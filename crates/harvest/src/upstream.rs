@@ -169,7 +169,10 @@ async fn harvest_into(
             report.fail(format!("set {}: {e}", set.url));
         }
     }
-    report.checkpoint = oldest_checkpoint(&ctx.state, &h.up.name, &sets).await;
+    // Written in UTC (the instant may come from an upstream's zone-less `at`).
+    report.checkpoint = oldest_checkpoint(&ctx.state, &h.up.name, &sets)
+        .await
+        .map(|t| t.to_utc());
     polled.sets = sets;
     polled.harvest = Some(h);
     report

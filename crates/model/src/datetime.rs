@@ -216,6 +216,42 @@ impl W3cDateTime {
         }
     }
 
+    /// The same instant with the same precision, written in UTC with `Z`: the form rsagg
+    /// writes every datetime in, whatever an upstream wrote.
+    ///
+    /// Why: rsagg copies upstream datetimes into its own documents (the `modified` of a
+    /// `via` link, spec 14.8), and real Sources write times without a designator
+    /// (`2018-11-06T17:41:16.901455`, read as UTC, see [`Parsed::missing_tzd`]) or with an
+    /// offset. Written back as read, the first is not a W3C Datetime at all, so rsagg's own
+    /// documents would fail strict validation (spec 7 requires W3C Datetime; `YYYY-MM-DDThh:mm:ss[.s]Z`
+    /// in UTC is what the spec recommends for `at`, `from`, …). The fraction digits are kept,
+    /// so no precision the upstream gave is lost or invented. A value without a time part
+    /// (`YYYY`, `YYYY-MM`, `YYYY-MM-DD`) has no designator to write and is returned as is.
+    /// Values are still compared as instants ([`W3cDateTime::cmp_instant`]): normalising
+    /// changes the text, never the instant.
+    pub fn to_utc(&self) -> Self {
+        match self.precision {
+            Precision::Year | Precision::Month | Precision::Day => *self,
+            _ => W3cDateTime {
+                tzd: Tzd::Utc,
+                ..*self
+            },
+        }
+    }
+
+    /// True when the value is written as [`W3cDateTime::to_utc`] writes it (UTC with `Z`,
+    /// or a date without time).
+    pub fn is_utc(&self) -> bool {
+        *self == self.to_utc()
+    }
+
+    /// Appends the value normalised to UTC ([`W3cDateTime::to_utc`]) to `out`: the
+    /// formatter rsagg's writers use, so nothing rsagg writes carries an upstream's missing
+    /// designator or offset.
+    pub fn write_utc_to(&self, out: &mut Vec<u8>) {
+        self.to_utc().write_to(out);
+    }
+
     /// This instant plus `nanos` nanoseconds, in UTC with nanosecond precision (used to make
     /// strictly increasing change datetimes).
     pub fn plus_nanos(&self, nanos: u64) -> Self {
@@ -523,6 +559,42 @@ mod tests {
         assert!(W3cDateTime::parse("2000-02-29").is_ok());
         assert!(W3cDateTime::parse("1900-02-29").is_err());
         assert!(W3cDateTime::parse("2024-04-31").is_err());
+    }
+
+    #[test]
+    fn to_utc_keeps_instant_and_precision_and_writes_z() {
+        for (text, utc) in [
+            // Real producers: no designator, microseconds (read as UTC).
+            ("2018-11-06T17:41:16.901455", "2018-11-06T17:41:16.901455Z"),
+            ("2018-11-06T17:41:16", "2018-11-06T17:41:16Z"),
+            ("2018-11-06T17:41", "2018-11-06T17:41Z"),
+            // Offsets move to UTC, across a day boundary too.
+            ("2013-01-03T01:00:00.000+01:00", "2013-01-03T00:00:00.000Z"),
+            ("2013-01-02T23:30:00-01:00", "2013-01-03T00:30:00Z"),
+            ("2013-01-03T09:00:00+00:00", "2013-01-03T09:00:00Z"),
+            (
+                "2013-01-03T09:00:00.123456789Z",
+                "2013-01-03T09:00:00.123456789Z",
+            ),
+            // Dates have no designator to write.
+            ("2013-01-03", "2013-01-03"),
+            ("2013-01", "2013-01"),
+            ("2013", "2013"),
+        ] {
+            let v = p(text);
+            let u = v.to_utc();
+            assert_eq!(u.to_string(), utc, "{text}");
+            assert_eq!(u.cmp_instant(&v), Ordering::Equal, "{text}");
+            assert_eq!(u.precision(), v.precision(), "{text}");
+            assert!(u.is_utc(), "{text}");
+            let mut out = Vec::new();
+            v.write_utc_to(&mut out);
+            assert_eq!(out, utc.as_bytes(), "{text}");
+            // The written form is a strict W3C Datetime.
+            assert!(!W3cDateTime::parse(utc).unwrap().missing_tzd, "{text}");
+        }
+        assert!(!p("2018-11-06T17:41:16").is_utc());
+        assert!(!p("2013-01-03T09:00:00+00:00").is_utc());
     }
 
     #[test]

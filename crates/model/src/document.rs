@@ -65,8 +65,133 @@ pub enum Capability {
     ChangeDumpManifest,
     /// `change-notification` — a Change Notification payload or channel (CN 3, 5).
     ChangeNotification,
-    /// A value defined elsewhere (e.g. the archiving specification); kept as written.
+    /// A value of an earlier ResourceSync specification that 0.9/1.0-era Sources still
+    /// publish, read as its 1.1 equivalent ([`Legacy::current`]); written back as read.
+    Legacy(Legacy),
+    /// A value defined elsewhere; kept as written.
     Other(String),
+}
+
+/// Capability values that ResourceSync specifications before 1.1 defined and that 1.1 (spec 7,
+/// whose list of defined values has none of them) expresses otherwise. Only values that
+/// were published are here (no `resourcelist-index` or the like: indexes have always
+/// shared their list's value, spec 7).
+///
+/// Why: Sources built against those drafts still run. Ignoring their values cost a
+/// Destination the changes they offer (a Source whose changes are only in a Change List
+/// Archive was re-synced from its Resource List on every run), so a lenient reader takes
+/// each as its 1.1 equivalent, with a warning naming where the value comes from; strict
+/// validation still flags it, since rsagg never writes one.
+///
+/// - `resourcesync`: ResourceSync 0.9 (beta draft of 7 June 2013) called the document at
+///   `/.well-known/resourcesync` a *ResourceSync Description* with this capability; 0.9.1
+///   (August 2013) renamed it *Source Description*, `description` (spec 8).
+/// - `resourcelist-archive`, `resourcedump-archive`, `changelist-archive`,
+///   `changedump-archive`: the *ResourceSync Archives* specification (beta drafts of the
+///   0.9/1.0 era, <http://www.openarchives.org/rs/archives>, advertised in Capability
+///   Lists beside the core capabilities): a document listing a Source's earlier Resource
+///   Lists (each with `at`), Resource Dumps, Change Lists or Change Dumps (each with
+///   `from`/`until`). 1.1 lists consecutive Change Lists (Change Dumps) in a Change List
+///   Index (Change Dump Index, spec 12.2, 13.1), so a change archive is read as that index;
+///   an archive of Resource Lists (Dumps) lists snapshots over time rather than parts of
+///   one, so a reader takes its newest snapshot as the Resource List (Dump).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Legacy {
+    /// `resourcesync` (0.9), now `description`.
+    ResourceSyncDescription,
+    /// `resourcelist-archive` (ResourceSync Archives), read as the newest Resource List.
+    ResourceListArchive,
+    /// `resourcedump-archive` (ResourceSync Archives), read as the newest Resource Dump.
+    ResourceDumpArchive,
+    /// `changelist-archive` (ResourceSync Archives), read as a Change List Index.
+    ChangeListArchive,
+    /// `changedump-archive` (ResourceSync Archives), read as a Change Dump Index.
+    ChangeDumpArchive,
+}
+
+impl Legacy {
+    /// Every legacy value.
+    pub const ALL: [Legacy; 5] = [
+        Legacy::ResourceSyncDescription,
+        Legacy::ResourceListArchive,
+        Legacy::ResourceDumpArchive,
+        Legacy::ChangeListArchive,
+        Legacy::ChangeDumpArchive,
+    ];
+
+    /// The legacy value an attribute holds, if it is one.
+    pub fn parse(s: &str) -> Option<Self> {
+        Legacy::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// The attribute value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Legacy::ResourceSyncDescription => "resourcesync",
+            Legacy::ResourceListArchive => "resourcelist-archive",
+            Legacy::ResourceDumpArchive => "resourcedump-archive",
+            Legacy::ChangeListArchive => "changelist-archive",
+            Legacy::ChangeDumpArchive => "changedump-archive",
+        }
+    }
+
+    /// The specification (and version) that defined the value, for warnings.
+    pub fn version(self) -> &'static str {
+        match self {
+            Legacy::ResourceSyncDescription => "ResourceSync 0.9 (June 2013; renamed in 0.9.1)",
+            _ => "ResourceSync Archives (0.9/1.0 era)",
+        }
+    }
+
+    /// The ResourceSync 1.1 capability the value is read as.
+    pub fn current(self) -> Capability {
+        match self {
+            Legacy::ResourceSyncDescription => Capability::Description,
+            Legacy::ResourceListArchive => Capability::ResourceList,
+            Legacy::ResourceDumpArchive => Capability::ResourceDump,
+            Legacy::ChangeListArchive => Capability::ChangeList,
+            Legacy::ChangeDumpArchive => Capability::ChangeDump,
+        }
+    }
+
+    /// True for the archives, documents listing other documents of their capability.
+    pub fn is_archive(self) -> bool {
+        self != Legacy::ResourceSyncDescription
+    }
+
+    /// True for the archives of snapshots (Resource Lists, Resource Dumps), of which a
+    /// reader takes the newest; the archives of changes are read whole, as an index.
+    pub fn is_snapshot_archive(self) -> bool {
+        matches!(
+            self,
+            Legacy::ResourceListArchive | Legacy::ResourceDumpArchive
+        )
+    }
+
+    /// How a reader takes the value, for warnings: `Source Description (section 8)`.
+    pub fn read_as(self) -> &'static str {
+        match self {
+            Legacy::ResourceSyncDescription => "a Source Description (`description`, section 8)",
+            Legacy::ResourceListArchive => {
+                "its newest Resource List (`resourcelist`, section 10.1)"
+            }
+            Legacy::ResourceDumpArchive => {
+                "its newest Resource Dump (`resourcedump`, section 11.1)"
+            }
+            Legacy::ChangeListArchive => "a Change List Index (`changelist`, section 12.2)",
+            Legacy::ChangeDumpArchive => "a Change Dump Index (`changedump`, section 13.1)",
+        }
+    }
+
+    /// The warning a lenient reader gives for the value.
+    pub fn message(self) -> String {
+        format!(
+            "capability `{}` is from {}, not ResourceSync 1.1; read as {}",
+            self.as_str(),
+            self.version(),
+            self.read_as()
+        )
+    }
 }
 
 impl Capability {
@@ -82,7 +207,32 @@ impl Capability {
             "resourcedump-manifest" => Capability::ResourceDumpManifest,
             "changedump-manifest" => Capability::ChangeDumpManifest,
             "change-notification" => Capability::ChangeNotification,
-            other => Capability::Other(other.to_owned()),
+            other => match Legacy::parse(other) {
+                Some(l) => Capability::Legacy(l),
+                None => Capability::Other(other.to_owned()),
+            },
+        }
+    }
+
+    /// The ResourceSync 1.1 capability this value stands for: itself, or what a legacy
+    /// value is read as ([`Legacy::current`]).
+    pub fn current(&self) -> Capability {
+        match self {
+            Capability::Legacy(l) => l.current(),
+            other => other.clone(),
+        }
+    }
+
+    /// True when this value stands for the 1.1 capability `c`, itself or as a legacy value.
+    pub fn means(&self, c: &Capability) -> bool {
+        self == c || matches!(self, Capability::Legacy(l) if l.current() == *c)
+    }
+
+    /// The legacy value, if this is one.
+    pub fn legacy(&self) -> Option<Legacy> {
+        match self {
+            Capability::Legacy(l) => Some(*l),
+            _ => None,
         }
     }
 
@@ -98,6 +248,7 @@ impl Capability {
             Capability::ResourceDumpManifest => "resourcedump-manifest",
             Capability::ChangeDumpManifest => "changedump-manifest",
             Capability::ChangeNotification => "change-notification",
+            Capability::Legacy(l) => l.as_str(),
             Capability::Other(s) => s,
         }
     }
@@ -267,6 +418,35 @@ pub struct Link {
 }
 
 impl Link {
+    /// True when `rel` is one of the link's relation types. Relation types compare
+    /// case-insensitively (RFC 8288 section 2.1.1: `describedBy` is `describedby`), and a
+    /// `rel` may hold several, separated by white space (RFC 8288 section 3.3).
+    pub fn has_rel(&self, rel: &str) -> bool {
+        self.rel
+            .split_ascii_whitespace()
+            .any(|t| t.eq_ignore_ascii_case(rel))
+    }
+
+    /// The `rel` as rsagg writes it: registered relation types lowercased (their registered
+    /// names, RFC 8288 section 2.1.1, IANA Link Relations), extension relation types (URIs,
+    /// section 2.1.2) as written, several separated by one space. Why: relation types
+    /// compare case-insensitively, so an upstream's `describedBy` is `describedby`, and the
+    /// lowercase registered name is what every reader matches.
+    pub fn normalised_rel(&self) -> String {
+        let mut out = String::with_capacity(self.rel.len());
+        for t in self.rel.split_ascii_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            if t.contains(':') {
+                out.push_str(t);
+            } else {
+                out.extend(t.chars().map(|c| c.to_ascii_lowercase()));
+            }
+        }
+        out
+    }
+
     /// A link with just `rel` and `href`.
     pub fn new(rel: impl Into<String>, href: impl Into<String>) -> Self {
         Link {
@@ -296,9 +476,9 @@ pub struct UrlEntry {
 }
 
 impl UrlEntry {
-    /// The first link with relation `rel`.
+    /// The first link with relation `rel` (compared as [`Link::has_rel`] does).
     pub fn link(&self, rel: &str) -> Option<&Link> {
-        self.links.iter().find(|l| l.rel == rel)
+        self.links.iter().find(|l| l.has_rel(rel))
     }
 
     /// The instant this entry is ordered by in a change document: `datetime`, else `lastmod`.
@@ -339,9 +519,9 @@ impl Header {
         self.md.as_ref().and_then(|m| m.capability.as_ref())
     }
 
-    /// The first link with relation `rel`.
+    /// The first link with relation `rel` (compared as [`Link::has_rel`] does).
     pub fn link(&self, rel: &str) -> Option<&Link> {
-        self.links.iter().find(|l| l.rel == rel)
+        self.links.iter().find(|l| l.has_rel(rel))
     }
 
     /// What kind of document this header opens.
@@ -411,8 +591,10 @@ impl DocumentKind {
                 C::ResourceDumpManifest => K::ResourceDumpManifest,
                 C::ChangeDumpManifest => K::ChangeDumpManifest,
                 C::ChangeNotification => K::ChangeNotification,
+                C::Legacy(l) => Self::of_legacy(root, *l),
                 C::Other(_) => K::Other,
             },
+            (Root::Sitemapindex, Some(C::Legacy(l))) => Self::of_legacy(root, *l),
             (Root::Sitemapindex, Some(c)) => match c {
                 C::Description => K::SourceDescriptionIndex,
                 C::CapabilityList => K::CapabilityListIndex,
@@ -422,6 +604,22 @@ impl DocumentKind {
                 C::ChangeDump => K::ChangeDumpIndex,
                 _ => K::Other,
             },
+        }
+    }
+
+    /// The kind of a document with a legacy capability ([`Legacy`]): a ResourceSync 0.9
+    /// Description is a Source Description (or its index); an archive, of either root,
+    /// lists other documents of its capability, which is what the 1.1 index kinds do
+    /// (how a reader takes an archive of snapshots: see [`Legacy`]).
+    fn of_legacy(root: Root, l: Legacy) -> Self {
+        use DocumentKind as K;
+        match (l, root) {
+            (Legacy::ResourceSyncDescription, Root::Urlset) => K::SourceDescription,
+            (Legacy::ResourceSyncDescription, Root::Sitemapindex) => K::SourceDescriptionIndex,
+            (Legacy::ResourceListArchive, _) => K::ResourceListIndex,
+            (Legacy::ResourceDumpArchive, _) => K::ResourceDumpIndex,
+            (Legacy::ChangeListArchive, _) => K::ChangeListIndex,
+            (Legacy::ChangeDumpArchive, _) => K::ChangeDumpIndex,
         }
     }
 
@@ -578,3 +776,111 @@ macro_rules! serde_as_str {
 serde_as_str!(Capability);
 serde_as_str!(Change);
 serde_as_str!(ChangeFreq);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_capabilities_are_read_as_their_1_1_equivalents() {
+        for (value, current) in [
+            ("resourcesync", Capability::Description),
+            ("resourcelist-archive", Capability::ResourceList),
+            ("resourcedump-archive", Capability::ResourceDump),
+            ("changelist-archive", Capability::ChangeList),
+            ("changedump-archive", Capability::ChangeDump),
+        ] {
+            let c = Capability::parse(value);
+            assert!(c.legacy().is_some(), "{value}");
+            assert_eq!(c.as_str(), value, "written back as read");
+            assert_eq!(c.current(), current, "{value}");
+            assert!(c.means(&current) && c != current, "{value}");
+        }
+        // Only values that were published: indexes always shared their list's value.
+        for value in [
+            "resourcelist-index",
+            "changelist-index",
+            "capabilitylistindex",
+        ] {
+            assert_eq!(
+                Capability::parse(value),
+                Capability::Other(value.into()),
+                "{value}"
+            );
+        }
+        assert!(Capability::ChangeList.means(&Capability::ChangeList));
+        assert_eq!(Capability::ChangeList.current(), Capability::ChangeList);
+        assert!(
+            Legacy::ChangeListArchive
+                .message()
+                .contains("ResourceSync Archives")
+        );
+        assert!(
+            Legacy::ResourceSyncDescription
+                .message()
+                .contains("ResourceSync 0.9")
+        );
+    }
+
+    #[test]
+    fn legacy_documents_have_the_kind_of_their_1_1_equivalent() {
+        use DocumentKind as K;
+        let of = |root, v: &str| DocumentKind::of(root, Some(&Capability::parse(v)));
+        assert_eq!(of(Root::Urlset, "resourcesync"), K::SourceDescription);
+        assert_eq!(
+            of(Root::Sitemapindex, "resourcesync"),
+            K::SourceDescriptionIndex
+        );
+        assert_eq!(of(Root::Urlset, "changelist-archive"), K::ChangeListIndex);
+        assert_eq!(
+            of(Root::Sitemapindex, "changelist-archive"),
+            K::ChangeListIndex
+        );
+        assert_eq!(of(Root::Urlset, "changedump-archive"), K::ChangeDumpIndex);
+        assert_eq!(
+            of(Root::Urlset, "resourcelist-archive"),
+            K::ResourceListIndex
+        );
+        assert_eq!(
+            of(Root::Urlset, "resourcedump-archive"),
+            K::ResourceDumpIndex
+        );
+        assert_eq!(of(Root::Urlset, "no-such-thing"), K::Other);
+    }
+
+    #[test]
+    fn relation_types_compare_case_insensitively() {
+        let h = Header {
+            root: Root::Urlset,
+            md: None,
+            links: vec![
+                Link::new("DescribedBy", "http://e.org/about"),
+                Link::new("UP", "http://e.org/cl.xml"),
+                Link::new("index alternate", "http://e.org/i.xml"),
+            ],
+        };
+        assert_eq!(h.link("describedby").unwrap().href, "http://e.org/about");
+        assert_eq!(h.link("up").unwrap().href, "http://e.org/cl.xml");
+        assert_eq!(h.link("Index").unwrap().href, "http://e.org/i.xml");
+        assert_eq!(h.link("alternate").unwrap().href, "http://e.org/i.xml");
+        assert!(h.link("describes").is_none());
+        let e = UrlEntry {
+            links: h.links.clone(),
+            ..UrlEntry::default()
+        };
+        assert_eq!(e.link("describedBy").unwrap().href, "http://e.org/about");
+    }
+
+    #[test]
+    fn relation_types_are_written_as_lowercase_registered_names() {
+        let rel = |r: &str| Link::new(r, "x").normalised_rel();
+        assert_eq!(rel("describedBy"), "describedby");
+        assert_eq!(rel(" Via "), "via");
+        assert_eq!(rel("Up  Index"), "up index");
+        // Extension relation types are URIs, left as written.
+        assert_eq!(
+            rel("http://www.openarchives.org/rs/terms/Patch"),
+            "http://www.openarchives.org/rs/terms/Patch"
+        );
+    }
+}

@@ -17,8 +17,8 @@ pub mod validate;
 
 pub use datetime::{DateTimeError, Precision, Tzd, W3cDateTime};
 pub use document::{
-    Capability, Change, ChangeFreq, DocumentKind, EntrySpans, ExtAttr, Header, HeaderSpans, Link,
-    Md, Pos, RS_NS, Root, SITEMAP_NS, UrlEntry,
+    Capability, Change, ChangeFreq, DocumentKind, EntrySpans, ExtAttr, Header, HeaderSpans, Legacy,
+    Link, Md, Pos, RS_NS, Root, SITEMAP_NS, UrlEntry,
 };
 pub use hash::{HashAlgorithm, HashValue, Hashes};
 pub use validate::{Mode, Problem, Rule, Severity, Validator};

@@ -4,7 +4,8 @@
 //! the rule's code, the spec section, and the line:column where it was found. Two modes:
 //! [`Mode::Strict`] for rsagg's own output, where every deviation is an error, and
 //! [`Mode::Lenient`] for upstream documents, where known quirks of real Sources (a missing
-//! `from`, non-hex hash values, a plain Sitemap without `<rs:md>`, a missing `up` link, …)
+//! `from`, non-hex hash values, a plain Sitemap without `<rs:md>`, a missing `up` link, times
+//! without a zone, capability values of earlier specifications ([`crate::Legacy`]), …)
 //! become warnings so harvesting can go on. Recommendations ("should", "recommended") are
 //! warnings in strict mode and silent in lenient mode.
 //!
@@ -69,6 +70,9 @@ pub enum Rule {
     CapabilityMissing,
     /// A `capability` value that no ResourceSync specification defines.
     CapabilityUnknown,
+    /// A `capability` value of an earlier ResourceSync specification ([`crate::Legacy`]):
+    /// read as its 1.1 equivalent when lenient, an error in rsagg's own output.
+    CapabilityLegacy,
     /// A capability that does not fit the root element or the position.
     CapabilityMisplaced,
     /// A Capability List lists a capability twice.
@@ -151,6 +155,7 @@ impl Rule {
             RootMdMissing => "root-md-missing",
             CapabilityMissing => "capability-missing",
             CapabilityUnknown => "capability-unknown",
+            CapabilityLegacy => "capability-legacy",
             CapabilityMisplaced => "capability-misplaced",
             CapabilityDuplicate => "capability-duplicate",
             LocMissing => "loc-missing",
@@ -199,8 +204,8 @@ impl Rule {
             | PathMissing | ChronologicalOrder | DateTimeInterval | OpenListNotLast
             | CapabilityMisplaced => (Some(E), Some(E)),
             // Quirks of real Sources, tolerated in upstream documents.
-            Repeated | RootMdMissing | CapabilityUnknown | DateTimeTimezone | AtMissing
-            | FromMissing | UntilMissing | AttributeNotUsed | AttributeUnknown
+            Repeated | RootMdMissing | CapabilityUnknown | CapabilityLegacy | DateTimeTimezone
+            | AtMissing | FromMissing | UntilMissing | AttributeNotUsed | AttributeUnknown
             | AttributePrefixed | UpLinkMissing | Pri | HashSyntax | ChangeFreq | PathSlash
             | HubLinkMissing | EntriesLimit | SizeLimit => (Some(E), Some(W)),
             HashAlgorithm | MediaType => (Some(W), Some(W)),
@@ -398,6 +403,12 @@ impl Validator {
                 spans.md,
                 format!("capability `{v}` is not defined by ResourceSync 1.1 or Change Notification 1.0.1"),
             ),
+            // Read as the 1.1 document it stands for (its kind says which); named with the
+            // specification it comes from, so a lenient reader's warning tells the Source
+            // what to update.
+            Some(Capability::Legacy(l)) => {
+                self.report(Rule::CapabilityLegacy, "7", spans.md, l.message());
+            }
             Some(c) => match kind {
                 DocumentKind::CapabilityListIndex => self.report(
                     Rule::Recommended,
@@ -418,8 +429,17 @@ impl Validator {
         self.until = md.until;
         let pos = spans.md;
         // Appendix A: at/completed vs from/until.
+        // An archive (ResourceSync Archives) is not a 1.1 document and had no `at`/`from`
+        // of its own; its legacy value is reported above, the times of what it lists are
+        // checked per entry.
+        let archive = md
+            .capability
+            .as_ref()
+            .and_then(Capability::legacy)
+            .is_some_and(|l| l.is_archive());
         if kind.is_snapshot_document() {
             if md.at.is_none()
+                && !archive
                 && !matches!(
                     kind,
                     DocumentKind::PlainSitemap | DocumentKind::PlainSitemapIndex
@@ -443,7 +463,7 @@ impl Validator {
                 }
             }
         } else if kind.is_change_document() {
-            if md.from.is_none() {
+            if md.from.is_none() && !archive {
                 self.report(
                     Rule::FromMissing,
                     "Appendix A",
@@ -679,7 +699,7 @@ impl Validator {
                     Capability::Description
                 };
                 if let Some(c) = &md.capability
-                    && *c != want
+                    && !c.means(&want)
                 {
                     self.report(
                         Rule::CapabilityMisplaced,
@@ -690,6 +710,8 @@ impl Validator {
                             kind.name()
                         ),
                     );
+                } else if let Some(Capability::Legacy(l)) = &md.capability {
+                    self.report(Rule::CapabilityLegacy, "8", mpos, l.message());
                 }
             }
             K::CapabilityList => self.capability_entry(e, md, spans),
@@ -846,6 +868,9 @@ impl Validator {
         match c {
             Capability::ResourceList | Capability::ChangeList | Capability::ResourceDump | Capability::ChangeDump | Capability::ChangeNotification => {}
             Capability::Other(v) => self.report(Rule::CapabilityUnknown, "9", pos, format!("capability `{v}` is not defined by ResourceSync 1.1 or Change Notification 1.0.1")),
+            // An archive advertised beside the core capabilities, as ResourceSync Archives
+            // had it; the 0.9 Description does not belong here.
+            Capability::Legacy(l) if l.is_archive() => self.report(Rule::CapabilityLegacy, "9", pos, l.message()),
             other => self.report(Rule::CapabilityMisplaced, "9", pos, format!("capability `{other}` does not belong in a Capability List")),
         }
         if *c == Capability::ChangeNotification && e.link("hub").is_none() {
@@ -1175,6 +1200,94 @@ mod tests {
         }
         assert_eq!(v.problems().len(), 2);
         assert_eq!(v.errors(), 5);
+    }
+
+    fn codes(v: &Validator) -> Vec<(&'static str, Severity)> {
+        v.problems().iter().map(|p| (p.code, p.severity)).collect()
+    }
+
+    #[test]
+    fn legacy_capabilities_warn_naming_their_version_when_lenient_and_fail_when_strict() {
+        for (value, version, kind) in [
+            (
+                "resourcesync",
+                "ResourceSync 0.9",
+                DocumentKind::SourceDescription,
+            ),
+            (
+                "changelist-archive",
+                "ResourceSync Archives",
+                DocumentKind::ChangeListIndex,
+            ),
+            (
+                "resourcelist-archive",
+                "ResourceSync Archives",
+                DocumentKind::ResourceListIndex,
+            ),
+        ] {
+            let mut h = Header::new(Root::Urlset, Capability::parse(value));
+            h.links
+                .push(Link::new("UP", "http://example.com/capabilitylist.xml"));
+            h.links
+                .push(Link::new("describedBy", "http://example.com/about.xml"));
+            for (mode, severity) in [
+                (Mode::Lenient, Severity::Warning),
+                (Mode::Strict, Severity::Error),
+            ] {
+                let mut v = Validator::new(mode);
+                v.header(&h, &HeaderSpans::default());
+                assert_eq!(v.kind(), kind, "{value}");
+                // The legacy value is the only finding: an archive had no `at`/`from` of
+                // its own, and the mixed-case `up` and `describedby` links are found.
+                assert_eq!(
+                    codes(&v),
+                    [("capability-legacy", severity)],
+                    "{value} {mode:?}"
+                );
+                let p = &v.problems()[0];
+                assert!(p.message.contains(version), "{}", p.message);
+                assert!(p.message.contains(value), "{}", p.message);
+                assert_eq!(p.section, "7");
+            }
+        }
+    }
+
+    #[test]
+    fn a_capability_list_with_an_archive_beside_its_list_is_no_duplicate() {
+        let mut h = Header::new(Root::Urlset, Capability::CapabilityList);
+        h.links.push(Link::new("Up", "http://example.com/rs"));
+        h.links
+            .push(Link::new("DescribedBy", "http://example.com/about"));
+        let entry = |loc: &str, c: &str| UrlEntry {
+            loc: format!("http://example.com/{loc}"),
+            md: Some(Md {
+                capability: Some(Capability::parse(c)),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        };
+        for (mode, severity) in [
+            (Mode::Lenient, Severity::Warning),
+            (Mode::Strict, Severity::Error),
+        ] {
+            let mut v = Validator::new(mode);
+            v.header(&h, &HeaderSpans::default());
+            for e in [
+                entry("resourcelist.xml", "resourcelist"),
+                entry("changelist.xml", "changelist"),
+                entry("changelist-archive.xml", "changelist-archive"),
+            ] {
+                v.entry(&e, &EntrySpans::default());
+            }
+            assert_eq!(codes(&v), [("capability-legacy", severity)], "{mode:?}");
+            assert_eq!(v.problems()[0].section, "9");
+            assert_eq!(v.problems()[0].entry, Some(2));
+        }
+        // The 0.9 Description is no capability of a set.
+        let mut v = Validator::new(Mode::Lenient);
+        v.header(&h, &HeaderSpans::default());
+        v.entry(&entry("rs", "resourcesync"), &EntrySpans::default());
+        assert_eq!(codes(&v), [("capability-misplaced", Severity::Error)]);
     }
 
     #[test]

@@ -816,6 +816,16 @@ mod tests {
         }
         assert_eq!(*entries, expected);
         assert_eq!(entries[3].links[0].rel, "via");
+        // The upstream wrote its lastmod without a zone (as real producers do); the
+        // notification, read back strictly above, carries it in UTC with its microseconds.
+        assert_eq!(
+            entries[3].links[0]
+                .modified
+                .map(|m| m.to_string())
+                .as_deref(),
+            Some("2018-11-06T17:41:16.901455Z")
+        );
+        assert_eq!(entries[3].links[1].rel, "describedby");
         let last_at = expected[4].md.as_ref().unwrap().datetime.unwrap();
         assert_eq!(*until, next_instant_after(&last_at));
         // Nothing new: nothing prepared, the channel stays.

@@ -473,12 +473,19 @@ pub mod tests {
                 } else {
                     Some(self.blob().await)
                 };
+                // As real producers write them (a zone-less microsecond lastmod, mixed-case
+                // relations): Change Lists, Change Dumps and notifications made from these
+                // records are read back strictly by the tests.
                 let upstream_meta = UpstreamMeta {
-                    lastmod: Some(W3cDateTime::parse("2020-01-01").unwrap().value),
+                    lastmod: Some(
+                        W3cDateTime::parse("2018-11-06T17:41:16.901455")
+                            .unwrap()
+                            .value,
+                    ),
                     length: copy.as_ref().map(|c| c.length),
                     links: vec![
-                        Link::new("describedby", format!("{uri}.xml")),
-                        Link::new("up", "http://museum.example.org/capabilitylist.xml"),
+                        Link::new("describedBy", format!("{uri}.xml")),
+                        Link::new("Up", "http://museum.example.org/capabilitylist.xml"),
                     ],
                     ..UpstreamMeta::default()
                 };
@@ -927,9 +934,10 @@ pub mod tests {
         let links = &entries[1].links;
         assert_eq!(links.len(), 2, "{links:?}");
         assert_eq!(links[0].rel, "via");
+        // The upstream's zone-less lastmod, written in UTC with its microseconds.
         assert_eq!(
-            links[0].modified,
-            Some(W3cDateTime::parse("2020-01-01").unwrap().value)
+            links[0].modified.map(|m| m.to_string()).as_deref(),
+            Some("2018-11-06T17:41:16.901455Z")
         );
         assert_eq!(
             (links[1].rel.as_str(), links[1].href.as_str()),

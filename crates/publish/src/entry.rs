@@ -225,6 +225,103 @@ mod tests {
         assert_eq!(back, [e], "round-trips");
     }
 
+    /// A record harvested from a document shaped like real producers' (see
+    /// `tests/fixtures/real-world/resourcelist.xml`): zone-less microsecond `lastmod`, a
+    /// `describedBy` link with a zone-less `modified`, an offset on another link.
+    fn real_world_record() -> ResourceRecord {
+        let t = |s: &str| W3cDateTime::parse(s).unwrap().value;
+        let mut r = record(ResourceStatus::Present);
+        r.upstream_meta.lastmod = Some(t("2018-11-06T17:41:16.901455"));
+        r.upstream_meta.links = vec![
+            Link {
+                modified: Some(t("2018-11-06T17:41:16.901471")),
+                ..Link::new("describedBy", "http://museum.example.org/res/1.json")
+            },
+            Link {
+                modified: Some(t("2018-11-06T18:41:16+01:00")),
+                ..Link::new("Memento", "http://archive.example.org/m/1")
+            },
+            Link::new("UP", "http://museum.example.org/capabilitylist.xml"),
+        ];
+        r
+    }
+
+    /// Checks the links of an entry made from [`real_world_record`].
+    fn assert_normalised(links: &[Link]) {
+        let got: Vec<(&str, String)> = links
+            .iter()
+            .map(|l| {
+                (
+                    l.rel.as_str(),
+                    l.modified.map(|m| m.to_string()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("via", "2018-11-06T17:41:16.901455Z".to_owned()),
+                ("describedby", "2018-11-06T17:41:16.901471Z".to_owned()),
+                ("memento", "2018-11-06T17:41:16Z".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn own_resource_list_entries_for_zoneless_upstream_times_are_strictly_valid() {
+        use rsagg_model::Capability;
+        let record = real_world_record();
+        let mut header = Header::new(Root::Urlset, Capability::ResourceList);
+        if let Some(md) = header.md.as_mut() {
+            md.at = Some(W3cDateTime::now());
+        }
+        header.links.push(rsagg_layout::capability::up_link(BASE));
+        let e = resource_entry(BASE, &record, &LinkPolicy::default(), |_| None).unwrap();
+        assert_normalised(&e.links);
+        // The instant the upstream gave is kept.
+        assert!(
+            e.links[0]
+                .modified
+                .unwrap()
+                .cmp_instant(&record.upstream_meta.lastmod.unwrap())
+                .is_eq()
+        );
+        let xml = document(&header, [e.clone()]);
+        let text = String::from_utf8_lossy(&xml);
+        assert!(
+            text.contains(r#"<rs:ln rel="via" href="http://museum.example.org/res/1" modified="2018-11-06T17:41:16.901455Z""#),
+            "{text}"
+        );
+        let (_, back) = strict(&xml);
+        assert_eq!(back, [e], "round-trips");
+    }
+
+    #[test]
+    fn own_change_list_entries_for_zoneless_upstream_times_are_strictly_valid() {
+        use rsagg_model::Capability;
+        let record = real_world_record();
+        let logged = LogEntry {
+            seq: record.seq,
+            at: record.lastmod,
+            upstream: record.upstream.clone(),
+            uri: record.uri.clone(),
+            change: Change::Updated,
+            copy: record.copy.clone(),
+            mime_type: record.mime_type.clone(),
+        };
+        let mut header = Header::new(Root::Urlset, Capability::ChangeList);
+        if let Some(md) = header.md.as_mut() {
+            md.from = W3cDateTime::parse("2026-11-21T00:00:00Z")
+                .ok()
+                .map(|p| p.value);
+        }
+        header.links.push(rsagg_layout::capability::up_link(BASE));
+        let e = change_entry(BASE, &logged, Some(&record), &LinkPolicy::default()).unwrap();
+        assert_normalised(&e.links);
+        let (_, back) = strict(&document(&header, [e.clone()]));
+        assert_eq!(back, [e], "round-trips");
+    }
+
     #[test]
     fn deleted_copies_are_not_listed() {
         assert!(

@@ -12,6 +12,12 @@
 //!   and any relation not listed) is dropped, because it describes the upstream's own
 //!   documents or services, which rsagg does not republish. `[publish.links]` moves any
 //!   relation to another action.
+//! - Relation types compare case-insensitively everywhere (RFC 8288 section 2.1.1: an
+//!   upstream's `describedBy` is `describedby`, and so are `[publish.links]` keys), and are
+//!   written as their lowercase registered names ([`Link::normalised_rel`]).
+//! - Datetimes an upstream wrote (`modified`) are written in UTC with `Z`
+//!   ([`rsagg_model::W3cDateTime::to_utc`]): a zone-less `2018-11-06T17:41:16.901455`
+//!   republished verbatim would make rsagg's own documents fail strict validation (spec 7).
 
 use std::collections::HashMap;
 
@@ -100,48 +106,53 @@ impl LinkPolicy {
         best
     }
 
-    /// The inherited links to republish, in their order. `own` gives rsagg's URI for an
-    /// upstream URI when rsagg holds a copy of it. `via` links are not inherited here (see
-    /// [`via_link`]).
+    /// The inherited links to republish, in their order, as rsagg writes them
+    /// ([`republished`]). `own` gives rsagg's URI for an upstream URI when rsagg holds a
+    /// copy of it. `via` links are not inherited here (see [`via_link`]).
     pub fn apply(&self, links: &[Link], own: impl Fn(&str) -> Option<String>) -> Vec<Link> {
         links
             .iter()
-            .filter(|l| {
-                !l.rel
-                    .split_ascii_whitespace()
-                    .any(|t| t.eq_ignore_ascii_case("via"))
-            })
+            .filter(|l| !l.has_rel("via"))
             .filter_map(|l| match self.action(&l.rel) {
                 LinkAction::Drop => None,
-                LinkAction::Keep => Some(l.clone()),
-                LinkAction::Rewrite => Some(match own(&l.href) {
+                LinkAction::Keep => Some(republished(l.clone())),
+                LinkAction::Rewrite => Some(republished(match own(&l.href) {
                     // The copy is the same bitstream: hash, length and type still hold.
                     Some(href) => Link { href, ..l.clone() },
                     None => l.clone(),
-                }),
+                })),
             })
             .collect()
     }
 }
 
+/// An upstream link as rsagg writes it: `rel` as lowercase registered names
+/// ([`Link::normalised_rel`]) and `modified` in UTC with `Z`
+/// ([`rsagg_model::W3cDateTime::to_utc`], same instant and precision), so rsagg's own
+/// documents stay strictly valid whatever the upstream wrote (spec 7; RFC 8288 2.1.1).
+pub fn republished(mut link: Link) -> Link {
+    link.rel = link.normalised_rel();
+    link.modified = link.modified.map(|m| m.to_utc());
+    link
+}
+
 /// The provenance link of a republished entry (spec 14.8): the upstream's own `via` when it
 /// has one (a chain of aggregators names the original), else a new one to `upstream_uri`
-/// describing the upstream representation.
+/// describing the upstream representation. Either way its `modified` is written in UTC
+/// with `Z` ([`republished`]): the upstream's `lastmod` is copied here, and real Sources
+/// write it without a time zone (`2018-11-06T17:41:16.901455`), which is not a W3C Datetime
+/// and would fail rsagg's own strict validation if republished verbatim.
 pub fn via_link(upstream_uri: &str, meta: &UpstreamMeta) -> Link {
-    if let Some(existing) = meta.links.iter().find(|l| {
-        l.rel
-            .split_ascii_whitespace()
-            .any(|t| t.eq_ignore_ascii_case("via"))
-    }) {
-        return existing.clone();
+    if let Some(existing) = meta.links.iter().find(|l| l.has_rel("via")) {
+        return republished(existing.clone());
     }
-    Link {
+    republished(Link {
         modified: meta.lastmod,
         hash: meta.hash.clone(),
         length: meta.length,
         mime_type: meta.mime_type.clone(),
         ..Link::new("via", upstream_uri)
-    }
+    })
 }
 
 #[cfg(test)]
@@ -261,6 +272,83 @@ mod tests {
         assert_eq!(one(&p, "DescribedBy", TARGET).unwrap().href, OURS);
         assert_eq!(one(&p, "up describedby", TARGET).unwrap().href, OURS);
         assert_eq!(one(&p, "index memento", TARGET).unwrap().href, TARGET);
+        assert!(one(&p, "Canonical", TARGET).is_none());
+        // An upstream `via` in any case is provenance, never an inherited link.
+        assert!(one(&p, "VIA", TARGET).is_none());
+    }
+
+    #[test]
+    fn described_by_in_mixed_case_is_rewritten_and_written_lowercase() {
+        let p = LinkPolicy::default();
+        let l = one(&p, "describedBy", TARGET).unwrap();
+        assert_eq!((l.rel.as_str(), l.href.as_str()), ("describedby", OURS));
+        let l = one(&p, "describedBy", "http://elsewhere.example/x").unwrap();
+        assert_eq!(l.rel, "describedby", "kept links are written lowercase too");
+        let l = one(&p, "Memento", TARGET).unwrap();
+        assert_eq!(l.rel, "memento");
+        // Extension relation types (URIs) are written as the upstream wrote them.
+        let p = LinkPolicy::new(&LinkPolicyConfig {
+            keep: vec!["http://example.org/Rel/Custom".into()],
+            ..LinkPolicyConfig::default()
+        });
+        let l = one(&p, "http://example.org/Rel/Custom", TARGET).unwrap();
+        assert_eq!(l.rel, "http://example.org/Rel/Custom");
+    }
+
+    #[test]
+    fn config_keys_compare_case_insensitively() {
+        let p = LinkPolicy::new(&LinkPolicyConfig {
+            keep: vec!["DescribedBy".into()],
+            drop: vec!["MEMENTO".into()],
+            rewrite: vec!["License".into()],
+        });
+        assert_eq!(one(&p, "describedBy", TARGET).unwrap().href, TARGET);
+        assert_eq!(one(&p, "describedby", TARGET).unwrap().rel, "describedby");
+        assert!(one(&p, "memento", TARGET).is_none());
+        assert_eq!(one(&p, "LICENSE", TARGET).unwrap().href, OURS);
+    }
+
+    #[test]
+    fn upstream_datetimes_are_written_in_utc() {
+        let zoneless = W3cDateTime::parse("2018-11-06T17:41:16.901455")
+            .unwrap()
+            .value;
+        let meta = UpstreamMeta {
+            lastmod: Some(zoneless),
+            links: vec![Link {
+                modified: Some(
+                    W3cDateTime::parse("2018-11-06T18:41:16.5+01:00")
+                        .unwrap()
+                        .value,
+                ),
+                ..Link::new("describedBy", TARGET)
+            }],
+            ..UpstreamMeta::default()
+        };
+        let via = via_link(UP, &meta);
+        let modified = via.modified.unwrap();
+        assert_eq!(modified.to_string(), "2018-11-06T17:41:16.901455Z");
+        assert!(modified.cmp_instant(&zoneless).is_eq());
+        let inherited = LinkPolicy::default().apply(&meta.links, own);
+        assert_eq!(
+            inherited[0].modified.unwrap().to_string(),
+            "2018-11-06T17:41:16.5Z"
+        );
+        // A kept upstream `via` (a chain of aggregators) is normalised the same way.
+        let chain = UpstreamMeta {
+            links: vec![Link {
+                modified: Some(zoneless),
+                ..Link::new("Via", "http://original.example.org/a")
+            }],
+            ..UpstreamMeta::default()
+        };
+        let via = via_link(UP, &chain);
+        assert_eq!(via.rel, "via");
+        assert_eq!(via.href, "http://original.example.org/a");
+        assert_eq!(
+            via.modified.unwrap().to_string(),
+            "2018-11-06T17:41:16.901455Z"
+        );
     }
 
     #[test]

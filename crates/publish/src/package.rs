@@ -686,9 +686,16 @@ pub(crate) mod testing {
             set: SET.into(),
             lastmod: W3cDateTime::now(),
             seq: 0,
+            // As real producers write them: a zone-less microsecond lastmod (read as UTC)
+            // and a mixed-case relation; every document and manifest built from such a
+            // record must still pass strict validation (checked by `read_package`).
             upstream_meta: UpstreamMeta {
-                lastmod: Some(W3cDateTime::parse("2020-01-01").unwrap().value),
-                links: vec![Link::new("describedby", format!("{}.meta", uri(name)))],
+                lastmod: Some(
+                    W3cDateTime::parse("2018-11-06T17:41:16.901455")
+                        .unwrap()
+                        .value,
+                ),
+                links: vec![Link::new("describedBy", format!("{}.meta", uri(name)))],
                 ..UpstreamMeta::default()
             },
         }

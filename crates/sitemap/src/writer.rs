@@ -1,7 +1,10 @@
 //! Streaming writers. Output is UTF-8, declares the Sitemap namespace as default and the
 //! ResourceSync namespace as `rs`, writes ResourceSync attributes without prefix (spec 7) and
 //! escapes every value with quick-xml's escaper, so any model read by the reader writes back
-//! to a document that reads to an equal model.
+//! to a document that reads to an equal model — but for datetimes, which are always written
+//! in UTC with `Z` ([`W3cDateTime::write_utc_to`]; same instant and precision): whatever an
+//! upstream wrote (no designator, an offset), what rsagg writes is a strict W3C Datetime
+//! (spec 7), so its own documents pass strict validation.
 
 use std::future::Future;
 use std::io;
@@ -55,7 +58,7 @@ fn attr_dt(out: &mut Vec<u8>, name: &str, value: &Option<W3cDateTime>) {
         out.push(b' ');
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b"=\"");
-        v.write_to(out);
+        v.write_utc_to(out);
         out.push(b'"');
     }
 }
@@ -191,7 +194,7 @@ pub fn encode_entry(root: Root, e: &UrlEntry, out: &mut Vec<u8>) {
     text_element(out, "loc", &e.loc);
     if let Some(lm) = &e.lastmod {
         out.extend_from_slice(b"    <lastmod>");
-        lm.write_to(out);
+        lm.write_utc_to(out);
         out.extend_from_slice(b"</lastmod>\n");
     }
     if let Some(cf) = &e.changefreq {
@@ -461,7 +464,7 @@ impl<S: PartSink> SplitWriter<S> {
 
     fn part_header(&self, from: Option<W3cDateTime>, until: Option<W3cDateTime>) -> Header {
         let mut h = self.header.clone();
-        h.links.retain(|l| l.rel != "index");
+        h.links.retain(|l| !l.has_rel("index"));
         h.links.push(Link::new(
             "index",
             format!("{}{}", self.opts.base_url, self.opts.index_name),
@@ -629,7 +632,7 @@ impl<S: PartSink> SplitWriter<S> {
         self.close_part(until).await?;
         let mut index = self.header.clone();
         index.root = Root::Sitemapindex;
-        index.links.retain(|l| l.rel != "index");
+        index.links.retain(|l| !l.has_rel("index"));
         let name = self.opts.index_name.clone();
         let out = self
             .sink
