@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, PutPayload};
 use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
@@ -142,8 +142,21 @@ pub async fn publish(
     let mut report = ChangeListReport::default();
     let mut closed_now = Vec::new();
     let mut list = ListBody::new(first_seq, from);
-    let mut log = state.log(first_seq).await?;
-    while let Some(e) = log.next().await? {
+    let log = state.log(first_seq).await?;
+    // Each change's current record, looked up LOOKUPS_AHEAD at a time in log order (see
+    // `resourcelist::write_part`).
+    let entries = futures::stream::try_unfold(log, |mut l| async move {
+        Ok::<_, rsagg_store::Error>(l.next().await?.map(|e| (e, l)))
+    });
+    let mut with_records = std::pin::pin!(
+        entries
+            .map_ok(|e| async move {
+                let current = state.resource(&e.upstream, &e.uri).await?;
+                Ok::<_, rsagg_store::Error>((e, current))
+            })
+            .try_buffered(crate::resourcelist::LOOKUPS_AHEAD)
+    );
+    while let Some((e, current)) = with_records.try_next().await? {
         if list.last.is_none() && list.first_seq == 1 {
             // The very first list starts with the first change (its `from` was "now" while
             // the log was empty).
@@ -160,7 +173,6 @@ pub async fn publish(
             // since strict validation of the list will then fail.
             tracing::error!(seq = e.seq, at = %e.at, from = %list.from, "change before its Change List's from");
         }
-        let current = state.resource(&e.upstream, &e.uri).await?;
         list.push(base_url, &e, current.as_ref(), policy);
     }
     if let Some((last_seq, last_at)) = list.last

@@ -16,6 +16,7 @@
 //! publish. `published/resourcedump.json` keeps what is out there; `resourcedump.xml` can be
 //! rewritten from it alone, which is how a publish interrupted between the two recovers.
 
+use futures::TryStreamExt;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use rsagg_model::{Capability, Header, Md, Root, W3cDateTime};
@@ -196,9 +197,20 @@ async fn plan(
 ) -> Result<(), Error> {
     let mut count = 0u64;
     let mut bytes = 0u64;
-    let mut members = state.present_in_slots(0..=u16::MAX).await?;
-    while let Some((_, upstream, uri)) = members.next().await? {
-        let Some(record) = state.resource(&upstream, &uri).await? else {
+    let members = state.present_in_slots(0..=u16::MAX).await?;
+    // Looked up LOOKUPS_AHEAD at a time, in slot order (see `resourcelist::write_part`).
+    let keys = futures::stream::try_unfold(members, |mut m| async move {
+        Ok::<_, rsagg_store::Error>(m.next().await?.map(|member| (member, m)))
+    });
+    let mut records = std::pin::pin!(
+        keys.map_ok(|(_, upstream, uri)| async move {
+            let record = state.resource(&upstream, &uri).await?;
+            Ok::<_, rsagg_store::Error>((upstream, record))
+        })
+        .try_buffered(crate::resourcelist::LOOKUPS_AHEAD)
+    );
+    while let Some((upstream, record)) = records.try_next().await? {
+        let Some(record) = record else {
             continue;
         };
         let held = |u: &str| own_uri(base_url, &upstream, u);

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{TryStreamExt, stream};
 use object_store::ObjectStore;
 use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
@@ -30,6 +31,8 @@ use rsagg_sitemap::writer::{document, end_tag};
 /// Entries per part before the collection is cut into twice as many parts (below the
 /// spec's 50,000 so a part stays within the limit until the next publish).
 pub const PART_TARGET: u64 = 40_000;
+/// Records of a part looked up at once while it is rebuilt (bounded: each holds one record).
+pub(crate) const LOOKUPS_AHEAD: usize = 32;
 
 /// Publishes the Resource List of the collection at `base_url` from `state` into `objects`,
 /// with parts of [`PART_TARGET`] entries and the default `publish.grace` for the parts a new
@@ -155,10 +158,23 @@ async fn write_part(
     }
     let mut xml = Vec::new();
     rsagg_sitemap::writer::encode_header(&header, &mut xml);
-    let mut members = state.present_in_slots(slot_range(k, parts)).await?;
+    let members = state.present_in_slots(slot_range(k, parts)).await?;
+    // The members' records, looked up LOOKUPS_AHEAD at a time in slot order: a lookup that
+    // misses the state's caches is a GET to the store, and one after another they made a
+    // part's rebuild latency-bound on S3 (~3 ms each).
+    let keys = stream::try_unfold(members, |mut m| async move {
+        Ok::<_, rsagg_store::Error>(m.next().await?.map(|member| (member, m)))
+    });
+    let mut records = std::pin::pin!(
+        keys.map_ok(|(_, upstream, uri)| async move {
+            let record = state.resource(&upstream, &uri).await?;
+            Ok::<_, rsagg_store::Error>((upstream, record))
+        })
+        .try_buffered(LOOKUPS_AHEAD)
+    );
     let mut count = 0u64;
-    while let Some((_, upstream, uri)) = members.next().await? {
-        let Some(record) = state.resource(&upstream, &uri).await? else {
+    while let Some((upstream, record)) = records.try_next().await? {
+        let Some(record) = record else {
             continue;
         };
         let held = |u: &str| own_uri(base_url, &upstream, u);
