@@ -2386,3 +2386,48 @@ fn a_resource_list_archive_baselines_from_its_newest_snapshot() -> Result<()> {
     );
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// Politeness: the Source sees who harvests and how to reach them, at a bounded rate
+
+#[test]
+fn the_source_sees_the_contact_and_a_bounded_rate() -> Result<()> {
+    let site = Site::new()?;
+    let all = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo"),
+        ("/res/c.txt", "charlie"),
+        ("/res/d.txt", "delta"),
+    ]);
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    let case = Case::new(
+        Store::file("polite")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let text = std::fs::read_to_string(&case.toml)?.replacen(
+        "[fetch]\n",
+        "[fetch]\ncontact = \"mailto:harvest@agg.example.org\"\nper_host_rate = 10\n",
+        1,
+    );
+    std::fs::write(&case.toml, text)?;
+    let t0 = Instant::now();
+    let run = case.run()?;
+    let took = t0.elapsed();
+    run.assert_ok();
+    assert_eq!(run.cud(), (4, 0, 0), "{run:#?}");
+    let requests = site.fx.requests();
+    assert!(requests.len() >= 7, "{requests:#?}");
+    let agent = format!(
+        "rsagg/{} (+mailto:harvest@agg.example.org)",
+        env!("CARGO_PKG_VERSION")
+    );
+    for r in &requests {
+        assert_eq!(r.header("user-agent"), Some(agent.as_str()), "{r:?}");
+    }
+    // A lower bound the limiter guarantees (10 per second: 100 ms between requests), not a
+    // benchmark: a slow machine only adds to it.
+    let floor = Duration::from_millis(100) * (requests.len() as u32 - 1);
+    assert!(took >= floor, "{} requests in {took:?}", requests.len());
+    Ok(())
+}

@@ -250,7 +250,8 @@ impl UpstreamConfig {
     }
 }
 
-/// `[fetch]`: HTTP limits.
+/// `[fetch]`: HTTP limits, and how rsagg presents itself to Sources (politeness: Sources ask
+/// harvesters for a contact and a bounded request rate).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FetchSection {
@@ -271,6 +272,63 @@ pub struct FetchSection {
     /// Longest silence while reading a response (default `30s`).
     #[serde(with = "humantime_serde")]
     pub read_timeout: Duration,
+    /// Requests per second to one upstream host, retries and redirect hops included, on top of
+    /// `per_host` (which bounds requests in flight, not their rate). Default: no limit.
+    pub per_host_rate: Option<f64>,
+    /// The whole `User-Agent` header; default [`DEFAULT_USER_AGENT`]. See
+    /// [`FetchSection::user_agent`] for how `contact` is added.
+    pub user_agent: Option<String>,
+    /// How a Source's operator reaches whoever runs this harvester (an email address or a
+    /// URL), sent in the `User-Agent` as `(+CONTACT)`, the common crawler form, so that a
+    /// Source with a problem writes rather than blocks. Default: none.
+    pub contact: Option<String>,
+}
+
+/// The `User-Agent` without `user_agent` or `contact`: product, version and where to find out
+/// about it (the fetcher's default too).
+pub const DEFAULT_USER_AGENT: &str = concat!(
+    "rsagg/",
+    env!("CARGO_PKG_VERSION"),
+    " (+https://github.com/rsagg/rsagg)"
+);
+
+impl FetchSection {
+    /// The `User-Agent` to send: `user_agent`, else [`DEFAULT_USER_AGENT`]; with a `contact`,
+    /// `USER_AGENT (+CONTACT)`, where `USER_AGENT` is `user_agent` or else `rsagg/VERSION`
+    /// (the contact replaces the project's URL rather than following it).
+    pub fn user_agent(&self) -> String {
+        match (&self.user_agent, &self.contact) {
+            (Some(ua), Some(c)) => format!("{ua} (+{c})"),
+            (None, Some(c)) => format!("rsagg/{} (+{c})", env!("CARGO_PKG_VERSION")),
+            (Some(ua), None) => ua.clone(),
+            (None, None) => DEFAULT_USER_AGENT.to_owned(),
+        }
+    }
+}
+
+/// Why `v` cannot be (part of) a `User-Agent` header, if it cannot: empty, surrounding spaces,
+/// or anything but printable ASCII (control characters would end or split the header;
+/// non-ASCII bytes are opaque to HTTP, RFC 9110 section 5.5). A `contact` goes inside a
+/// comment `(+CONTACT)`, so it also may not hold spaces, parentheses or backslashes.
+fn header_text_problem(v: &str, in_comment: bool) -> Option<String> {
+    if v.is_empty() {
+        return Some("must not be empty".into());
+    }
+    if let Some(c) = v.chars().find(|c| !(' '..='~').contains(c)) {
+        return Some(format!(
+            "`{}`: only printable ASCII fits in a User-Agent header (found {c:?})",
+            v.escape_debug()
+        ));
+    }
+    if v.trim() != v {
+        return Some(format!("`{v}` must not start or end with spaces"));
+    }
+    if in_comment && let Some(c) = v.chars().find(|c| matches!(c, ' ' | '(' | ')' | '\\')) {
+        return Some(format!(
+            "`{v}` must not contain {c:?}: it is sent as `(+CONTACT)`; give an email address or a URL"
+        ));
+    }
+    None
 }
 
 impl Default for FetchSection {
@@ -283,6 +341,9 @@ impl Default for FetchSection {
             max_document_bytes: 64 << 20,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
+            per_host_rate: None,
+            user_agent: None,
+            contact: None,
         }
     }
 }
@@ -650,6 +711,27 @@ impl PipelineConfig {
         if f.per_host == 0 {
             err("fetch.per_host", "must be at least 1".into());
         }
+        if let Some(r) = f.per_host_rate
+            && !(r.is_finite() && r > 0.0)
+        {
+            err(
+                "fetch.per_host_rate",
+                format!(
+                    "{r}: must be a positive number of requests per second (0.5 is one request every 2s); leave it out for no limit"
+                ),
+            );
+        }
+        for (key, v, in_comment) in [
+            ("fetch.user_agent", &f.user_agent, false),
+            ("fetch.contact", &f.contact, true),
+        ] {
+            if let Some(m) = v
+                .as_deref()
+                .and_then(|v| header_text_problem(v, in_comment))
+            {
+                err(key, m);
+            }
+        }
         let pc = &self.publish;
         for (key, n) in [
             ("publish.changelist_max_entries", pc.changelist_max_entries),
@@ -812,6 +894,92 @@ poll_interval = "5m"
         assert!(e.contains("upstream[0].push_lease"), "{e}");
         let bad = GOOD.replace("poll_interval = \"5m\"", "push = \"yes\"");
         assert!(Pipeline::parse(Path::new("p.toml"), &bad).is_err());
+    }
+
+    #[test]
+    fn politeness_keys_default_and_parse() {
+        let f = Pipeline::parse(Path::new("p.toml"), GOOD)
+            .unwrap()
+            .config
+            .fetch;
+        assert_eq!(
+            (f.per_host_rate, &f.user_agent, &f.contact),
+            (None, &None, &None)
+        );
+        assert_eq!(f.user_agent(), DEFAULT_USER_AGENT);
+        assert_eq!(
+            DEFAULT_USER_AGENT,
+            format!(
+                "rsagg/{} (+https://github.com/rsagg/rsagg)",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        let parse = |extra: &str| {
+            Pipeline::parse(Path::new("p.toml"), &format!("{GOOD}\n[fetch]\n{extra}\n"))
+                .map(|p| p.config.fetch)
+        };
+        let f = parse("contact = \"mailto:harvest@agg.example.org\"\nper_host_rate = 2.5").unwrap();
+        assert_eq!(f.per_host_rate, Some(2.5));
+        assert_eq!(
+            f.user_agent(),
+            format!(
+                "rsagg/{} (+mailto:harvest@agg.example.org)",
+                env!("CARGO_PKG_VERSION")
+            ),
+            "the contact replaces the project URL"
+        );
+        // An integer rate is a rate too.
+        assert_eq!(parse("per_host_rate = 2").unwrap().per_host_rate, Some(2.0));
+        let f = parse("user_agent = \"museum-mirror/2\"").unwrap();
+        assert_eq!(f.user_agent(), "museum-mirror/2");
+        let f =
+            parse("user_agent = \"museum-mirror/2\"\ncontact = \"https://agg.example.org/about\"")
+                .unwrap();
+        assert_eq!(
+            f.user_agent(),
+            "museum-mirror/2 (+https://agg.example.org/about)"
+        );
+    }
+
+    #[test]
+    fn bad_politeness_values_are_reported_at_their_line() {
+        let line = GOOD.matches('\n').count() + 3;
+        for (bad, key) in [
+            ("per_host_rate = 0", "fetch.per_host_rate"),
+            ("per_host_rate = -1.5", "fetch.per_host_rate"),
+            ("per_host_rate = nan", "fetch.per_host_rate"),
+            ("per_host_rate = inf", "fetch.per_host_rate"),
+            ("contact = \"\"", "fetch.contact"),
+            (
+                "contact = \"ops@example.org\\r\\nX-Evil: 1\"",
+                "fetch.contact",
+            ),
+            ("contact = \"ops@example.org\\u0000\"", "fetch.contact"),
+            ("contact = \"the ops team\"", "fetch.contact"),
+            ("contact = \"https://x.example/(a)\"", "fetch.contact"),
+            ("contact = \"ops@exämple.org\"", "fetch.contact"),
+            ("user_agent = \" \"", "fetch.user_agent"),
+            ("user_agent = \"rsagg\\tx\\n\"", "fetch.user_agent"),
+            ("user_agent = \" rsagg/1\"", "fetch.user_agent"),
+        ] {
+            let text = format!("{GOOD}\n[fetch]\n{bad}\n");
+            let e = Pipeline::parse(Path::new("p.toml"), &text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("p.toml:{line}:1: {key}: ")) && !e.contains('\n'),
+                "{bad}: {e}"
+            );
+        }
+        // A wrong type is reported at the key too.
+        let text = format!("{GOOD}\n[fetch]\nper_host_rate = \"fast\"\n");
+        let e = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("p.toml:{line}:")) && e.contains("fetch.per_host_rate"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! [`Fetcher`]: GET with bounded concurrency, retries, manual redirects and the address guard.
 //!
 //! Redirects are followed here rather than by reqwest, so that every hop goes through the same
-//! steps as the first request: the address guard on IP literals, the per-host permit of the
-//! hop's host, credentials only if the hop's host is in `auth_hosts`, and the retry policy.
+//! steps as the first request: the address guard on IP literals, the per-host permit and the
+//! rate limit of the hop's host, credentials only if the hop's host is in `auth_hosts`, and the retry policy.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,7 @@ use crate::body::{Body, Permits};
 use crate::config::{Access, Auth, FetchConfig, Request};
 use crate::guard::{check_target, client_builder, find_refusal};
 use crate::link::{LinkValue, parse_link_header};
+use crate::rate::HostRate;
 
 /// Per-host semaphores kept before idle ones are dropped from the map.
 const HOST_MAP_PRUNE: usize = 1024;
@@ -65,6 +66,8 @@ struct Inner {
     open: reqwest::Client,
     global: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Send slots per host, when `per_host_rate` is set.
+    rate: Option<HostRate>,
 }
 
 /// The HTTP client of a run; cheap to clone (an `Arc` inside), share one everywhere so the
@@ -111,6 +114,7 @@ impl Fetcher {
                 open: build(false)?,
                 global: Arc::new(Semaphore::new(cfg.max_connections.max(1))),
                 hosts: Mutex::new(HashMap::new()),
+                rate: HostRate::new(cfg.per_host_rate),
                 cfg,
             }),
         })
@@ -349,8 +353,10 @@ impl Fetcher {
         }
     }
 
-    /// Waits for the host's permit first, then the global one, so a request queued behind a
-    /// busy host does not hold a global slot other hosts could use.
+    /// Waits for the host's permit first, then the host's send slot (`per_host_rate`), then
+    /// the global permit, so a request queued behind a busy or rate-limited host does not hold
+    /// a global slot other hosts could use. The slot is taken while holding the host permit so
+    /// that requests waiting for a permit do not bank slots and then go out in a burst.
     async fn permits(&self, url: &Url) -> Permits {
         let key = format!(
             "{}:{}",
@@ -373,6 +379,10 @@ impl Fetcher {
             .acquire_owned()
             .await
             .unwrap_or_else(|_| unreachable_closed());
+        if let Some(rate) = &self.inner.rate {
+            // Per host, not per port: the rate protects the machine behind the name.
+            rate.wait(url.host_str().unwrap_or("")).await;
+        }
         let global = self
             .inner
             .global

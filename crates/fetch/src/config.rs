@@ -27,9 +27,24 @@ pub struct FetchConfig {
     pub backoff_max: Duration,
     /// Redirects followed per request.
     pub max_redirects: usize,
-    /// `User-Agent` header.
+    /// Requests per second to one host (all its ports), retries and redirect hops included;
+    /// `None` for no limit. Sources ask harvesters for a bounded rate, which the concurrency
+    /// limits do not give (a fast Source answers many requests per second per connection).
+    /// Requests are spaced `1 / rate` apart, without bursts.
+    pub per_host_rate: Option<f64>,
+    /// `User-Agent` header: Sources' operators look for who is harvesting and how to reach
+    /// them there, so the default names the project ([`DEFAULT_USER_AGENT`]) and a deployment
+    /// should put its own contact in (`[fetch] contact`).
     pub user_agent: String,
 }
+
+/// The `User-Agent` sent when none is configured: product and version, and where to find out
+/// about it in the common crawler form `(+URL)`.
+pub const DEFAULT_USER_AGENT: &str = concat!(
+    "rsagg/",
+    env!("CARGO_PKG_VERSION"),
+    " (+https://github.com/rsagg/rsagg)"
+);
 
 impl Default for FetchConfig {
     fn default() -> Self {
@@ -42,7 +57,8 @@ impl Default for FetchConfig {
             backoff_base: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
             max_redirects: 5,
-            user_agent: concat!("rsagg/", env!("CARGO_PKG_VERSION")).to_owned(),
+            per_host_rate: None,
+            user_agent: DEFAULT_USER_AGENT.to_owned(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! rsagg's HTTP client for upstream Sources: bounded concurrency (overall and per host),
+//! rsagg's HTTP client for upstream Sources: bounded concurrency (overall and per host), an
+//! optional request rate per host and a configurable `User-Agent` (politeness towards Sources),
 //! retries with exponential backoff and full jitter, conditional GET, size caps counted on the
 //! bytes actually read (after any gzip inflation), a limit on redirects, per-upstream
 //! credentials sent only to the hosts they belong to, and a guard that refuses private,
@@ -21,6 +22,7 @@
 //!   subscriber's) reuse.
 //! - [`link`]: HTTP `Link` header parsing (RFC 8288) into [`LinkValue`]s.
 //! - [`mod@discover`]: [`discover()`], the six discovery routes of spec section 6.3.
+//! - `rate`: the per-host request rate (spaced send slots per host).
 //! - `html`: a tolerant scan for `<link rel="resourcesync">` in HTML pages.
 
 pub mod body;
@@ -30,10 +32,11 @@ pub mod discover;
 pub mod guard;
 mod html;
 pub mod link;
+mod rate;
 
 pub use body::Body;
 pub use client::{Fetched, Fetcher};
-pub use config::{Access, Auth, FetchConfig, Request};
+pub use config::{Access, Auth, DEFAULT_USER_AGENT, FetchConfig, Request};
 pub use discover::{CapabilitySet, Channel, Discovery, Route, discover};
 pub use link::LinkValue;
 

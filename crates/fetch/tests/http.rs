@@ -1,6 +1,6 @@
 //! `Fetcher` against real loopback HTTP servers (axum on 127.0.0.1:0): retries, backoff,
 //! Retry-After, caps, gzip, conditional GET, redirects, the address guard, concurrency limits
-//! and where credentials go.
+//! where credentials go, the `User-Agent` and the per-host request rate.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -757,4 +757,160 @@ async fn body_holds_its_permits_until_dropped() {
         .unwrap()
         .unwrap();
     assert_eq!(body.len(), 10);
+}
+
+/// Records every request's `User-Agent`.
+async fn record_agent(State(s): State<Seen>, h: HeaderMap) -> &'static str {
+    s.0.lock().unwrap().push(
+        h.get(header::USER_AGENT)
+            .map(|v| v.to_str().unwrap().to_owned()),
+    );
+    "seen"
+}
+
+#[tokio::test]
+async fn sends_the_configured_user_agent() {
+    let seen = Seen::default();
+    let addr = serve(
+        Router::new()
+            .route("/", get(record_agent))
+            .with_state(seen.clone()),
+    )
+    .await;
+    get_root(&fetcher(), addr).await.unwrap();
+    let agent = "rsagg/1.2.3 (+mailto:harvest@agg.example.org)";
+    let f = Fetcher::new(FetchConfig {
+        user_agent: agent.into(),
+        ..cfg()
+    })
+    .unwrap();
+    get_root(&f, addr).await.unwrap();
+    let seen = seen.0.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            Some(rsagg_fetch::DEFAULT_USER_AGENT.to_owned()),
+            Some(agent.to_owned())
+        ]
+    );
+    assert!(
+        rsagg_fetch::DEFAULT_USER_AGENT.ends_with(" (+https://github.com/rsagg/rsagg)"),
+        "the default says where to find out about the harvester"
+    );
+}
+
+/// When each request reached the server, in arrival order.
+#[derive(Clone, Default)]
+struct Arrivals(Arc<std::sync::Mutex<Vec<Instant>>>);
+
+async fn arrive(State(s): State<Arrivals>) -> &'static str {
+    s.0.lock().unwrap().push(Instant::now());
+    "ok"
+}
+
+/// A server on `ip` (any loopback address: 127.0.0.2 is another host than 127.0.0.1).
+async fn serve_arrivals(ip: &str) -> (Arrivals, SocketAddr) {
+    let a = Arrivals::default();
+    let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let app = Router::new().route("/", get(arrive)).with_state(a.clone());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    (a, addr)
+}
+
+/// `n` concurrent GETs of `/` on `addr`, each read to the end.
+async fn burst(f: &Fetcher, addr: SocketAddr, n: usize) {
+    let jobs = (0..n).map(|_| async move {
+        let got = get_root(f, addr).await?;
+        read_all(got).await
+    });
+    for r in futures::future::join_all(jobs).await {
+        assert_eq!(r.unwrap(), b"ok");
+    }
+}
+
+/// How long after `t0` the last request reached the server.
+fn last_arrival(a: &Arrivals, t0: Instant) -> Duration {
+    a.0.lock()
+        .unwrap()
+        .iter()
+        .max()
+        .map_or(Duration::ZERO, |t| *t - t0)
+}
+
+// Time assertions here are lower bounds a rate limiter guarantees, not benchmarks: a busy
+// machine only makes the requests slower. The one upper bound (hosts are independent) has
+// half the run's time as slack.
+#[tokio::test]
+async fn limits_the_request_rate_per_host_independently() {
+    let (arr_a, a) = serve_arrivals("127.0.0.1").await;
+    let (arr_b, b) = serve_arrivals("127.0.0.2").await;
+    let f = Fetcher::new(FetchConfig {
+        per_host: 8,
+        per_host_rate: Some(20.0),
+        ..cfg()
+    })
+    .unwrap();
+
+    // 30 requests to one host at 20/s: 29 gaps of 50 ms, however many run concurrently.
+    let t0 = Instant::now();
+    burst(&f, a, 30).await;
+    let one = t0.elapsed();
+    assert!(one >= Duration::from_millis(1_400), "{one:?}");
+    assert_eq!(arr_a.0.lock().unwrap().len(), 30);
+    let last = last_arrival(&arr_a, t0);
+    assert!(last >= Duration::from_millis(1_400), "{last:?}");
+
+    // Both hosts at once: each keeps its own 20/s. A shared limit would need 59 gaps of
+    // 50 ms (2.95 s) for the 60 requests.
+    arr_a.0.lock().unwrap().clear();
+    let t0 = Instant::now();
+    futures::future::join(burst(&f, a, 30), burst(&f, b, 30)).await;
+    let both = t0.elapsed();
+    assert!(both >= Duration::from_millis(1_400), "{both:?}");
+    assert!(
+        both < Duration::from_millis(2_900),
+        "hosts are limited independently: {both:?}"
+    );
+    for arr in [&arr_a, &arr_b] {
+        assert_eq!(arr.0.lock().unwrap().len(), 30);
+        let last = last_arrival(arr, t0);
+        assert!(
+            last >= Duration::from_millis(1_400),
+            "each host at 20/s: {last:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn retries_are_rate_limited_too() {
+    let hits = Hits::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(h): State<Hits>| async move {
+                if h.inc() < 4 {
+                    (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response()
+                } else {
+                    "ok".into_response()
+                }
+            }),
+        )
+        .with_state(hits.clone());
+    let addr = serve(app).await;
+    let f = Fetcher::new(FetchConfig {
+        per_host_rate: Some(10.0),
+        ..cfg()
+    })
+    .unwrap();
+    let t0 = Instant::now();
+    let got = get_root(&f, addr).await.unwrap();
+    assert_eq!(read_all(got).await.unwrap(), b"ok");
+    assert_eq!(hits.get(), 4);
+    // Four attempts at 10/s: at least three gaps of 100 ms, whatever the (10 ms) backoff.
+    assert!(
+        t0.elapsed() >= Duration::from_millis(290),
+        "{:?}",
+        t0.elapsed()
+    );
 }

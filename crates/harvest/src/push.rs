@@ -106,13 +106,15 @@ impl Inbox {
         // has `allow_private` (the hub is named by the upstream's Capability List), and
         // follow no redirect (a hub answering a redirect is an answer; WebSub 5.1: 202 is
         // expected).
+        // The hub hears from the same harvester as the Source, with the same contact.
         let (timeout, connect_timeout) =
             (p.config.fetch.read_timeout, p.config.fetch.connect_timeout);
+        let user_agent = p.config.fetch.user_agent();
         let subscriber = Subscriber::guarded(
             |b| {
                 b.timeout(timeout)
                     .connect_timeout(connect_timeout)
-                    .user_agent(concat!("rsagg/", env!("CARGO_PKG_VERSION")))
+                    .user_agent(user_agent.clone())
             },
             p.config
                 .upstreams

@@ -49,6 +49,8 @@ pub(crate) async fn open(
         read_timeout: cfg.fetch.read_timeout,
         retries: cfg.fetch.retries,
         backoff_max: Duration::from_secs(30),
+        per_host_rate: cfg.fetch.per_host_rate,
+        user_agent: cfg.fetch.user_agent(),
         ..FetchConfig::default()
     })?;
     let ctx = Arc::new(Ctx {
