@@ -49,6 +49,8 @@ pub struct HubArgs {
     /// whose subscribers are on a private network.
     #[arg(long)]
     allow_private_callbacks: bool,
+    #[command(flatten)]
+    limits: crate::lifecycle::LimitArgs,
 }
 
 /// Runs the hub until SIGINT or SIGTERM. Prints `listening http://HOST:PORT` on stdout once
@@ -83,7 +85,7 @@ pub async fn hub(args: HubArgs) -> ExitCode {
         Err(e) => return usage(e.to_string()),
     };
     let server = match HubServer::bind(&args.listen).await {
-        Ok(s) => s,
+        Ok(s) => s.with_limits(args.limits.limits()),
         Err(e) => return failure(e.to_string()),
     };
     let addr = match server.local_addr() {

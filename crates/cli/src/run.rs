@@ -28,6 +28,10 @@ pub struct RunArgs {
     /// advertises a change-notification channel are subscribed to (unless `push = false`).
     #[arg(long, requires = "follow")]
     listen: Option<String>,
+    // `--header-timeout`, `--max-connections`: the limits of the --listen server (without
+    // --listen there is no server to limit and they are not used).
+    #[command(flatten)]
+    limits: crate::lifecycle::LimitArgs,
     /// How long a pass may still run after SIGINT/SIGTERM before it is abandoned (what was
     /// committed stays; the rest is fetched again by the next run).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
@@ -194,13 +198,15 @@ async fn follow(
         None => None,
     };
     let server = match &args.listen {
-        Some(listen) => match start_server(p, listen, inbox.clone(), stop.clone()).await {
-            Ok(handle) => Some(handle),
-            Err(e) => {
-                eprintln!("rsagg run: {e}");
-                return ExitCode::from(2);
+        Some(listen) => {
+            match start_server(p, listen, args.limits.limits(), inbox.clone(), stop.clone()).await {
+                Ok(handle) => Some(handle),
+                Err(e) => {
+                    eprintln!("rsagg run: {e}");
+                    return ExitCode::from(2);
+                }
             }
-        },
+        }
         None => None,
     };
     let fopts = FollowOptions {
@@ -239,10 +245,12 @@ async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
 }
 
 /// Serves what `p` publishes on `listen` (`run --follow --listen`), with the WebSub
-/// callbacks of its upstreams when `inbox` is given, until `stop` is set. Prints `listening http://HOST:PORT` once connections are accepted.
+/// callbacks of its upstreams when `inbox` is given, within `limits`, until `stop` is set.
+/// Prints `listening http://HOST:PORT` once connections are accepted.
 async fn start_server(
     p: &Pipeline,
     listen: &str,
+    limits: rsagg_server::Limits,
     inbox: Option<std::sync::Arc<rsagg_pipeline::Inbox>>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
@@ -253,7 +261,8 @@ async fn start_server(
     });
     let server = rsagg_server::Server::bind_with(listen, vec![collection], push)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .with_limits(limits);
     let addr = server.local_addr().map_err(|e| e.to_string())?;
     crate::lifecycle::announce(addr).map_err(|e| format!("stdout: {e}"))?;
     Ok(tokio::spawn(async move {

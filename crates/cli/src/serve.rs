@@ -21,6 +21,8 @@ pub struct ServeArgs {
     /// Address to listen on (`HOST:PORT`; port 0 picks a free port, reported on stdout).
     #[arg(long, default_value = DEFAULT_LISTEN)]
     listen: String,
+    #[command(flatten)]
+    limits: crate::lifecycle::LimitArgs,
 }
 
 /// Serves the pipelines' published documents and copies until SIGINT or SIGTERM. Prints
@@ -46,7 +48,7 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     let server = match Server::bind(&args.listen, collections).await {
-        Ok(s) => s,
+        Ok(s) => s.with_limits(args.limits.limits()),
         Err(e) => {
             eprintln!("rsagg serve: {e}");
             return ExitCode::from(1);

@@ -7,7 +7,9 @@
 //! GET /readyz    readiness: 200 when the hub's store answers, else 503
 //! ```
 //!
-//! Bodies are capped at [`rsagg_websub::HubConfig::max_publish_bytes`] (413 beyond).
+//! Bodies are capped at [`rsagg_websub::HubConfig::max_publish_bytes`] (413 beyond; a
+//! form is further capped at `max_form_bytes` by the hub). The connection loop and its
+//! limits are `listen.rs`'s, as for `serve`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use rsagg_websub::{Hub, HubRequest};
 use tokio::net::TcpListener;
 
 use crate::Error;
+use crate::listen::Limits;
 
 /// The hub's router: `POST /`, `GET /healthz`, `GET /readyz`.
 pub fn hub_router(hub: Arc<Hub>) -> Router {
@@ -73,6 +76,7 @@ async fn ready(State(hub): State<Arc<Hub>>) -> Response {
 #[derive(Debug)]
 pub struct HubServer {
     listener: TcpListener,
+    limits: Limits,
 }
 
 impl HubServer {
@@ -84,7 +88,17 @@ impl HubServer {
                 addr: listen.to_owned(),
                 source,
             })?;
-        Ok(HubServer { listener })
+        Ok(HubServer {
+            listener,
+            limits: Limits::default(),
+        })
+    }
+
+    /// Serves within `limits` (header read timeout, concurrent connections) instead of
+    /// [`Limits::default`].
+    pub fn with_limits(mut self, limits: Limits) -> HubServer {
+        self.limits = limits;
+        self
     }
 
     /// The address actually bound.
@@ -92,17 +106,21 @@ impl HubServer {
         self.listener.local_addr().map_err(Error::Serve)
     }
 
-    /// Serves `hub` until `shutdown` resolves, lets requests in flight finish, then stops the
-    /// hub's background work (its persisted queue stays for the next start).
+    /// Serves `hub` within its [`Limits`] until `shutdown` resolves, lets requests in flight
+    /// finish, then stops the hub's background work (its persisted queue stays for the next
+    /// start).
     pub async fn run<F>(self, hub: Arc<Hub>, shutdown: F) -> Result<(), Error>
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let served = axum::serve(self.listener, hub_router(hub.clone()))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(Error::Serve);
+        crate::listen::serve(
+            self.listener,
+            hub_router(hub.clone()),
+            self.limits,
+            shutdown,
+        )
+        .await;
         hub.shutdown();
-        served
+        Ok(())
     }
 }

@@ -48,6 +48,9 @@
 //! - `http.rs`: validators (`ETag`, `Last-Modified`), conditional GET and small responses.
 //! - `router.rs`: the axum router dispatching by path, and [`Server`] (bind, serve, graceful
 //!   shutdown).
+//! - `listen.rs`: the connection loop of every listener (`serve`, `run --follow --listen`,
+//!   `hub`) and its [`Limits`]: a header read timeout that is also the idle keep-alive limit,
+//!   and a cap on concurrent connections.
 
 mod callbacks;
 mod collection;
@@ -55,6 +58,7 @@ mod copies;
 mod documents;
 mod http;
 pub mod hub;
+mod listen;
 mod metrics;
 mod router;
 mod stats;
@@ -63,6 +67,7 @@ mod topic;
 
 pub use callbacks::{MAX_PAYLOAD_BYTES, Push, PushIntake};
 pub use collection::{Collection, check_collections};
+pub use listen::Limits;
 pub use router::{DEFAULT_LISTEN, HEALTHZ, METRICS, READYZ, STATUS, Server, router, router_with};
 
 /// Errors of the server crate: configuration of the collections served, and failures of the

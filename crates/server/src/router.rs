@@ -36,6 +36,7 @@ use crate::documents::{
     source_description,
 };
 use crate::http::{not_found, store_failed, text};
+use crate::listen::Limits;
 use crate::metrics::{CollectionMetrics, HttpCounters, Kind};
 use crate::stats::{Observed, StatsReader};
 use crate::status::CollectionStatus;
@@ -352,6 +353,7 @@ async fn status(app: &App, head: bool) -> Response {
 pub struct Server {
     listener: TcpListener,
     router: Router,
+    limits: Limits,
 }
 
 impl Server {
@@ -378,7 +380,15 @@ impl Server {
         Ok(Server {
             listener,
             router: router_with(collections, push),
+            limits: Limits::default(),
         })
+    }
+
+    /// Serves within `limits` (header read timeout, concurrent connections) instead of
+    /// [`Limits::default`].
+    pub fn with_limits(mut self, limits: Limits) -> Server {
+        self.limits = limits;
+        self
     }
 
     /// The address actually bound (what `listening http://HOST:PORT` reports).
@@ -386,15 +396,14 @@ impl Server {
         self.listener.local_addr().map_err(Error::Serve)
     }
 
-    /// Serves until `shutdown` resolves, then stops accepting and lets requests in flight
-    /// finish (graceful shutdown, so a restart does not cut a Destination's download).
+    /// Serves within its [`Limits`] until `shutdown` resolves, then stops accepting and lets
+    /// requests in flight finish (graceful shutdown, so a restart does not cut a
+    /// Destination's download).
     pub async fn run<F>(self, shutdown: F) -> Result<(), Error>
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(Error::Serve)
+        crate::listen::serve(self.listener, self.router, self.limits, shutdown).await;
+        Ok(())
     }
 }

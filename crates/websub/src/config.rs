@@ -126,13 +126,26 @@ impl HubConfig {
     }
 
     /// True when `topic` may be published to (and subscribed to): the allowlist is empty or
-    /// `topic` starts with one of its prefixes.
+    /// `topic` starts with one of its prefixes *and* has the prefix's origin (scheme, host,
+    /// port).
+    ///
+    /// Both are compared as parsed URLs, not as the strings given: with a plain string
+    /// prefix, an entry written without a path (`http://src.test`) admitted
+    /// `http://src.test.evil/…` and `http://src.test@evil.example/…` (user info), topics of
+    /// other hosts. Parsing also makes `HTTP://SRC.TEST/` and `http://src.test/` the same.
+    /// A topic or prefix that does not parse is not allowed by it.
     pub fn allows(&self, topic: &str) -> bool {
-        self.allow_publishers.is_empty()
-            || self
-                .allow_publishers
-                .iter()
-                .any(|p| topic.starts_with(p.as_str()))
+        if self.allow_publishers.is_empty() {
+            return true;
+        }
+        let Ok(topic) = Url::parse(topic) else {
+            return false;
+        };
+        self.allow_publishers.iter().any(|p| {
+            Url::parse(p).is_ok_and(|prefix| {
+                prefix.origin() == topic.origin() && topic.as_str().starts_with(prefix.as_str())
+            })
+        })
     }
 }
 
@@ -158,5 +171,13 @@ mod tests {
         assert!(c.allows("https://src.test/maps/change/"));
         assert!(!c.allows("https://src.test/other/change/"));
         assert!(!c.allows("https://src.test.evil/maps/"));
+        assert!(c.allows("HTTPS://SRC.TEST/maps/change/"));
+        // A prefix without a path admits its own host only.
+        c.allow_publishers = vec!["https://src.test".into()];
+        assert!(c.allows("https://src.test/maps/change/"));
+        assert!(!c.allows("https://src.test.evil/maps/"));
+        assert!(!c.allows("https://src.test@evil.example/maps/"));
+        assert!(!c.allows("https://src.test:8443/maps/"));
+        assert!(!c.allows("not a url"));
     }
 }
