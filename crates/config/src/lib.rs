@@ -1,9 +1,9 @@
 //! `pipelines/*.toml`: one file per republished collection, fed by one or more upstreams.
 //!
 //! Parsing is typed (`deny_unknown_fields` everywhere, so a misspelt key is an error rather
-//! than silently ignored), then [`PipelineConfig::validate`] checks everything that needs no
-//! I/O and names the file, line and key of each problem. Building the runtime objects (store,
-//! HTTP client) happens later, with I/O.
+//! than silently ignored), then the rules (`PipelineConfig::problems`) check everything that
+//! needs no I/O and name the file, line, column and key of each problem. Building the runtime
+//! objects (store, HTTP client) happens later, with I/O.
 //!
 //! `${NAME}` in a string value is replaced by the environment variable `NAME` (for secrets
 //! and per-deployment values), `${NAME:-default}` by `default` when it is unset; an unset
