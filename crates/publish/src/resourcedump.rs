@@ -197,22 +197,13 @@ async fn plan(
 ) -> Result<(), Error> {
     let mut count = 0u64;
     let mut bytes = 0u64;
-    let members = state.present_in_slots(0..=u16::MAX).await?;
-    // Looked up LOOKUPS_AHEAD at a time, in slot order (see `resourcelist::write_part`).
-    let keys = futures::stream::try_unfold(members, |mut m| async move {
-        Ok::<_, rsagg_store::Error>(m.next().await?.map(|member| (member, m)))
-    });
+    // Looked up LOOKUPS_AHEAD at a time, in slot order.
     let mut records = std::pin::pin!(
-        keys.map_ok(|(_, upstream, uri)| async move {
-            let record = state.resource(&upstream, &uri).await?;
-            Ok::<_, rsagg_store::Error>((upstream, record))
-        })
-        .try_buffered(crate::resourcelist::LOOKUPS_AHEAD)
+        state
+            .present_records(0..=u16::MAX, crate::resourcelist::LOOKUPS_AHEAD)
+            .await?
     );
     while let Some((upstream, record)) = records.try_next().await? {
-        let Some(record) = record else {
-            continue;
-        };
         let held = |u: &str| own_uri(base_url, &upstream, u);
         let (Some(entry), Some(copy)) = (
             resource_entry(base_url, &record, policy, held),

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{TryStreamExt, stream};
+use futures::TryStreamExt;
 use object_store::ObjectStore;
 use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
@@ -158,25 +158,14 @@ async fn write_part(
     }
     let mut xml = Vec::new();
     rsagg_sitemap::writer::encode_header(&header, &mut xml);
-    let members = state.present_in_slots(slot_range(k, parts)).await?;
-    // The members' records, looked up LOOKUPS_AHEAD at a time in slot order: a lookup that
-    // misses the state's caches is a GET to the store, and one after another they made a
-    // part's rebuild latency-bound on S3 (~3 ms each).
-    let keys = stream::try_unfold(members, |mut m| async move {
-        Ok::<_, rsagg_store::Error>(m.next().await?.map(|member| (member, m)))
-    });
+    // Looked up LOOKUPS_AHEAD at a time, in slot order.
     let mut records = std::pin::pin!(
-        keys.map_ok(|(_, upstream, uri)| async move {
-            let record = state.resource(&upstream, &uri).await?;
-            Ok::<_, rsagg_store::Error>((upstream, record))
-        })
-        .try_buffered(LOOKUPS_AHEAD)
+        state
+            .present_records(slot_range(k, parts), LOOKUPS_AHEAD)
+            .await?
     );
     let mut count = 0u64;
     while let Some((upstream, record)) = records.try_next().await? {
-        let Some(record) = record else {
-            continue;
-        };
         let held = |u: &str| own_uri(base_url, &upstream, u);
         if let Some(entry) = resource_entry(base_url, &record, policy, held) {
             rsagg_sitemap::writer::encode_entry(Root::Urlset, &entry, &mut xml);

@@ -256,6 +256,33 @@ impl State {
         })
     }
 
+    /// The record of every present resource whose slot is in `slots`, in slot order, with
+    /// its upstream: [`State::present_in_slots`] with each member's record looked up
+    /// `ahead` at a time (a lookup that misses the caches is a GET to the store; one after
+    /// another they made a whole-collection pass latency-bound on S3). Members whose record
+    /// is gone meanwhile are skipped.
+    pub async fn present_records(
+        &self,
+        slots: std::ops::RangeInclusive<u16>,
+        ahead: usize,
+    ) -> Result<
+        impl futures::Stream<Item = Result<(String, ResourceRecord), Error>> + Send + '_,
+        Error,
+    > {
+        use futures::{StreamExt, TryStreamExt};
+        let members = self.present_in_slots(slots).await?;
+        let keys = futures::stream::try_unfold(members, |mut m| async move {
+            Ok::<_, Error>(m.next().await?.map(|member| (member, m)))
+        });
+        Ok(keys
+            .map_ok(move |(_, upstream, uri)| async move {
+                let record = self.resource(&upstream, &uri).await?;
+                Ok::<_, Error>(record.map(|r| (upstream, r)))
+            })
+            .try_buffered(ahead.max(1))
+            .filter_map(|r| async move { r.transpose() }))
+    }
+
     /// All quarantine records (of every upstream), streamed.
     pub async fn quarantine(&self) -> Result<Records<QuarantineRecord>, Error> {
         self.scan("q/".to_owned()).await
