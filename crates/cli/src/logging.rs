@@ -70,9 +70,11 @@ where
         Some(b) => BoxMakeWriter::new(b.get_stderr_writer()),
         None => BoxMakeWriter::new(writer),
     };
+    // The progress line's span is selected by the indicatif layer's own filter, whatever
+    // `RSAGG_LOG` says; `filter` is the log lines'.
+    let registry =
+        tracing_subscriber::registry().with(bar.map(|b| b.with_filter(IndicatifFilter::new(false))));
     let layer = tracing_subscriber::fmt::layer().with_writer(writer);
-    // The filter is the log lines' own: the progress line's span is selected by the
-    // indicatif layer's filter, whatever `RSAGG_LOG` says.
     let fmt = match format {
         LogFormat::Text => layer.with_ansi(ansi).with_filter(filter).boxed(),
         LogFormat::Json => layer
@@ -82,8 +84,7 @@ where
             .with_filter(filter)
             .boxed(),
     };
-    let bar = bar.map(|b| b.with_filter(IndicatifFilter::new(false)));
-    Box::new(tracing_subscriber::registry().with(fmt).with(bar))
+    Box::new(registry.with(fmt))
 }
 
 /// Installs the process's subscriber: `format` on stderr, filtered by `RSAGG_LOG`. Returns
