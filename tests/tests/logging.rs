@@ -96,7 +96,9 @@ fn json_logs_carry_heartbeats_and_upstream_uri_error_fields() -> Result<()> {
         }
         ensure!(b["level"] == "INFO", "{b}");
         ensure!(
-            b["message"].as_str().is_some_and(|m| m.starts_with("progress: ")),
+            b["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("progress: ")),
             "{b}"
         );
         ensure!(b["done"].as_u64() <= b["total"].as_u64(), "{b}");
@@ -211,7 +213,12 @@ fn follow_prints_a_report_only_after_a_pass_that_did_something() -> Result<()> {
         }
     }
     let pid = child.0.id().to_string();
-    ensure!(Command::new("kill").args(["-TERM", &pid]).status()?.success());
+    ensure!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()?
+            .success()
+    );
     let t0 = Instant::now();
     let status = loop {
         if let Some(s) = child.0.try_wait()? {

@@ -72,8 +72,8 @@ where
     };
     // The progress line's span is selected by the indicatif layer's own filter, whatever
     // `RSAGG_LOG` says; `filter` is the log lines'.
-    let registry =
-        tracing_subscriber::registry().with(bar.map(|b| b.with_filter(IndicatifFilter::new(false))));
+    let registry = tracing_subscriber::registry()
+        .with(bar.map(|b| b.with_filter(IndicatifFilter::new(false))));
     let layer = tracing_subscriber::fmt::layer().with_writer(writer);
     let fmt = match format {
         LogFormat::Text => layer.with_ansi(ansi).with_filter(filter).boxed(),
@@ -121,7 +121,13 @@ mod tests {
     fn logged(format: LogFormat) -> String {
         let buf = Buf::default();
         let w = buf.clone();
-        let s = subscriber(format, EnvFilter::new("info"), move || w.clone(), false, None);
+        let s = subscriber(
+            format,
+            EnvFilter::new("info"),
+            move || w.clone(),
+            false,
+            None,
+        );
         tracing::subscriber::with_default(s, || {
             let span = tracing::info_span!("run", collection = "maps");
             let _g = span.enter();

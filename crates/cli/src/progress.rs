@@ -93,11 +93,7 @@ impl Figures {
     pub fn line(&self) -> String {
         let s = &self.at;
         let mut line = if s.total_final {
-            let pct = if s.total > 0 {
-                s.done * 100 / s.total
-            } else {
-                100
-            };
+            let pct = (s.done * 100).checked_div(s.total).unwrap_or(100);
             format!("{} of {} resources ({pct}%)", s.done, s.total)
         } else {
             format!(
@@ -199,10 +195,11 @@ async fn bar(progress: Arc<Progress>) {
     use tracing_indicatif::span_ext::IndicatifSpanExt;
     // The bar belongs to this span (`indicatif.pb_show` selects it for the indicatif layer);
     // it is removed when the span closes, that is when this task is aborted.
-    let span = tracing::info_span!(target: TARGET, "progress", indicatif.pb_show = tracing::field::Empty);
-    if let Ok(style) =
-        tracing_indicatif::style::ProgressStyle::with_template("{spinner} {elapsed_precise} {wide_msg}")
-    {
+    let span =
+        tracing::info_span!(target: TARGET, "progress", indicatif.pb_show = tracing::field::Empty);
+    if let Ok(style) = tracing_indicatif::style::ProgressStyle::with_template(
+        "{spinner} {elapsed_precise} {wide_msg}",
+    ) {
         span.pb_set_style(&style);
     }
     span.pb_start();
@@ -235,15 +232,24 @@ mod tests {
         assert_eq!(f.per_second, 10.0);
         assert_eq!(f.bytes_per_second, 1024.0);
         assert_eq!(f.eta, None, "no ETA while the list is being read");
-        let f = m.sample(t0 + Duration::from_secs(10), snap(100, 400, true, 10 * 1024));
+        let f = m.sample(
+            t0 + Duration::from_secs(10),
+            snap(100, 400, true, 10 * 1024),
+        );
         assert_eq!(f.per_second, 10.0);
         assert_eq!(f.eta, Some(Duration::from_secs(30)));
         // Past the window the oldest samples no longer count: the pace is the recent one.
-        let f = m.sample(t0 + Duration::from_secs(20), snap(300, 400, true, 10 * 1024));
+        let f = m.sample(
+            t0 + Duration::from_secs(20),
+            snap(300, 400, true, 10 * 1024),
+        );
         assert_eq!(f.per_second, 20.0);
         assert_eq!(f.bytes_per_second, 0.0);
         assert_eq!(f.eta, Some(Duration::from_secs(5)));
-        let f = m.sample(t0 + Duration::from_secs(30), snap(300, 400, true, 10 * 1024));
+        let f = m.sample(
+            t0 + Duration::from_secs(30),
+            snap(300, 400, true, 10 * 1024),
+        );
         assert_eq!(f.eta, None, "no ETA at a standstill");
     }
 
@@ -287,7 +293,10 @@ mod tests {
         assert!(beat_due(false, Some(idle), idle), "run --once always beats");
         assert!(!beat_due(true, Some(idle), idle));
         assert!(beat_due(true, Some(idle), snap(6, 7, true, 9)));
-        assert!(beat_due(true, Some(idle), snap(5, 6, false, 9)), "a list is being read");
+        assert!(
+            beat_due(true, Some(idle), snap(5, 6, false, 9)),
+            "a list is being read"
+        );
         assert!(beat_due(true, None, idle));
     }
 }

@@ -231,24 +231,23 @@ async fn follow(
         shutdown_grace: args.shutdown_grace,
         inbox,
     };
-    let code =
-        match rsagg_pipeline::follow(p, &fopts, stop.clone(), |r| {
-            if r.eventful() {
-                print_report(args, r);
-            }
-        })
-        .await
-        {
-            Ok(code) => code,
-            Err(e) if e.is_fenced() => {
-                eprintln!("rsagg run: {e}");
-                3
-            }
-            Err(e) => {
-                eprintln!("rsagg run: {e}");
-                1
-            }
-        };
+    let code = match rsagg_pipeline::follow(p, &fopts, stop.clone(), |r| {
+        if r.eventful() {
+            print_report(args, r);
+        }
+    })
+    .await
+    {
+        Ok(code) => code,
+        Err(e) if e.is_fenced() => {
+            eprintln!("rsagg run: {e}");
+            3
+        }
+        Err(e) => {
+            eprintln!("rsagg run: {e}");
+            1
+        }
+    };
     if let Some(server) = server {
         if *stop.borrow() {
             // Shutting down on the same signal: in-flight responses get a moment to finish.

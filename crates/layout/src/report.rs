@@ -79,8 +79,12 @@ impl RunReport {
         let publish = self.publish.as_ref().is_some_and(|p| {
             !p.errors.is_empty()
                 || p.resource_dump.is_some()
-                || p.change_lists.as_ref().is_some_and(|c| c.closed_now > 0 || c.dropped > 0)
-                || p.change_dumps.as_ref().is_some_and(|c| c.packages_now > 0 || c.dropped > 0)
+                || p.change_lists
+                    .as_ref()
+                    .is_some_and(|c| c.closed_now > 0 || c.dropped > 0)
+                || p.change_dumps
+                    .as_ref()
+                    .is_some_and(|c| c.packages_now > 0 || c.dropped > 0)
                 || p.gc.as_ref().is_some_and(|g| g.deleted > 0)
         });
         let notify = self.notify.as_ref().is_some_and(|n| {
@@ -679,7 +683,11 @@ mod tests {
     #[test]
     fn resource_messages_name_the_uri_once() {
         assert_eq!(
-            resource_message("http://u/a", "fetching failed", "http://u/a: HTTP status 500"),
+            resource_message(
+                "http://u/a",
+                "fetching failed",
+                "http://u/a: HTTP status 500"
+            ),
             "fetching failed: http://u/a: HTTP status 500"
         );
         assert_eq!(

@@ -149,7 +149,9 @@ pub(crate) async fn write_stats(
                 }
             }
         },
-        Err(e) => tracing::warn!(error = %rsagg_model::ErrorChain(&e), "reading quarantine for the stats object"),
+        Err(e) => {
+            tracing::warn!(error = %rsagg_model::ErrorChain(&e), "reading quarantine for the stats object")
+        }
     }
     let stats = RunStats {
         finished: Some(rsagg_model::W3cDateTime::now()),
