@@ -93,8 +93,11 @@ impl Figures {
     pub fn line(&self) -> String {
         let s = &self.at;
         let mut line = if s.total_final {
-            let pct = (s.done * 100).checked_div(s.total).unwrap_or(100);
-            format!("{} of {} resources ({pct}%)", s.done, s.total)
+            match (s.done * 100).checked_div(s.total) {
+                Some(pct) => format!("{} of {} resources ({pct}%)", s.done, s.total),
+                // Nothing listed yet (discovery, or an upstream with nothing new).
+                None => format!("{} of {} resources", s.done, s.total),
+            }
         } else {
             format!(
                 "{} of at least {} resources (list still being read)",
@@ -265,6 +268,13 @@ mod tests {
 
     #[test]
     fn the_line_says_what_is_known() {
+        let f = Figures {
+            at: snap(0, 0, true, 0),
+            per_second: 0.0,
+            bytes_per_second: 0.0,
+            eta: None,
+        };
+        assert_eq!(f.line(), "0 of 0 resources, 0 B, 0.0/s, 0 B/s");
         let f = Figures {
             at: snap(412, 20000, true, 3 * 1024 * 1024 + 100 * 1024),
             per_second: 41.23,

@@ -364,7 +364,7 @@ impl UpstreamReport {
     /// line (log collectors filter on them) and `what` as its message; keeps
     /// `{uri}: {what} ({error})` among the warnings.
     pub fn warn_at(&mut self, uri: &str, what: &str, error: &str) {
-        tracing::warn!(upstream = %self.name, uri, error, "{what}");
+        tracing::warn!(upstream = %self.name, uri = %uri, error = %error, "{what}");
         self.keep_warning(resource_message(uri, what, error));
     }
 
@@ -404,7 +404,12 @@ impl UpstreamReport {
     /// [`Self::fail`] for one resource or document: `upstream`, `uri` (when known) and `error` are fields
     /// of the line, `what` its message; the error kept reads `{uri}: {what} ({error})`.
     pub fn fail_at(&mut self, uri: Option<&str>, what: &str, error: &str) {
-        tracing::error!(upstream = %self.name, uri, error, "{what}");
+        tracing::error!(
+            upstream = %self.name,
+            uri = uri.map(tracing::field::display),
+            error = %error,
+            "{what}"
+        );
         self.failed_with(match uri {
             Some(uri) => resource_message(uri, what, error),
             None => format!("{what}: {error}"),
