@@ -66,15 +66,15 @@ impl RunReport {
     }
 
     /// True when the pass did something worth a summary in `run --follow`: a resource
-    /// created, updated, deleted, quarantined, gone or failed, a re-sync, a failed upstream,
+    /// created, updated, deleted, quarantined, gone or failed, a failed upstream,
     /// a publish error, a rebuilt dump, a closed Change List, a garbage collection that freed
     /// something, or notifications prepared, delivered or failing. An idle poll (everything
-    /// unchanged) is not: its report still goes to the stats object.
+    /// unchanged) is not: its report still goes to the stats object. Nor is a re-sync that
+    /// changed nothing: an upstream without a Change List is re-synced at every poll, and a
+    /// re-sync after a gap is logged as a warning anyway.
     pub fn eventful(&self) -> bool {
         let upstreams = self.upstreams.iter().any(|u| {
-            u.created + u.updated + u.deleted + u.quarantined + u.gone + u.failed > 0
-                || !u.resyncs.is_empty()
-                || !u.ok()
+            u.created + u.updated + u.deleted + u.quarantined + u.gone + u.failed > 0 || !u.ok()
         });
         let publish = self.publish.as_ref().is_some_and(|p| {
             !p.errors.is_empty()
@@ -646,8 +646,8 @@ mod tests {
         r.upstreams[0].verdict = Verdict::Failed;
         assert!(r.eventful());
         let mut r = idle();
-        r.upstreams[0].resyncs.push("gap".into());
-        assert!(r.eventful());
+        r.upstreams[0].resyncs.push("no Change List".into());
+        assert!(!r.eventful(), "a re-sync that changed nothing");
         let mut r = idle();
         r.publish.as_mut().unwrap().errors.push("gc: boom".into());
         assert!(r.eventful());
