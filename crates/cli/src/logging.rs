@@ -2,23 +2,32 @@
 //! collectors.
 //!
 //! - `RSAGG_LOG`: the filter (`tracing_subscriber::EnvFilter` syntax, e.g.
-//!   `info,rsagg_fetch=debug`); default `warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info`.
+//!   `info,rsagg_fetch=debug`); default `warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info,rsagg::progress=info`.
 //! - `--log-format text|json` (global) or `RSAGG_LOG_FORMAT`: `text` (the default) writes
 //!   human-readable lines, coloured only when stderr is a terminal; `json` writes one JSON
 //!   object per line (`timestamp`, `level`, `target`, `message` and the event's fields at top
 //!   level, plus the current span), which Kubernetes log pipelines read without parsing text.
+//!   Lines about one upstream, resource or document carry `upstream`, `uri` and `error` (the
+//!   error with its causes, `rsagg_model::ErrorChain`) as fields.
+//! - On a terminal, `rsagg run`'s progress line (`progress.rs`) is drawn by a
+//!   `tracing-indicatif` layer, and log lines are written through its writer so that they
+//!   appear above the line instead of breaking it.
 
 use std::io::IsTerminal;
 
-use tracing_subscriber::EnvFilter;
+use tracing_indicatif::IndicatifLayer;
+use tracing_indicatif::filter::IndicatifFilter;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// The filter variable.
 pub const FILTER_ENV: &str = "RSAGG_LOG";
 /// The format variable (the `--log-format` flag wins over it).
 pub const FORMAT_ENV: &str = "RSAGG_LOG_FORMAT";
 /// The filter when `RSAGG_LOG` is unset or invalid.
-const DEFAULT_FILTER: &str = "warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info";
+const DEFAULT_FILTER: &str = "warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info,rsagg::progress=info";
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -44,38 +53,51 @@ fn filter() -> EnvFilter {
     }
 }
 
-/// A subscriber writing `format` to `writer`; `ansi` colours text output.
+/// A subscriber writing `format` to `writer`, filtered by `filter`; `ansi` colours text
+/// output. With `bar` (stderr is a terminal), the progress line's layer is added and log
+/// lines go through its writer, which lifts the line while a log line is written.
 fn subscriber<W>(
     format: LogFormat,
     filter: EnvFilter,
     writer: W,
     ansi: bool,
+    bar: Option<IndicatifLayer<Registry>>,
 ) -> Box<dyn tracing::Subscriber + Send + Sync>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer);
-    match format {
-        LogFormat::Text => Box::new(builder.with_ansi(ansi).finish()),
-        LogFormat::Json => Box::new(
-            builder
-                .json()
-                .flatten_event(true)
-                .with_span_list(false)
-                .finish(),
-        ),
-    }
+    let writer = match &bar {
+        Some(b) => BoxMakeWriter::new(b.get_stderr_writer()),
+        None => BoxMakeWriter::new(writer),
+    };
+    // The progress line's span is selected by the indicatif layer's own filter, whatever
+    // `RSAGG_LOG` says; `filter` is the log lines'.
+    let registry = tracing_subscriber::registry()
+        .with(bar.map(|b| b.with_filter(IndicatifFilter::new(false))));
+    let layer = tracing_subscriber::fmt::layer().with_writer(writer);
+    let fmt = match format {
+        LogFormat::Text => layer.with_ansi(ansi).with_filter(filter).boxed(),
+        LogFormat::Json => layer
+            .json()
+            .flatten_event(true)
+            .with_span_list(false)
+            .with_filter(filter)
+            .boxed(),
+    };
+    Box::new(registry.with(fmt))
 }
 
-/// Installs the process's subscriber: `format` on stderr, filtered by `RSAGG_LOG`.
-pub fn init(format: LogFormat) {
-    let ansi = std::io::stderr().is_terminal();
-    let s = subscriber(format, filter(), std::io::stderr, ansi);
+/// Installs the process's subscriber: `format` on stderr, filtered by `RSAGG_LOG`. Returns
+/// true when stderr is a terminal, where `rsagg run` shows its progress line (off a
+/// terminal it logs heartbeats instead).
+pub fn init(format: LogFormat) -> bool {
+    let terminal = std::io::stderr().is_terminal();
+    let bar = terminal.then(IndicatifLayer::new);
+    let s = subscriber(format, filter(), std::io::stderr, terminal, bar);
     if let Err(e) = tracing::subscriber::set_global_default(s) {
         eprintln!("rsagg: cannot set up logging: {e}");
     }
+    terminal
 }
 
 #[cfg(test)]
@@ -99,7 +121,13 @@ mod tests {
     fn logged(format: LogFormat) -> String {
         let buf = Buf::default();
         let w = buf.clone();
-        let s = subscriber(format, EnvFilter::new("info"), move || w.clone(), false);
+        let s = subscriber(
+            format,
+            EnvFilter::new("info"),
+            move || w.clone(),
+            false,
+            None,
+        );
         tracing::subscriber::with_default(s, || {
             let span = tracing::info_span!("run", collection = "maps");
             let _g = span.enter();

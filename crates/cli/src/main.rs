@@ -10,6 +10,8 @@
 //!   in `docs/contract.md`).
 //! - `input.rs`: opening a path, stdin or http(s) URL as async input, gzip inflated.
 //! - `run.rs`: `rsagg run` (harvest; exit codes of the contract) and `rsagg check`.
+//! - `progress.rs`: `rsagg run`'s progress: one line on a terminal, heartbeat log events off
+//!   one (`--progress-interval`), rates and ETA.
 //! - `serve.rs`: `rsagg serve` (read-only HTTP serving of published collections).
 //! - `hub.rs`: `rsagg hub` (the WebSub hub).
 //! - `lifecycle.rs`: what every server command shares: the `listening` line, shutdown on
@@ -19,6 +21,7 @@ mod hub;
 mod input;
 mod lifecycle;
 mod logging;
+mod progress;
 mod run;
 mod serve;
 mod validate;
@@ -43,7 +46,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
     long_about = None,
     after_help = "Logging (on stderr):\n  \
         RSAGG_LOG         what is logged, tracing's EnvFilter syntax \
-        (default `warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info`; e.g. `info`, `info,rsagg_fetch=debug`)\n  \
+        (default `warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info,rsagg::progress=info`; e.g. `info`, `info,rsagg_fetch=debug`)\n  \
         RSAGG_LOG_FORMAT  `text` (default; coloured on a terminal) or `json` \
         (one JSON object per line); --log-format wins over it"
 )]
@@ -92,7 +95,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.log_format);
+    let terminal = logging::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -106,7 +109,7 @@ fn main() -> ExitCode {
     runtime.block_on(async {
         match cli.command {
             Command::Validate(args) => validate::run(args).await,
-            Command::Run(args) => run::run(args).await,
+            Command::Run(args) => run::run(args, terminal).await,
             Command::Check(args) => run::check(args),
             Command::Serve(args) => serve::serve(args).await,
             Command::Hub(args) => hub::hub(args).await,

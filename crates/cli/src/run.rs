@@ -39,9 +39,17 @@ pub struct RunArgs {
     /// Exit 1 when resources were quarantined.
     #[arg(long)]
     fail_on_quarantine: bool,
-    /// Print the run report as JSON on stdout.
+    /// Print the run report as JSON on stdout. With --follow, a report is printed (as JSON
+    /// or as the text summary) only after a pass that did something: an idle poll prints
+    /// nothing (its report still goes to the stats object).
     #[arg(long)]
     json: bool,
+    /// Off a terminal, log a progress heartbeat this often (target `rsagg::progress`, fields
+    /// `done`, `total`, `total_final`, `bytes`, `per_second`, `bytes_per_second`,
+    /// `eta_seconds`); `0s` turns it off. With --follow only while a pass is moving. On a
+    /// terminal a progress line is shown instead.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, env = "RSAGG_PROGRESS_INTERVAL")]
+    progress_interval: Duration,
 }
 
 /// `rsagg check`.
@@ -90,8 +98,9 @@ pub fn check(args: CheckArgs) -> ExitCode {
     }
 }
 
-/// Runs a pipeline once or continuously.
-pub async fn run(args: RunArgs) -> ExitCode {
+/// Runs a pipeline once or continuously; `terminal`: stderr is a terminal (progress line
+/// rather than heartbeat events).
+pub async fn run(args: RunArgs, terminal: bool) -> ExitCode {
     let p = match Pipeline::load(&args.pipeline) {
         Ok(p) => p,
         Err(e) => {
@@ -109,10 +118,19 @@ pub async fn run(args: RunArgs) -> ExitCode {
         crate::lifecycle::shutdown().await;
         let _ = stop_tx.send(true);
     });
+    let display = crate::progress::Display::start(
+        opts.progress.clone(),
+        terminal,
+        args.progress_interval,
+        args.follow,
+    );
     if args.follow {
-        return follow(&args, &p, opts, stop).await;
+        let code = follow(&args, &p, opts, stop).await;
+        if let Some(d) = display {
+            d.finish().await;
+        }
+        return code;
     }
-    let bar = progress_bar(&opts);
     let pass = run_once(&p, &opts);
     tokio::pin!(pass);
     let mut stopping = stop.clone();
@@ -126,9 +144,8 @@ pub async fn run(args: RunArgs) -> ExitCode {
             tokio::time::timeout(args.shutdown_grace, pass).await.ok()
         }
     };
-    if let Some((bar, ticker)) = bar {
-        ticker.abort();
-        bar.finish_and_clear();
+    if let Some(d) = display {
+        d.finish().await;
     }
     let code = match result {
         None => {
@@ -214,18 +231,23 @@ async fn follow(
         shutdown_grace: args.shutdown_grace,
         inbox,
     };
-    let code =
-        match rsagg_pipeline::follow(p, &fopts, stop.clone(), |r| print_report(args, r)).await {
-            Ok(code) => code,
-            Err(e) if e.is_fenced() => {
-                eprintln!("rsagg run: {e}");
-                3
-            }
-            Err(e) => {
-                eprintln!("rsagg run: {e}");
-                1
-            }
-        };
+    let code = match rsagg_pipeline::follow(p, &fopts, stop.clone(), |r| {
+        if r.eventful() {
+            print_report(args, r);
+        }
+    })
+    .await
+    {
+        Ok(code) => code,
+        Err(e) if e.is_fenced() => {
+            eprintln!("rsagg run: {e}");
+            3
+        }
+        Err(e) => {
+            eprintln!("rsagg run: {e}");
+            1
+        }
+    };
     if let Some(server) = server {
         if *stop.borrow() {
             // Shutting down on the same signal: in-flight responses get a moment to finish.
@@ -271,30 +293,4 @@ async fn start_server(
             tracing::error!(error = %e, "the server stopped");
         }
     }))
-}
-
-/// A spinner with the count and rate of resources processed, on a terminal only (long
-/// baselines otherwise look hung).
-fn progress_bar(
-    opts: &RunOptions,
-) -> Option<(indicatif::ProgressBar, tokio::task::JoinHandle<()>)> {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new_spinner();
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} {elapsed_precise} {pos} resources ({per_sec})",
-    ) {
-        bar.set_style(style);
-    }
-    let counter = opts.progress.clone();
-    let b = bar.clone();
-    let ticker = tokio::spawn(async move {
-        loop {
-            b.set_position(counter.load(std::sync::atomic::Ordering::Relaxed));
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    });
-    Some((bar, ticker))
 }

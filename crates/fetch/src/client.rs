@@ -274,10 +274,11 @@ impl Fetcher {
                         None => backoff(cfg.backoff_base, cfg.backoff_max, attempt - 1),
                     };
                     warn!(
-                        url = %url,
+                        upstream = access.upstream.as_deref(),
+                        uri = %url,
                         attempt,
                         wait_ms = wait.as_millis() as u64,
-                        reason = %reason,
+                        error = %reason,
                         "retrying request"
                     );
                     tokio::time::sleep(wait).await;
@@ -345,7 +346,7 @@ impl Fetcher {
                     return Outcome::Fail(transport_error(url, e, attempt));
                 }
                 Outcome::Retry {
-                    reason: e.to_string(),
+                    reason: rsagg_model::ErrorChain(&e).to_string(),
                     retry_after: None,
                     last: transport_error(url, e, attempt),
                 }

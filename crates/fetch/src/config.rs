@@ -75,6 +75,9 @@ pub struct Access {
     /// for IPv6), compared case-insensitively with each request's URL, redirect hops included.
     /// Empty means the credentials are never sent.
     pub auth_hosts: Vec<String>,
+    /// The upstream the requests are made for, named in log lines (`upstream` field of a
+    /// retry) so they can be told apart when several upstreams share one client.
+    pub upstream: Option<String>,
 }
 
 impl Access {
@@ -181,6 +184,7 @@ mod tests {
             allow_private: false,
             auth: Some(Auth::Bearer("s3cret".into())),
             auth_hosts: hosts.iter().map(|s| s.to_string()).collect(),
+            upstream: None,
         }
     }
 

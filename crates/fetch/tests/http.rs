@@ -643,6 +643,7 @@ async fn credentials_go_to_auth_hosts_only() {
         allow_private: true,
         auth: Some(Auth::Bearer("tok".into())),
         auth_hosts: vec![format!("127.0.0.1:{}", addr_a.port())],
+        upstream: None,
     };
     for path in ["/", "/home", "/away", "/other-port"] {
         let got = f
@@ -671,6 +672,7 @@ async fn credentials_go_to_auth_hosts_only() {
             password: "p".into(),
         }),
         auth_hosts: vec!["localhost".into()],
+        upstream: None,
     };
     let got = f
         .get(

@@ -1,8 +1,6 @@
 //! What harvesting one resource came to ([`Outcome`]) and the batched commits that record
 //! outcomes, state and the checkpoint together, after the bytes they point at.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use rsagg_model::Change;
 use rsagg_store::{Applied, Checkpoint, Commit, QuarantineRecord, ResourceRecord, State};
 
@@ -27,17 +25,39 @@ pub(crate) enum Outcome {
     /// Nothing to do (deletion of an unknown resource).
     Skipped,
     /// Listed, but the upstream answers 404/410 (deleted since the list was made).
-    Gone(String),
+    Gone {
+        uri: String,
+        /// The fetch error, with its causes.
+        error: String,
+    },
     /// A later change of the same resource in the same list supersedes this one.
     Superseded,
     Quarantined(QuarantineRecord),
-    Failed(String),
+    Failed {
+        /// The resource (`None` when its task was lost before it could say).
+        uri: Option<String>,
+        /// What was being done.
+        what: &'static str,
+        /// Why, with its causes.
+        error: String,
+    },
+}
+
+impl Outcome {
+    /// A failure of `what` for the resource `uri`, because of `error` (with its causes).
+    pub(crate) fn failed(uri: &str, what: &'static str, error: &dyn std::error::Error) -> Self {
+        Outcome::Failed {
+            uri: Some(uri.to_owned()),
+            what,
+            error: rsagg_model::ErrorChain(error).to_string(),
+        }
+    }
 }
 
 /// Accumulates outcomes into bounded, atomic commits.
 pub(crate) struct Committer<'a> {
     state: &'a State,
-    progress: &'a AtomicU64,
+    progress: &'a crate::Progress,
     commit: Commit,
     pending: usize,
 }
@@ -97,28 +117,33 @@ impl<'a> Committer<'a> {
                 report.superseded += 1;
                 true
             }
-            Outcome::Gone(message) => {
+            Outcome::Gone { uri, error } => {
                 report.gone += 1;
-                report.warn(message);
+                report.warn_at(
+                    &uri,
+                    "listed but gone; a later change is expected to delete it",
+                    &error,
+                );
                 true
             }
             Outcome::Quarantined(q) => {
                 report.quarantined += 1;
-                report.warn(format!(
-                    "quarantined {}: {} (expected {}, got {})",
-                    q.uri, q.reason, q.expected, q.got
-                ));
+                report.warn_at(
+                    &q.uri,
+                    "quarantined",
+                    &format!("{} (expected {}, got {})", q.reason, q.expected, q.got),
+                );
                 self.commit.quarantine.push(q);
                 true
             }
-            Outcome::Failed(message) => {
+            Outcome::Failed { uri, what, error } => {
                 report.failed += 1;
-                report.fail(message);
+                report.fail_at(uri.as_deref(), what, &error);
                 false
             }
         };
         self.pending += 1;
-        self.progress.fetch_add(1, Ordering::Relaxed);
+        self.progress.done();
         if self.pending >= COMMIT_BATCH {
             self.flush().await?;
         }

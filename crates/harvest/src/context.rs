@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use rsagg_config::{FetchSection, UpstreamConfig};
 use rsagg_fetch::{Access, Fetcher};
@@ -20,8 +19,8 @@ pub struct Ctx {
     pub state: Arc<State>,
     /// The pipeline's `[fetch]` settings.
     pub fetch: FetchSection,
-    /// Resources processed so far (for progress display).
-    pub progress: Arc<AtomicU64>,
+    /// How far the run is (for a progress display).
+    pub progress: Arc<crate::Progress>,
 }
 
 /// One upstream's harvest; cheap to clone, so each resource's work can run as its own task

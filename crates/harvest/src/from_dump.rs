@@ -188,7 +188,7 @@ impl Harvest {
         let uri = e.loc.trim().to_owned();
         let prior = match self.ctx.state.resource(&self.up.name, &uri).await {
             Ok(p) => p,
-            Err(err) => return Outcome::Failed(format!("{uri}: reading state: {err}")),
+            Err(err) => return Outcome::failed(&uri, "reading state", &err),
         };
         if let Some(p) = prior.as_ref().filter(|p| unchanged(&e, p)) {
             // Drained so the package reader goes on to the next item.
@@ -212,11 +212,12 @@ impl Harvest {
             Ok(i) => i,
             Err(err) => {
                 while body.next().await.is_some() {}
-                return Outcome::Failed(format!("{uri}: {err}"));
+                return Outcome::failed(&uri, "storing failed", &err);
             }
         };
+        self.ctx.progress.bytes(info.length);
         if let Err((expected, got)) = verify(&e, &info) {
-            tracing::warn!(%uri, %expected, %got, "dump item differs from its manifest: fetching it instead");
+            tracing::warn!(upstream = %self.up.name, %uri, %expected, %got, "dump item differs from its manifest: fetching it instead");
             return self.store_entry(set, e, false).await;
         }
         self.stored(set, &e, prior.as_ref(), info, None, None, None)

@@ -284,6 +284,7 @@ impl Harvest {
             })
             .collect();
         let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
+        self.ctx.progress.listed(todo.len() as u64);
         tracing::info!(
             upstream = %self.up.name,
             list = %source,

@@ -23,6 +23,8 @@
 //! - `from_dump.rs`: baseline and incremental from Resource and Change Dumps.
 //! - `resource.rs`: storing (or deleting) one resource and what it came to.
 //! - `commit.rs`: batched commits of outcomes, state and checkpoint.
+//! - `progress.rs`: [`Progress`], the run's counters for a progress display (done, listed,
+//!   bytes, lists still being read).
 //! - `compare.rs`: pure rules: change instants and order, unchanged copies, verification.
 //! - `lists.rs`: reading the upstream's lists and indexes as streams of entries.
 //! - `packages.rs`: the upstream's dump packages: download, check, stream the items.
@@ -37,11 +39,13 @@ mod from_dump;
 mod incremental;
 mod lists;
 mod packages;
+mod progress;
 pub mod push;
 mod resource;
 mod upstream;
 
 pub use context::{Ctx, Harvest};
+pub use progress::{Progress, Snapshot};
 pub use push::{Inbox, PushApplied};
 pub use upstream::{Polled, harvest, harvest_upstream};
 

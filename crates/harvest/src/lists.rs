@@ -66,6 +66,9 @@ pub(crate) struct Docs<'a> {
     pub fetcher: &'a Fetcher,
     pub access: &'a Access,
     pub max_bytes: u64,
+    /// Counts the entries [`Docs::stream_entries`] hands on (the total of a progress
+    /// display) and the lists it is still reading.
+    pub progress: &'a crate::Progress,
 }
 
 /// An open upstream document.
@@ -211,6 +214,7 @@ impl Docs<'_> {
         url: &Url,
         tx: mpsc::Sender<(Url, UrlEntry)>,
     ) -> Result<Header, Error> {
+        let _reading = self.progress.reading();
         let doc = self.open(url).await?;
         let Some(legacy) = archive_of(doc.header()) else {
             return self.stream_doc(doc, &tx).await;
@@ -254,6 +258,7 @@ impl Docs<'_> {
                     if tx.send((doc.url.clone(), e)).await.is_err() {
                         break;
                     }
+                    self.progress.listed(1);
                 }
             }
             Root::Sitemapindex => {
@@ -281,6 +286,7 @@ impl Docs<'_> {
                         if tx.send((p.url.clone(), e)).await.is_err() {
                             return Ok(header);
                         }
+                        self.progress.listed(1);
                     }
                 }
             }

@@ -72,7 +72,7 @@ impl Harvest {
         let prior = match self.ctx.state.resource(&self.up.name, e.loc.trim()).await {
             Ok(p) => p,
             Err(err) => {
-                return Outcome::Failed(format!("{}: reading state: {err}", e.loc.trim()));
+                return Outcome::failed(e.loc.trim(), "reading state", &err);
             }
         };
         self.store_with_prior(set, e, gone_ok, prior).await
@@ -105,7 +105,7 @@ impl Harvest {
         }
         let url = match Url::parse(&uri) {
             Ok(u) => u,
-            Err(err) => return Outcome::Failed(format!("`{uri}` is not a URL: {err}")),
+            Err(err) => return Outcome::failed(&uri, "not a URL", &err),
         };
         let mut attempt = 0;
         loop {
@@ -126,11 +126,12 @@ impl Harvest {
             let fetched = match self.ctx.fetcher.get(&url, &self.access, &req).await {
                 Ok(f) => f,
                 Err(err) if gone_ok && matches!(err.status(), Some(404 | 410)) => {
-                    return Outcome::Gone(format!(
-                        "{uri}: listed but gone ({err}); a later change is expected to delete it"
-                    ));
+                    return Outcome::Gone {
+                        uri,
+                        error: rsagg_model::ErrorChain(&err).to_string(),
+                    };
                 }
-                Err(err) => return Outcome::Failed(err.to_string()),
+                Err(err) => return Outcome::failed(&uri, "fetching failed", &err),
             };
             if fetched.not_modified
                 && let Some(p) = present
@@ -161,8 +162,9 @@ impl Harvest {
                 .await
             {
                 Ok(i) => i,
-                Err(err) => return Outcome::Failed(format!("{uri}: {err}")),
+                Err(err) => return Outcome::failed(&uri, "storing failed", &err),
             };
+            self.ctx.progress.bytes(info.length);
             if let Err((expected, got)) = verify(&e, &info) {
                 let newer_version = last_modified
                     .as_deref()
@@ -170,9 +172,9 @@ impl Harvest {
                     .zip(change_instant(&e))
                     .is_some_and(|(served, listed)| served.cmp_instant(&listed).is_gt());
                 if newer_version {
-                    tracing::warn!(%uri, %expected, %got, "bytes differ from the list, but a newer version exists: stored");
+                    tracing::warn!(upstream = %self.up.name, %uri, %expected, %got, "bytes differ from the list, but a newer version exists: stored");
                 } else if attempt == 1 {
-                    tracing::warn!(%uri, %expected, %got, "bytes differ from the list: fetching once more");
+                    tracing::warn!(upstream = %self.up.name, %uri, %expected, %got, "bytes differ from the list: fetching once more");
                     continue;
                 } else {
                     return Outcome::Quarantined(QuarantineRecord {
@@ -209,7 +211,7 @@ impl Harvest {
                 Outcome::Deleted(r)
             }
             Ok(_) => Outcome::Skipped,
-            Err(err) => Outcome::Failed(format!("{uri}: reading state: {err}")),
+            Err(err) => Outcome::failed(uri, "reading state", &err),
         }
     }
 }
@@ -226,5 +228,9 @@ pub(crate) async fn spawned(
 ) -> Outcome {
     tokio::spawn(work)
         .await
-        .unwrap_or_else(|e| Outcome::Failed(format!("resource task failed: {e}")))
+        .unwrap_or_else(|e| Outcome::Failed {
+            uri: None,
+            what: "resource task failed",
+            error: e.to_string(),
+        })
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use rsagg_fetch::{Access, Auth, CapabilitySet};
-use rsagg_model::{Capability, W3cDateTime};
+use rsagg_model::{Capability, ErrorChain, W3cDateTime};
 use rsagg_store::State;
 use url::Url;
 
@@ -51,6 +51,7 @@ pub(crate) fn access_of(up: &UpstreamConfig) -> Result<Access, String> {
         allow_private: up.allow_private,
         auth,
         auth_hosts,
+        upstream: Some(up.name.clone()),
     })
 }
 
@@ -99,7 +100,11 @@ async fn harvest_into(
     let discovery = match rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await {
         Ok(d) => d,
         Err(e) => {
-            report.fail(format!("discovery from {entry} failed: {e}"));
+            report.fail_at(
+                Some(entry.as_str()),
+                "discovery failed",
+                &ErrorChain(&e).to_string(),
+            );
             return report;
         }
     };
@@ -143,13 +148,13 @@ async fn harvest_into(
                 Ok(Some(_)) => {}
                 Ok(None) => break,
                 Err(e) => {
-                    report.fail(e.to_string());
+                    report.fail_at(None, "reading the quarantine", &ErrorChain(&e).to_string());
                     return report;
                 }
             }
         },
         Err(e) => {
-            report.fail(e.to_string());
+            report.fail_at(None, "reading the quarantine", &ErrorChain(&e).to_string());
             return report;
         }
     }
@@ -166,7 +171,11 @@ async fn harvest_into(
                 report.fail(e.to_string());
                 return report;
             }
-            report.fail(format!("set {}: {e}", set.url));
+            report.fail_at(
+                Some(set.url.as_str()),
+                "harvesting the set failed",
+                &ErrorChain(&e).to_string(),
+            );
         }
     }
     // Written in UTC (the instant may come from an upstream's zone-less `at`).
@@ -206,6 +215,7 @@ impl Harvest {
             fetcher: &self.ctx.fetcher,
             access: &self.access,
             max_bytes: self.ctx.fetch.max_document_bytes,
+            progress: &self.ctx.progress,
         }
     }
 

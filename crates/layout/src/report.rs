@@ -6,6 +6,7 @@
 //! still shows what it has (a field it lacks reads as its default, one it does not know is
 //! ignored).
 
+use bytesize::ByteSize;
 use rsagg_model::W3cDateTime;
 use rsagg_store::{QuarantineRecord, StoreRequests};
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,37 @@ impl RunReport {
         i32::from(failed || publish_failed || notify_failed)
     }
 
+    /// True when the pass did something worth a summary in `run --follow`: a resource
+    /// created, updated, deleted, quarantined, gone or failed, a failed upstream,
+    /// a publish error, a rebuilt dump, a closed Change List, a garbage collection that freed
+    /// something, or notifications prepared, delivered or failing. An idle poll (everything
+    /// unchanged) is not: its report still goes to the stats object. Nor is a re-sync that
+    /// changed nothing: an upstream without a Change List is re-synced at every poll, and a
+    /// re-sync after a gap is logged as a warning anyway.
+    pub fn eventful(&self) -> bool {
+        let upstreams = self.upstreams.iter().any(|u| {
+            u.created + u.updated + u.deleted + u.quarantined + u.gone + u.failed > 0 || !u.ok()
+        });
+        let publish = self.publish.as_ref().is_some_and(|p| {
+            !p.errors.is_empty()
+                || p.resource_dump.is_some()
+                || p.change_lists
+                    .as_ref()
+                    .is_some_and(|c| c.closed_now > 0 || c.dropped > 0)
+                || p.change_dumps
+                    .as_ref()
+                    .is_some_and(|c| c.packages_now > 0 || c.dropped > 0)
+                || p.gc.as_ref().is_some_and(|g| g.deleted > 0)
+        });
+        let notify = self.notify.as_ref().is_some_and(|n| {
+            n.failed()
+                || n.prepared.as_ref().is_some_and(|p| p.payloads > 0)
+                || n.delivery.delivered > 0
+                || n.delivery.failures > 0
+        });
+        upstreams || publish || notify
+    }
+
     /// Human summary, one line per upstream.
     pub fn summary(&self) -> String {
         let mut s = format!("collection {} ({:.1} s)\n", self.collection, self.seconds);
@@ -75,7 +107,7 @@ impl RunReport {
         }
         if let Some(r) = &self.store {
             s.push_str(&format!(
-                "  store: {} request(s) (GET {}, PUT {}, LIST {}, DELETE {}, HEAD {}, COPY {}), {} bytes read, {} bytes written\n",
+                "  store: {} request(s) (GET {}, PUT {}, LIST {}, DELETE {}, HEAD {}, COPY {}), {} read, {} written\n",
                 r.total(),
                 r.get,
                 r.put,
@@ -83,8 +115,8 @@ impl RunReport {
                 r.delete,
                 r.head,
                 r.copy,
-                r.bytes_read,
-                r.bytes_written
+                ByteSize(r.bytes_read),
+                ByteSize(r.bytes_written)
             ));
         }
         if let Some(p) = &self.push {
@@ -219,14 +251,18 @@ impl PublishReport {
         }
         if let Some(d) = &self.resource_dump {
             s.push_str(&format!(
-                "  resource dump rebuilt: {} package(s), {} resources, {} bytes\n",
-                d.packages, d.resources, d.bytes
+                "  resource dump rebuilt: {} package(s), {} resources, {}\n",
+                d.packages,
+                d.resources,
+                ByteSize(d.bytes)
             ));
         }
         if let Some(g) = &self.gc {
             s.push_str(&format!(
-                "  garbage collection: {} blob(s) scanned, {} deleted, {} bytes freed\n",
-                g.scanned, g.deleted, g.bytes_freed
+                "  garbage collection: {} blob(s) scanned, {} deleted, {} freed\n",
+                g.scanned,
+                g.deleted,
+                ByteSize(g.bytes_freed)
             ));
         }
         for e in &self.errors {
@@ -321,6 +357,18 @@ impl UpstreamReport {
     /// Logs a warning and keeps it (the first 100).
     pub fn warn(&mut self, message: String) {
         tracing::warn!(upstream = %self.name, "{message}");
+        self.keep_warning(message);
+    }
+
+    /// Logs a warning about one resource or document, with `upstream`, `uri` and `error` as fields of the
+    /// line (log collectors filter on them) and `what` as its message; keeps
+    /// `{uri}: {what} ({error})` among the warnings.
+    pub fn warn_at(&mut self, uri: &str, what: &str, error: &str) {
+        tracing::warn!(upstream = %self.name, uri = %uri, error = %error, "{what}");
+        self.keep_warning(resource_message(uri, what, error));
+    }
+
+    fn keep_warning(&mut self, message: String) {
         if self.warnings.len() < 100 {
             self.warnings.push(message);
         }
@@ -350,10 +398,39 @@ impl UpstreamReport {
     /// Logs an error, marks the upstream failed and keeps the first error.
     pub fn fail(&mut self, message: String) {
         tracing::error!(upstream = %self.name, "{message}");
+        self.failed_with(message);
+    }
+
+    /// [`Self::fail`] for one resource or document: `upstream`, `uri` (when known) and `error` are fields
+    /// of the line, `what` its message; the error kept reads `{uri}: {what} ({error})`.
+    pub fn fail_at(&mut self, uri: Option<&str>, what: &str, error: &str) {
+        tracing::error!(
+            upstream = %self.name,
+            uri = uri.map(tracing::field::display),
+            error = %error,
+            "{what}"
+        );
+        self.failed_with(match uri {
+            Some(uri) => resource_message(uri, what, error),
+            None => format!("{what}: {error}"),
+        });
+    }
+
+    fn failed_with(&mut self, message: String) {
         self.verdict = Verdict::Failed;
         if self.error.is_none() {
             self.error = Some(message);
         }
+    }
+}
+
+/// `{uri}: {what} ({error})`, without the URI when the error already names it (most fetch
+/// errors begin with their URL).
+fn resource_message(uri: &str, what: &str, error: &str) -> String {
+    if error.contains(uri) {
+        format!("{what}: {error}")
+    } else {
+        format!("{uri}: {what} ({error})")
     }
 }
 
@@ -533,4 +610,94 @@ pub struct ResourceDumpReport {
     /// Resources left out because their blob was missing or did not match its address, or
     /// no safe name could be found for them (each is logged as a warning).
     pub skipped: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idle() -> RunReport {
+        RunReport {
+            collection: "c".into(),
+            upstreams: vec![UpstreamReport {
+                unchanged: 5,
+                replayed: 2,
+                ..UpstreamReport::new("up")
+            }],
+            publish: Some(PublishReport {
+                change_lists: Some(ChangeListReport {
+                    open_entries: 3,
+                    closed_total: 1,
+                    ..ChangeListReport::default()
+                }),
+                ..PublishReport::default()
+            }),
+            ..RunReport::default()
+        }
+    }
+
+    #[test]
+    fn an_idle_pass_is_not_eventful_a_change_or_a_failure_is() {
+        assert!(!idle().eventful());
+        let mut r = idle();
+        r.upstreams[0].updated = 1;
+        assert!(r.eventful());
+        let mut r = idle();
+        r.upstreams[0].verdict = Verdict::Failed;
+        assert!(r.eventful());
+        let mut r = idle();
+        r.upstreams[0].resyncs.push("no Change List".into());
+        assert!(!r.eventful(), "a re-sync that changed nothing");
+        let mut r = idle();
+        r.publish.as_mut().unwrap().errors.push("gc: boom".into());
+        assert!(r.eventful());
+        let mut r = idle();
+        r.notify = Some(NotifyReport {
+            delivery: DeliveryReport {
+                delivered: 1,
+                ..DeliveryReport::default()
+            },
+            ..NotifyReport::default()
+        });
+        assert!(r.eventful());
+        let mut r = idle();
+        r.notify = Some(NotifyReport::default());
+        assert!(!r.eventful(), "nothing prepared, delivered or failing");
+    }
+
+    #[test]
+    fn summary_sizes_are_human_readable() {
+        let mut r = idle();
+        r.store = Some(StoreRequests {
+            get: 1,
+            bytes_read: 1536,
+            bytes_written: 3 * 1024 * 1024,
+            ..StoreRequests::default()
+        });
+        r.publish.as_mut().unwrap().resource_dump = Some(ResourceDumpReport {
+            packages: 1,
+            resources: 2,
+            bytes: 2048,
+            skipped: 0,
+        });
+        let s = r.summary();
+        assert!(s.contains("1.5 KiB read, 3.0 MiB written"), "{s}");
+        assert!(s.contains("2 resources, 2.0 KiB"), "{s}");
+    }
+
+    #[test]
+    fn resource_messages_name_the_uri_once() {
+        assert_eq!(
+            resource_message(
+                "http://u/a",
+                "fetching failed",
+                "http://u/a: HTTP status 500"
+            ),
+            "fetching failed: http://u/a: HTTP status 500"
+        );
+        assert_eq!(
+            resource_message("http://u/a", "quarantined", "bytes differ"),
+            "http://u/a: quarantined (bytes differ)"
+        );
+    }
 }

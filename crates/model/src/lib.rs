@@ -9,12 +9,17 @@
 //! - [`document`]: root, `<rs:md>`, `<rs:ln>`, entries, and the [`DocumentKind`] they add up to.
 //! - [`validate`]: every rule of the spec with its section, judged in strict or lenient mode by
 //!   a streaming [`Validator`].
+//! - [`chain`]: [`ErrorChain`], an error with its causes on one line (for the `error` field of
+//!   log lines in every crate; not part of the document model, but this is the one crate they
+//!   all depend on).
 
+pub mod chain;
 pub mod datetime;
 pub mod document;
 pub mod hash;
 pub mod validate;
 
+pub use chain::ErrorChain;
 pub use datetime::{DateTimeError, Precision, Tzd, W3cDateTime};
 pub use document::{
     Capability, Change, ChangeFreq, DocumentKind, EntrySpans, ExtAttr, Header, HeaderSpans, Legacy,

@@ -435,7 +435,7 @@ impl Notifier {
                     Ok(Step::Gone) => {}
                     Ok(Step::OutOfTime) => break 'passes,
                     Err(e) => {
-                        tracing::error!(topic = %self.topic, error = %e, "delivering change notifications");
+                        tracing::error!(topic = %self.topic, error = %rsagg_model::ErrorChain(&e), "delivering change notifications");
                         report.last_error = Some(e.to_string());
                         break 'passes;
                     }
@@ -524,7 +524,7 @@ impl Notifier {
                         || rsagg_websub::backoff(failures, RETRY_MIN, RETRY_MAX),
                         |r| r.min(RETRY_AFTER_MAX),
                     );
-                    tracing::warn!(payload = n, failures, error = %message, retry_in = ?delay, "change notification not taken");
+                    tracing::warn!(uri = %self.cfg.hub, payload = n, failures, error = %message, retry_in = ?delay, "change notification not taken");
                     report.last_error = Some(message);
                     delay
                 }
@@ -532,7 +532,7 @@ impl Notifier {
                     // Retried all the same, at the slow end of the backoff.
                     failures = failures.saturating_add(1);
                     let delay = rsagg_websub::backoff(failures + 4, RETRY_MIN, RETRY_MAX);
-                    tracing::error!(payload = n, failures, error = %message, retry_in = ?delay, "change notification refused by the hub");
+                    tracing::error!(uri = %self.cfg.hub, payload = n, failures, error = %message, retry_in = ?delay, "change notification refused by the hub");
                     report.last_error = Some(message);
                     delay
                 }
@@ -638,7 +638,7 @@ pub async fn prepare_published(
         match notifier.prepare_upto(state, published_seq).await {
             Ok(p) => report.prepared = Some(p),
             Err(e) => {
-                tracing::error!(topic = %notifier.topic, error = %e, "preparing change notifications");
+                tracing::error!(topic = %notifier.topic, error = %rsagg_model::ErrorChain(&e), "preparing change notifications");
                 report.errors.push(format!("preparing: {e}"));
             }
         }

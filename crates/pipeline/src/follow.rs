@@ -243,7 +243,7 @@ pub async fn follow(
     drop(ctx);
     match outcome {
         Err(e) if e.is_fenced() => return Err(e),
-        Err(e) => tracing::error!(error = %e, "follow stopped"),
+        Err(e) => tracing::error!(error = %rsagg_model::ErrorChain(&e), "follow stopped"),
         Ok(()) => {}
     }
     if let Ok(state) = Arc::try_unwrap(state) {
@@ -706,7 +706,7 @@ impl Follower<'_> {
             if !r.unsubscribing && !advertised.contains(&r.topic) {
                 tracing::info!(upstream = %name, topic = %r.topic, "channel no longer advertised: unsubscribing");
                 if let Err(e) = inbox.subscriber().unsubscribe(&name, &r.topic).await {
-                    tracing::warn!(upstream = %name, error = %e, "unsubscribe failed (the lease expires anyway)");
+                    tracing::warn!(upstream = %name, error = %rsagg_model::ErrorChain(&e), "unsubscribe failed (the lease expires anyway)");
                 }
             }
         }
@@ -736,7 +736,7 @@ impl Follower<'_> {
         ) {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(upstream = %cfg.name, error = %e, "cannot prepare a subscription");
+                tracing::error!(upstream = %cfg.name, error = %rsagg_model::ErrorChain(&e), "cannot prepare a subscription");
                 return;
             }
         };
@@ -746,7 +746,7 @@ impl Follower<'_> {
                 tracing::info!(upstream = %cfg.name, %topic, %hub, %callback, "subscription requested");
             }
             Err(e) => {
-                tracing::warn!(upstream = %cfg.name, %topic, error = %e, "subscription request failed; retried later")
+                tracing::warn!(upstream = %cfg.name, %topic, error = %rsagg_model::ErrorChain(&e), "subscription request failed; retried later")
             }
         }
     }
@@ -802,7 +802,7 @@ impl Follower<'_> {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    tracing::warn!(%path, error = %e, "cannot read the push record; starting afresh")
+                    tracing::warn!(%path, error = %rsagg_model::ErrorChain(&e), "cannot read the push record; starting afresh")
                 }
             }
         }
@@ -821,7 +821,7 @@ impl Follower<'_> {
         };
         let path = record_path(&up.cfg.name);
         if let Err(e) = put_json(&*self.store.objects, &path, &record).await {
-            tracing::warn!(%path, error = %e, "cannot save the push record");
+            tracing::warn!(%path, error = %rsagg_model::ErrorChain(&e), "cannot save the push record");
         }
     }
 

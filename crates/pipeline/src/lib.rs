@@ -21,7 +21,7 @@ mod runner;
 
 pub use follow::{FollowOptions, follow};
 pub use rsagg_config::{Pipeline, PipelineConfig};
-pub use rsagg_harvest::Inbox;
+pub use rsagg_harvest::{Inbox, Progress, Snapshot};
 pub use rsagg_layout::paths::STATS_OBJECT;
 pub use rsagg_layout::report::{
     DeliveryReport, NotifyReport, Prepared, PublishReport, PushStats, RunReport, UpstreamReport,

@@ -4,7 +4,6 @@
 //! the run report.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use rsagg_fetch::{FetchConfig, Fetcher};
@@ -24,8 +23,9 @@ use crate::Error;
 pub struct RunOptions {
     /// Count quarantined resources as a failure (exit 1).
     pub fail_on_quarantine: bool,
-    /// Incremented once per resource processed (for a progress display).
-    pub progress: Arc<AtomicU64>,
+    /// How far the run is: resources done and listed, bytes received (for a progress
+    /// display; `run --follow` counts over its whole life).
+    pub progress: Arc<rsagg_harvest::Progress>,
     /// Options of the publish stage.
     pub publish: PublishOptions,
 }
@@ -144,12 +144,14 @@ pub(crate) async fn write_stats(
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(error = %e, "reading quarantine for the stats object");
+                    tracing::warn!(error = %rsagg_model::ErrorChain(&e), "reading quarantine for the stats object");
                     break;
                 }
             }
         },
-        Err(e) => tracing::warn!(error = %e, "reading quarantine for the stats object"),
+        Err(e) => {
+            tracing::warn!(error = %rsagg_model::ErrorChain(&e), "reading quarantine for the stats object")
+        }
     }
     let stats = RunStats {
         finished: Some(rsagg_model::W3cDateTime::now()),
@@ -160,12 +162,12 @@ pub(crate) async fn write_stats(
     let body = match serde_json::to_vec_pretty(&stats) {
         Ok(b) => b,
         Err(e) => {
-            tracing::warn!(error = %e, "encoding the stats object");
+            tracing::warn!(error = %rsagg_model::ErrorChain(&e), "encoding the stats object");
             return;
         }
     };
     let path = object_store::path::Path::from(STATS_OBJECT);
     if let Err(e) = object_store::ObjectStoreExt::put(objects.as_ref(), &path, body.into()).await {
-        tracing::warn!(error = %e, "writing {STATS_OBJECT}");
+        tracing::warn!(error = %rsagg_model::ErrorChain(&e), "writing {STATS_OBJECT}");
     }
 }

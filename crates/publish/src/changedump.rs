@@ -276,7 +276,7 @@ async fn change_item(
     let body = match (&change.change, &change.copy) {
         (Change::Deleted, _) => None,
         (_, None) => {
-            tracing::warn!(uri = %change.uri, seq = change.seq,
+            tracing::warn!(upstream = %change.upstream, uri = %change.uri, seq = change.seq,
                 "a logged creation or update without a copy; left out of the change dump");
             return Ok(None);
         }

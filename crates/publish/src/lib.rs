@@ -133,7 +133,7 @@ pub async fn publish(
         match r {
             Ok(v) => Some(v),
             Err(e) => {
-                tracing::error!(step, error = %e, "publishing");
+                tracing::error!(step, error = %rsagg_model::ErrorChain(&e), "publishing");
                 errors.push(format!("{step}: {e}"));
                 None
             }

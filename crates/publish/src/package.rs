@@ -388,7 +388,7 @@ fn write_package(
                             None => {
                                 tracing::warn!(
                                     package = name,
-                                    loc = %entry.loc,
+                                    uri = %entry.loc,
                                     path = %ready.body.path,
                                     fallback = %ready.body.fallback,
                                     "no usable name in the package; item left out"

@@ -236,7 +236,7 @@ impl Blobs {
                     .await
                     .map_err(os_err(&dest))?;
                 if let Err(e) = self.objects.delete(&tmp).await {
-                    tracing::warn!(path = %tmp, error = %e, "could not delete temporary upload");
+                    tracing::warn!(path = %tmp, error = %rsagg_model::ErrorChain(&e), "could not delete temporary upload");
                 }
             }
         }
@@ -279,7 +279,7 @@ async fn abort(upload: Option<(Path, WriteMultipart)>) {
     if let Some((path, w)) = upload
         && let Err(e) = w.abort().await
     {
-        tracing::warn!(%path, error = %e, "could not abort multipart upload");
+        tracing::warn!(%path, error = %rsagg_model::ErrorChain(&e), "could not abort multipart upload");
     }
 }
 

@@ -91,7 +91,7 @@ pub async fn sweep_retired(
         match delete(objects, &name).await {
             Ok(()) => deleted += 1,
             Err(e) => {
-                tracing::warn!(object = %name, error = %e, "could not delete a retired object");
+                tracing::warn!(object = %name, error = %rsagg_model::ErrorChain(&e), "could not delete a retired object");
                 kept.push((name, at));
             }
         }
