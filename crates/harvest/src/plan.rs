@@ -269,6 +269,15 @@ async fn plan_set(
         .unwrap_or_else(|| cl.clone());
     let docs = h.docs();
     let mut doc = docs.open(&followed).await?;
+    if crate::lists::archive_of(doc.header()).is_some() {
+        set_plan(
+            report,
+            set,
+            "resync",
+            Some("changes come from a Change List Archive, not simulated: planned from the Resource List".into()),
+        );
+        return plan_resync(h, set, max, report).await;
+    }
     let mut lists = Vec::new();
     let mut first = None;
     match doc.header().root {

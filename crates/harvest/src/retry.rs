@@ -12,7 +12,6 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use rsagg_config::UpstreamConfig;
 use rsagg_layout::report::UpstreamReport;
 use rsagg_model::{Capability, UrlEntry};
