@@ -146,7 +146,11 @@ fn audit_finds_what_differs(store: Store) -> Result<()> {
     assert_eq!(r["items"], serde_json::json!([]));
     assert_eq!(r["items_truncated"], false);
     let (code, r) = audit(&case, &["--read-data"])?;
-    assert_eq!((code, r["in_sync"].clone()), (0, Value::Bool(true)), "{r:#}");
+    assert_eq!(
+        (code, r["in_sync"].clone()),
+        (0, Value::Bool(true)),
+        "{r:#}"
+    );
     assert_eq!(r["checks"], serde_json::json!(["lists", "read-data"]));
     // The text form says so too.
     let toml = case.toml.to_string_lossy().into_owned();
@@ -164,7 +168,11 @@ fn audit_finds_what_differs(store: Store) -> Result<()> {
     assert_eq!(r["in_sync"], false);
     assert_eq!(
         items(&site, &r),
-        ["changed /res/c.txt", "extra /res/a.txt", "missing /res/d.txt"],
+        [
+            "changed /res/c.txt",
+            "extra /res/a.txt",
+            "missing /res/d.txt"
+        ],
         "{r:#}"
     );
     let up = &r["upstreams"][0];
@@ -187,7 +195,10 @@ fn audit_finds_what_differs(store: Store) -> Result<()> {
     // The text form lists them, one per line.
     let (code, out, _) = cmd(&case, &["audit", &toml])?;
     assert_eq!(code, 1);
-    assert!(out.contains(&format!("missing  {UP} {}", site.url("/res/d.txt"))), "{out}");
+    assert!(
+        out.contains(&format!("missing  {UP} {}", site.url("/res/d.txt"))),
+        "{out}"
+    );
     assert!(out.ends_with("NOT IN SYNC\n"), "{out}");
     Ok(())
 }
@@ -229,7 +240,10 @@ fn audit_read_data_finds_damaged_blobs_and_run_baseline_repairs_them() -> Result
     // a's bytes altered in place: only reading them tells.
     std::fs::write(blob_file(&case, &a_sha)?, "alphA")?;
     let (code, r) = audit(&case, &[])?;
-    assert_eq!((code, items(&site, &r)), (1, vec!["missing /res/b.txt".to_owned()]));
+    assert_eq!(
+        (code, items(&site, &r)),
+        (1, vec!["missing /res/b.txt".to_owned()])
+    );
     let (code, r) = audit(&case, &["--read-data"])?;
     assert_eq!(code, 1, "{r:#}");
     assert_eq!(
@@ -336,7 +350,13 @@ fn dry_run_says_what_a_run_would_do_and_changes_nothing() -> Result<()> {
     let up = &plan["upstreams"][0];
     assert_eq!(up["sets"][0]["mode"], "resync", "{plan:#}");
     assert_eq!(
-        (&up["fetch"], &up["create"], &up["update"], &up["delete"], &up["unchanged"]),
+        (
+            &up["fetch"],
+            &up["create"],
+            &up["update"],
+            &up["delete"],
+            &up["unchanged"]
+        ),
         (&2.into(), &1.into(), &1.into(), &1.into(), &1.into()),
         "{plan:#}"
     );
@@ -344,7 +364,13 @@ fn dry_run_says_what_a_run_would_do_and_changes_nothing() -> Result<()> {
         .as_array()
         .context("items")?
         .iter()
-        .map(|i| format!("{} {}", i["action"].as_str().unwrap_or("?"), i["uri"].as_str().unwrap_or("?")))
+        .map(|i| {
+            format!(
+                "{} {}",
+                i["action"].as_str().unwrap_or("?"),
+                i["uri"].as_str().unwrap_or("?")
+            )
+        })
         .collect();
     actions.sort();
     assert_eq!(
@@ -366,8 +392,14 @@ fn dry_run_says_what_a_run_would_do_and_changes_nothing() -> Result<()> {
     // The text form.
     let (code, out, _) = cmd(&case, &["run", &toml, "--dry-run"])?;
     assert_eq!(code, 0);
-    assert!(out.contains(&format!("delete {UP} {}", site.url("/res/a.txt"))), "{out}");
-    assert!(out.contains("would fetch 2, create 1, update 1, delete 1"), "{out}");
+    assert!(
+        out.contains(&format!("delete {UP} {}", site.url("/res/a.txt"))),
+        "{out}"
+    );
+    assert!(
+        out.contains("would fetch 2, create 1, update 1, delete 1"),
+        "{out}"
+    );
 
     // The run does what was said.
     let run = case.run()?;
@@ -379,7 +411,11 @@ fn dry_run_says_what_a_run_would_do_and_changes_nothing() -> Result<()> {
     let plan: Value = serde_json::from_str(out.trim())?;
     let up = &plan["upstreams"][0];
     assert_eq!(up["sets"][0]["reason"], "run --baseline", "{plan:#}");
-    assert_eq!((&up["fetch"], &up["update"]), (&3.into(), &3.into()), "{plan:#}");
+    assert_eq!(
+        (&up["fetch"], &up["update"]),
+        (&3.into(), &3.into()),
+        "{plan:#}"
+    );
     Ok(())
 }
 
@@ -425,8 +461,14 @@ fn quarantine_list_and_retry_after_the_upstream_is_fixed() -> Result<()> {
     assert_eq!(lines.len(), 1, "{out}");
     assert_eq!(lines[0]["upstream"], UP);
     assert_eq!(lines[0]["uri"], site.url(bad));
-    assert_eq!(lines[0]["expected"], format!("md5:{}", md5_hex(b"expected bytes")));
-    assert_eq!(lines[0]["got"], format!("md5:{}", md5_hex(b"tampered bytes")));
+    assert_eq!(
+        lines[0]["expected"],
+        format!("md5:{}", md5_hex(b"expected bytes"))
+    );
+    assert_eq!(
+        lines[0]["got"],
+        format!("md5:{}", md5_hex(b"tampered bytes"))
+    );
 
     // A run does not retry it (nothing new in the Change List); retrying while the
     // upstream is still wrong quarantines it again (exit 1).

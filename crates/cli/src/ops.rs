@@ -6,7 +6,7 @@
 //! resource verified, 1 some is still quarantined or failed, 2, 3 fenced out. `gc` 0
 //! collected (or not due), 1 the collection failed, 2, 3 fenced out.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use rsagg_pipeline::{AuditOptions, Pipeline, RunOptions};
@@ -85,7 +85,7 @@ pub struct GcArgs {
     json: bool,
 }
 
-fn load(cmd: &str, path: &PathBuf) -> Result<Pipeline, ExitCode> {
+fn load(cmd: &str, path: &Path) -> Result<Pipeline, ExitCode> {
     Pipeline::load(path).map_err(|e| {
         eprintln!("rsagg {cmd}: {e}");
         ExitCode::from(2)

@@ -153,7 +153,10 @@ impl AuditReport {
                 Discrepancy::Changed => "changed",
                 Discrepancy::Corrupt => "corrupt",
             };
-            s.push_str(&format!("{kind:<8} {} {} ({})\n", i.upstream, i.uri, i.detail));
+            s.push_str(&format!(
+                "{kind:<8} {} {} ({})\n",
+                i.upstream, i.uri, i.detail
+            ));
         }
         if self.items_truncated {
             s.push_str("… more discrepancies than listed (see the counts)\n");
@@ -165,7 +168,11 @@ impl AuditReport {
                 u.listed,
                 u.missing,
                 u.extra,
-                if u.extra_checked { "" } else { " (not checked)" },
+                if u.extra_checked {
+                    ""
+                } else {
+                    " (not checked)"
+                },
                 u.changed,
                 u.corrupt,
                 if u.errors.is_empty() {
@@ -333,7 +340,10 @@ async fn check_entry(
     let record = match ctx.state.resource(upstream, &uri).await {
         Ok(r) => r,
         Err(err) => {
-            found(Discrepancy::Missing, format!("the state cannot be read: {err}"));
+            found(
+                Discrepancy::Missing,
+                format!("the state cannot be read: {err}"),
+            );
             return out;
         }
     };
@@ -367,7 +377,10 @@ async fn check_entry(
                 copy.length
             ),
         );
-    } else if e.md.as_ref().is_none_or(|m| m.hash.is_none() && m.length.is_none())
+    } else if e
+        .md
+        .as_ref()
+        .is_none_or(|m| m.hash.is_none() && m.length.is_none())
         && let (Some(listed), Some(held)) = (e.lastmod, r.upstream_meta.lastmod)
         && !listed.cmp_instant(&held).is_eq()
     {
@@ -512,21 +525,28 @@ pub async fn audit(
     let configured: HashSet<String> = upstreams.iter().map(|u| u.name.clone()).collect();
     let max = opts.max_items;
     listed
-        .unlisted(&ctx.state, &configured, &complete, None, |upstream, uri, why| {
-            report.add(
-                max,
-                AuditItem {
-                    upstream,
-                    kind: Discrepancy::Extra,
-                    uri,
-                    detail: why.into(),
-                },
-            );
-        })
+        .unlisted(
+            &ctx.state,
+            &configured,
+            &complete,
+            None,
+            |upstream, uri, why| {
+                report.add(
+                    max,
+                    AuditItem {
+                        upstream,
+                        kind: Discrepancy::Extra,
+                        uri,
+                        detail: why.into(),
+                    },
+                );
+            },
+        )
         .await?;
-    report.in_sync = report.upstreams.iter().all(|u| {
-        u.errors.is_empty() && u.missing + u.extra + u.changed + u.corrupt == 0
-    });
+    report.in_sync = report
+        .upstreams
+        .iter()
+        .all(|u| u.errors.is_empty() && u.missing + u.extra + u.changed + u.corrupt == 0);
     Ok(report)
 }
 
@@ -616,9 +636,8 @@ mod tests {
 
     #[tokio::test]
     async fn unlisted_present_resources_are_found_bucket_by_bucket() {
-        let objects: Arc<dyn object_store::ObjectStore> =
-            Arc::new(object_store::memory::InMemory::new());
-        let state = State::open(objects, "test").await.unwrap();
+        let loc = rsagg_store::open_object_store("memory://audit").unwrap();
+        let state = State::open(loc.objects, "test").await.unwrap();
         let uris: Vec<String> = (0..300).map(|i| format!("http://e.org/{i}")).collect();
         let mut changes: Vec<Applied> = uris.iter().map(|u| present("a", u)).collect();
         changes.push(present("b", "http://e.org/kept"));
@@ -633,7 +652,10 @@ mod tests {
             .unwrap();
         let mut listed = Listed::new().unwrap();
         // Every URI of `a` listed but two; `b` was not read completely.
-        for u in uris.iter().filter(|u| !u.ends_with("/7") && !u.ends_with("/250")) {
+        for u in uris
+            .iter()
+            .filter(|u| !u.ends_with("/7") && !u.ends_with("/250"))
+        {
             listed.insert("a", u).unwrap();
         }
         let configured: HashSet<String> = ["a", "b"].map(String::from).into();

@@ -46,8 +46,8 @@ mod lists;
 mod packages;
 pub mod plan;
 pub mod push;
-mod retry;
 mod resource;
+mod retry;
 mod upstream;
 
 pub use context::{Ctx, Harvest};

@@ -218,17 +218,22 @@ pub async fn plan(
             quarantined: Arc::default(),
         };
         for set in &sets {
-            if let Err(e) = plan_set(&h, set, max_items, &mut report).await {
-                if let Some(u) = report.upstreams.last_mut() {
-                    u.errors.push(format!("set {}: {e}", set.url));
-                }
+            if let Err(e) = plan_set(&h, set, max_items, &mut report).await
+                && let Some(u) = report.upstreams.last_mut()
+            {
+                u.errors.push(format!("set {}: {e}", set.url));
             }
         }
     }
     Ok(report)
 }
 
-fn set_plan(report: &mut PlanReport, set: &CapabilitySet, mode: &'static str, reason: Option<String>) {
+fn set_plan(
+    report: &mut PlanReport,
+    set: &CapabilitySet,
+    mode: &'static str,
+    reason: Option<String>,
+) {
     if let Some(u) = report.upstreams.last_mut() {
         u.sets.push(SetPlan {
             set: set.url.to_string(),
@@ -300,7 +305,8 @@ async fn plan_set(
                 _ => std::cmp::Ordering::Equal,
             });
             for (_, until, url) in parts {
-                let done = matches!((until, cp.instant), (Some(u), Some(c)) if u.cmp_instant(&c).is_lt());
+                let done =
+                    matches!((until, cp.instant), (Some(u), Some(c)) if u.cmp_instant(&c).is_lt());
                 if !done {
                     lists.push(url);
                 }
@@ -454,16 +460,22 @@ async fn plan_resync(
     header?;
     let only: HashSet<String> = std::iter::once(upstream.clone()).collect();
     listed
-        .unlisted(&h.ctx.state, &only, &only, Some(set.url.as_str()), |up, uri, _| {
-            report.add(
-                max,
-                PlanItem {
-                    upstream: up,
-                    action: Action::Delete,
-                    uri,
-                },
-            );
-        })
+        .unlisted(
+            &h.ctx.state,
+            &only,
+            &only,
+            Some(set.url.as_str()),
+            |up, uri, _| {
+                report.add(
+                    max,
+                    PlanItem {
+                        upstream: up,
+                        action: Action::Delete,
+                        uri,
+                    },
+                );
+            },
+        )
         .await?;
     Ok(())
 }

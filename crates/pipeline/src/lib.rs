@@ -23,19 +23,19 @@ mod ops;
 mod runner;
 
 pub use follow::{FollowOptions, follow};
+pub use ops::{audit, dry_run, gc, quarantine_list, quarantine_retry};
 pub use rsagg_config::{Pipeline, PipelineConfig};
 pub use rsagg_harvest::Inbox;
+pub use rsagg_harvest::audit::{AuditOptions, AuditReport, Discrepancy};
+pub use rsagg_harvest::plan::{Action, PlanReport};
 pub use rsagg_layout::paths::STATS_OBJECT;
+pub use rsagg_layout::report::GcReport;
 pub use rsagg_layout::report::{
     DeliveryReport, NotifyReport, Prepared, PublishReport, PushStats, RunReport, UpstreamReport,
     Verdict,
 };
 pub use rsagg_notify::Notifier;
 pub use rsagg_publish::PublishOptions;
-pub use ops::{audit, dry_run, gc, quarantine_list, quarantine_retry};
-pub use rsagg_harvest::audit::{AuditOptions, AuditReport, Discrepancy};
-pub use rsagg_harvest::plan::{Action, PlanReport};
-pub use rsagg_layout::report::GcReport;
 pub use rsagg_store::QuarantineRecord;
 pub use runner::{RunOptions, run_once};
 

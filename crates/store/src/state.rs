@@ -79,7 +79,8 @@ pub struct State {
 /// then every scan is empty and every lookup finds nothing).
 enum Handle {
     Writer(Db),
-    Reader(DbReader),
+    /// Boxed: a reader is much larger than a writer's handle.
+    Reader(Box<DbReader>),
     Absent,
 }
 
@@ -202,7 +203,10 @@ impl State {
     /// running writer may delete tables it still reads, which then fails the reading command
     /// (rerun it) — the price of never writing. A store no run has written a state to yet
     /// opens as an empty state.
-    pub async fn open_read_only(objects: Arc<dyn ObjectStore>, display: &str) -> Result<State, Error> {
+    pub async fn open_read_only(
+        objects: Arc<dyn ObjectStore>,
+        display: &str,
+    ) -> Result<State, Error> {
         let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
         let prefix = object_store::path::Path::from(format!("{STATE_PATH}/manifest"));
         let mut listing = objects.list(Some(&prefix));
@@ -218,7 +222,7 @@ impl State {
                 .build()
                 .await
                 .map_err(|e| map_err(&path, e))?;
-            Handle::Reader(reader)
+            Handle::Reader(Box::new(reader))
         } else {
             Handle::Absent
         };
@@ -237,10 +241,7 @@ impl State {
     }
 
     async fn read_head(&self) -> Result<(), Error> {
-        let head = self
-            .get_json::<LogHead>("m/log")
-            .await?
-            .unwrap_or_default();
+        let head = self.get_json::<LogHead>("m/log").await?.unwrap_or_default();
         *self.head.lock().await = head;
         Ok(())
     }
@@ -614,11 +615,31 @@ mod tests {
     async fn a_read_only_state_reads_what_the_writer_committed_and_writes_nothing() {
         let objects: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
         // No state yet: an empty view, not an error.
-        let empty = State::open_read_only(objects.clone(), "test").await.unwrap();
+        let empty = State::open_read_only(objects.clone(), "test")
+            .await
+            .unwrap();
         assert!(empty.is_read_only());
         assert!(empty.resource("up", "http://a/1").await.unwrap().is_none());
-        assert!(empty.all_resources().await.unwrap().next().await.unwrap().is_none());
-        assert!(empty.present_in_slots(0..=u16::MAX).await.unwrap().next().await.unwrap().is_none());
+        assert!(
+            empty
+                .all_resources()
+                .await
+                .unwrap()
+                .next()
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            empty
+                .present_in_slots(0..=u16::MAX)
+                .await
+                .unwrap()
+                .next()
+                .await
+                .unwrap()
+                .is_none()
+        );
         empty.close().await.unwrap();
 
         let w = State::open(objects.clone(), "test").await.unwrap();
@@ -630,8 +651,13 @@ mod tests {
         .await
         .unwrap();
         // The writer is still open: the reader sees its durable commits and fences nothing.
-        let r = State::open_read_only(objects.clone(), "test").await.unwrap();
-        assert_eq!(r.resource("up", "http://a/1").await.unwrap().unwrap().seq, 1);
+        let r = State::open_read_only(objects.clone(), "test")
+            .await
+            .unwrap();
+        assert_eq!(
+            r.resource("up", "http://a/1").await.unwrap().unwrap().seq,
+            1
+        );
         assert_eq!(r.last_seq().await, 1);
         let mut members = r.present_in_slots(0..=u16::MAX).await.unwrap();
         assert_eq!(members.next().await.unwrap().unwrap().2, "http://a/1");
