@@ -9,9 +9,12 @@
 //! - `validate.rs`: `rsagg validate`, its human and JSON reports and exit codes (the contract
 //!   in `docs/contract.md`).
 //! - `input.rs`: opening a path, stdin or http(s) URL as async input, gzip inflated.
-//! - `run.rs`: `rsagg run` (harvest; exit codes of the contract) and `rsagg check`.
+//! - `run.rs`: `rsagg run` (harvest, `--baseline`, `--dry-run`; exit codes of the contract)
+//!   and `rsagg check`.
 //! - `progress.rs`: `rsagg run`'s progress: one line on a terminal, heartbeat log events off
 //!   one (`--progress-interval`), rates and ETA.
+//! - `ops.rs`: the operator commands `rsagg audit`, `rsagg quarantine list|retry`,
+//!   `rsagg gc`.
 //! - `serve.rs`: `rsagg serve` (read-only HTTP serving of published collections).
 //! - `hub.rs`: `rsagg hub` (the WebSub hub).
 //! - `lifecycle.rs`: what every server command shares: the `listening` line, shutdown on
@@ -21,6 +24,7 @@ mod hub;
 mod input;
 mod lifecycle;
 mod logging;
+mod ops;
 mod progress;
 mod run;
 mod serve;
@@ -77,6 +81,20 @@ enum Command {
     /// Exit status: 0 all went well, 1 some upstream failed (the rest was committed),
     /// 2 usage or config error, 3 fenced out by another writer.
     Run(run::RunArgs),
+    /// Compare the store with each upstream's lists: resources missing, extra, changed (and
+    /// with --read-data corrupt). Opens the state read-only (never fences a running job).
+    ///
+    /// Exit status: 0 in sync, 1 not in sync (or some upstream could not be audited),
+    /// 2 usage, config or store error.
+    Audit(ops::AuditArgs),
+    /// List or retry the quarantined resources (bytes that did not match what the upstream
+    /// announced, twice).
+    Quarantine(ops::QuarantineArgs),
+    /// Collect the blobs nothing refers to any more, if due (--force: now). Opens the state
+    /// as the writer, like `run`.
+    ///
+    /// Exit status: 0 collected or not due, 1 failed, 2 usage or config error, 3 fenced out.
+    Gc(ops::GcArgs),
     /// Validate pipeline files; errors name file, line and key. Exit 0 valid, 2 invalid.
     Check(run::CheckArgs),
     /// Serve what pipelines published (documents, copies, /.well-known/resourcesync),
@@ -111,6 +129,9 @@ fn main() -> ExitCode {
             Command::Validate(args) => validate::run(args).await,
             Command::Run(args) => run::run(args, terminal).await,
             Command::Check(args) => run::check(args),
+            Command::Audit(args) => ops::audit(args).await,
+            Command::Quarantine(args) => ops::quarantine(args).await,
+            Command::Gc(args) => ops::gc(args).await,
             Command::Serve(args) => serve::serve(args).await,
             Command::Hub(args) => hub::hub(args).await,
         }

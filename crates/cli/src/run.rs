@@ -39,6 +39,19 @@ pub struct RunArgs {
     /// Exit 1 when resources were quarantined.
     #[arg(long)]
     fail_on_quarantine: bool,
+    /// Re-sync every set of every upstream from its Resource List although it has a
+    /// checkpoint, fetching every resource again (nothing skipped as unchanged): repairs
+    /// copies that went missing or bad, brings back what the Change Lists missed.
+    #[arg(long, conflicts_with = "follow")]
+    baseline: bool,
+    /// Only say what the run would fetch, create, update and delete, from the upstreams'
+    /// lists and the state (opened read-only); nothing is fetched but the lists, nothing
+    /// written. Exit 0, 1 when some upstream could not be planned, 2 config error.
+    #[arg(long, conflicts_with = "follow")]
+    dry_run: bool,
+    /// With --dry-run: actions listed at most (all are counted).
+    #[arg(long, default_value_t = 1000, value_name = "N", requires = "dry_run")]
+    max_items: usize,
     /// Print the run report as JSON on stdout. With --follow, a report is printed (as JSON
     /// or as the text summary) only after a pass that did something: an idle poll prints
     /// nothing (its report still goes to the stats object).
@@ -110,8 +123,25 @@ pub async fn run(args: RunArgs, terminal: bool) -> ExitCode {
     };
     let opts = RunOptions {
         fail_on_quarantine: args.fail_on_quarantine,
+        baseline: args.baseline,
         ..RunOptions::default()
     };
+    if args.dry_run {
+        return match rsagg_pipeline::dry_run(&p, &opts, args.max_items).await {
+            Ok(plan) => {
+                crate::ops::print(&if args.json {
+                    crate::ops::json_line(&plan)
+                } else {
+                    plan.summary()
+                });
+                ExitCode::from(if plan.failed() { 1 } else { 0 })
+            }
+            Err(e) => {
+                eprintln!("rsagg run --dry-run: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     // One signal listener for the whole process: the passes and the server watch it.
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -150,6 +150,11 @@ impl<'a> Committer<'a> {
         Ok(ok)
     }
 
+    /// Lifts the quarantine of `uri` with the next commit.
+    pub(crate) fn release(&mut self, uri: String) {
+        self.commit.release.push(uri);
+    }
+
     pub(crate) fn checkpoint(&mut self, cp: Checkpoint) {
         self.commit.checkpoint = Some(cp);
     }

@@ -21,6 +21,10 @@ pub struct Ctx {
     pub fetch: FetchSection,
     /// How far the run is (for a progress display).
     pub progress: Arc<crate::Progress>,
+    /// `run --baseline`: every set is re-synced from its Resource List although it has a
+    /// checkpoint, and every listed resource is fetched again (unconditionally, nothing
+    /// skipped as unchanged), so stored bytes that went missing or bad are written again.
+    pub baseline: bool,
 }
 
 /// One upstream's harvest; cheap to clone, so each resource's work can run as its own task

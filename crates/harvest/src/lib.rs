@@ -28,9 +28,16 @@
 //! - `compare.rs`: pure rules: change instants and order, unchanged copies, verification.
 //! - `lists.rs`: reading the upstream's lists and indexes as streams of entries.
 //! - `packages.rs`: the upstream's dump packages: download, check, stream the items.
+//! - `audit.rs`: `rsagg audit`: the store compared with the upstreams' lists (read-only),
+//!   blobs re-hashed, resources re-fetched on request; `extra` found in bounded memory.
+//! - `plan.rs`: `rsagg run --dry-run`: the next run's decisions and actions from the lists
+//!   and the state alone.
+//! - `retry.rs`: `rsagg quarantine retry`: quarantined resources fetched again against the
+//!   upstream's current list entry.
 //! - `push.rs`: the push intake ([`push::Inbox`] behind the WebSub callbacks) and applying a
 //!   change notification (CN 1.0.1 3).
 
+pub mod audit;
 mod baseline;
 mod commit;
 mod compare;
@@ -40,13 +47,16 @@ mod incremental;
 mod lists;
 mod packages;
 mod progress;
+pub mod plan;
 pub mod push;
 mod resource;
+mod retry;
 mod upstream;
 
 pub use context::{Ctx, Harvest};
 pub use progress::{Progress, Snapshot};
 pub use push::{Inbox, PushApplied};
+pub use retry::retry_quarantined;
 pub use upstream::{Polled, harvest, harvest_upstream};
 
 /// Errors of the harvest.

@@ -87,7 +87,10 @@ impl Harvest {
         prior: Option<ResourceRecord>,
     ) -> Outcome {
         let uri = e.loc.trim().to_owned();
-        if let Some(p) = &prior
+        // `run --baseline` fetches everything again: the held copy may be what is wrong.
+        let refetch = self.ctx.baseline;
+        if !refetch
+            && let Some(p) = &prior
             && unchanged(&e, p)
         {
             let meta = upstream_meta(
@@ -115,7 +118,7 @@ impl Harvest {
                 .filter(|p| p.status == ResourceStatus::Present && p.copy.is_some());
             // Conditional only when the list does not say the bytes changed (a coarse
             // validator would answer 304 for a file rewritten within the same second).
-            let conditional = present.filter(|p| !announces_other_bytes(&e, p));
+            let conditional = present.filter(|p| !refetch && !announces_other_bytes(&e, p));
             let req = Request {
                 max_bytes: self.ctx.fetch.max_body_bytes,
                 if_none_match: conditional.and_then(|p| p.upstream_meta.etag.clone()),

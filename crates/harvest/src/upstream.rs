@@ -82,18 +82,19 @@ pub async fn harvest_upstream(
     (report, polled)
 }
 
-async fn harvest_into(
-    ctx: Arc<Ctx>,
-    up_arc: Arc<UpstreamConfig>,
-    polled: &mut Polled,
-) -> UpstreamReport {
-    let up = &*up_arc;
-    let mut report = UpstreamReport::new(&up.name);
+/// Discovery of `up`'s sets of resources (those `capability_lists` selects), with its
+/// access settings; `None` after recording the failure in `report`. Shared by the harvest
+/// and the operator commands (`audit`, `run --dry-run`, `quarantine retry`).
+pub(crate) async fn discover_sets(
+    ctx: &Ctx,
+    up: &UpstreamConfig,
+    report: &mut UpstreamReport,
+) -> Option<(Access, Vec<CapabilitySet>)> {
     let access = match access_of(up) {
         Ok(a) => a,
         Err(e) => {
             report.fail(e);
-            return report;
+            return None;
         }
     };
     let entry = up.url.clone();
@@ -105,7 +106,7 @@ async fn harvest_into(
                 "discovery failed",
                 &ErrorChain(&e).to_string(),
             );
-            return report;
+            return None;
         }
     };
     report.route = Some(format!("{:?}", discovery.route));
@@ -135,9 +136,22 @@ async fn harvest_into(
                 ""
             }
         ));
-        return report;
+        return None;
     }
     report.sets = sets.len();
+    Some((access, sets))
+}
+
+async fn harvest_into(
+    ctx: Arc<Ctx>,
+    up_arc: Arc<UpstreamConfig>,
+    polled: &mut Polled,
+) -> UpstreamReport {
+    let up = &*up_arc;
+    let mut report = UpstreamReport::new(&up.name);
+    let Some((access, sets)) = discover_sets(&ctx, up, &mut report).await else {
+        return report;
+    };
     let mut quarantined = HashSet::new();
     match ctx.state.quarantine().await {
         Ok(mut q) => loop {
@@ -229,7 +243,19 @@ impl Harvest {
         let cp = state.checkpoint(&self.up.name, set_url).await?;
         let mut just_synced = false;
         let mut cp = match cp {
-            Some(cp) if cp.baseline_at.is_some() => cp,
+            Some(cp) if cp.baseline_at.is_some() && !self.ctx.baseline => cp,
+            Some(_) if self.ctx.baseline => {
+                let why = format!(
+                    "{set_url}: re-synced from the Resource List, every resource fetched again (run --baseline)"
+                );
+                tracing::info!(upstream = %self.up.name, set = %set.url, "{why}");
+                report.resyncs.push(why);
+                just_synced = true;
+                match self.resync(set, true, report).await? {
+                    Some(cp) => cp,
+                    None => return Ok(()),
+                }
+            }
             _ => {
                 tracing::info!(upstream = %self.up.name, set = %set.url, "baseline");
                 just_synced = true;

@@ -15,20 +15,28 @@
 //! - `follow.rs`: `run --follow`: one long-lived follower (state, HTTP client kept open)
 //!   polling each upstream at its interval, applying push notifications, publishing after
 //!   every pass that changed something, renewing subscriptions.
+//! - `ops.rs`: the operator commands: `audit`, `run --dry-run`, `quarantine list|retry`,
+//!   `gc` (read-only where they only look).
 
 mod follow;
+mod ops;
 mod runner;
 
 pub use follow::{FollowOptions, follow};
+pub use ops::{audit, dry_run, gc, quarantine_list, quarantine_retry};
 pub use rsagg_config::{Pipeline, PipelineConfig};
+pub use rsagg_harvest::audit::{AuditOptions, AuditReport, Discrepancy};
+pub use rsagg_harvest::plan::{Action, PlanReport};
 pub use rsagg_harvest::{Inbox, Progress, Snapshot};
 pub use rsagg_layout::paths::STATS_OBJECT;
+pub use rsagg_layout::report::GcReport;
 pub use rsagg_layout::report::{
     DeliveryReport, NotifyReport, Prepared, PublishReport, PushStats, RunReport, UpstreamReport,
     Verdict,
 };
 pub use rsagg_notify::Notifier;
 pub use rsagg_publish::PublishOptions;
+pub use rsagg_store::QuarantineRecord;
 pub use runner::{RunOptions, run_once};
 
 /// Errors of a run: what stops it as a whole (one upstream's failure does not, it is in the

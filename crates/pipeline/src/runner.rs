@@ -28,6 +28,9 @@ pub struct RunOptions {
     pub progress: Arc<rsagg_harvest::Progress>,
     /// Options of the publish stage.
     pub publish: PublishOptions,
+    /// `run --baseline`: re-sync every set from its Resource List, fetching every resource
+    /// again (see [`Ctx::baseline`]).
+    pub baseline: bool,
 }
 
 /// What a run works with: the collection's store, its state opened as the writer, and the
@@ -37,11 +40,25 @@ pub(crate) async fn open(
     p: &Pipeline,
     opts: &RunOptions,
 ) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
+    open_as(p, opts, false).await
+}
+
+/// [`open`], with the state opened read-only when `read_only` (`audit`, `run --dry-run`:
+/// they must not fence a running writer; see `State::open_read_only`).
+pub(crate) async fn open_as(
+    p: &Pipeline,
+    opts: &RunOptions,
+    read_only: bool,
+) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
     let cfg = &p.config;
     let options = cfg.store.options();
     let loc = open_store(cfg.store.url.as_str(), &options)?;
-    let state =
-        Arc::new(State::open_with(loc.objects.clone(), cfg.store.url.as_str(), &options).await?);
+    let url = cfg.store.url.as_str();
+    let state = Arc::new(if read_only {
+        State::open_read_only(loc.objects.clone(), url).await?
+    } else {
+        State::open_with(loc.objects.clone(), url, &options).await?
+    });
     let fetcher = Fetcher::new(FetchConfig {
         max_connections: cfg.fetch.concurrency,
         per_host: cfg.fetch.per_host,
@@ -59,6 +76,7 @@ pub(crate) async fn open(
         state: state.clone(),
         fetch: cfg.fetch.clone(),
         progress: opts.progress.clone(),
+        baseline: opts.baseline,
     });
     Ok((loc, state, ctx))
 }

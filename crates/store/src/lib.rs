@@ -33,7 +33,8 @@
 //!   period.
 //! - `records.rs`: the serialised records (resource, change-log entry, checkpoint,
 //!   quarantine).
-//! - `state.rs`: the state database (slatedb): reads, scans and atomic commits; fencing.
+//! - `state.rs`: the state database (slatedb): reads, scans and atomic commits; fencing; a
+//!   read-only view (slatedb's `DbReader`) for commands that must not fence the writer.
 
 mod blobs;
 pub mod conformance;
@@ -98,6 +99,12 @@ pub enum Error {
     /// Another writer opened the same state: this one must stop (its writes would be lost).
     #[error("state at `{path}`: fenced out by another writer of the same collection")]
     Fenced {
+        /// State path.
+        path: String,
+    },
+    /// A state opened read-only was asked to write.
+    #[error("state at `{path}`: opened read-only, cannot be written")]
+    ReadOnly {
         /// State path.
         path: String,
     },

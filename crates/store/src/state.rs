@@ -23,7 +23,7 @@ use std::sync::Arc;
 use object_store::ObjectStore;
 use rsagg_model::{Change, W3cDateTime};
 use serde::{Deserialize, Serialize};
-use slatedb::{Db, DbIterator, WriteBatch};
+use slatedb::{Db, DbIterator, DbReader, WriteBatch};
 use tokio::sync::Mutex;
 
 use crate::Error;
@@ -66,11 +66,22 @@ struct LogHead {
     at: Option<W3cDateTime>,
 }
 
-/// The state database, opened as the (single) writer.
+/// The state database, opened as the (single) writer, or read-only
+/// ([`State::open_read_only`]).
 pub struct State {
-    db: Db,
+    db: Handle,
     path: String,
     head: Mutex<LogHead>,
+}
+
+/// How the database is held: as its writer, as a reader that never writes to the store
+/// (so it fences nobody), or not at all when no run has created it yet (read-only only:
+/// then every scan is empty and every lookup finds nothing).
+enum Handle {
+    Writer(Db),
+    /// Boxed: a reader is much larger than a writer's handle.
+    Reader(Box<DbReader>),
+    Absent,
 }
 
 impl std::fmt::Debug for State {
@@ -176,28 +187,112 @@ impl State {
             .await
             .map_err(|e| map_err(&path, e))?;
         let state = State {
+            db: Handle::Writer(db),
+            path,
+            head: Mutex::new(LogHead::default()),
+        };
+        state.read_head().await?;
+        Ok(state)
+    }
+
+    /// Opens the state under `objects` read-only: a slatedb [`DbReader`] that follows the
+    /// latest manifest (and replays the WAL) without writing anything to the store, so a
+    /// running writer is neither fenced nor slowed (operator commands such as `rsagg audit`
+    /// and `rsagg run --dry-run`). What it reads is the state as of opening, plus what the
+    /// writer flushes meanwhile; without a checkpoint of its own, a compaction by a
+    /// running writer may delete tables it still reads, which then fails the reading command
+    /// (rerun it) — the price of never writing. A store no run has written a state to yet
+    /// opens as an empty state.
+    pub async fn open_read_only(
+        objects: Arc<dyn ObjectStore>,
+        display: &str,
+    ) -> Result<State, Error> {
+        let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
+        let prefix = object_store::path::Path::from(format!("{STATE_PATH}/manifest"));
+        let mut listing = objects.list(Some(&prefix));
+        let exists = futures::StreamExt::next(&mut listing)
+            .await
+            .transpose()
+            .map_err(|e| Error::object_store(&prefix, e))?
+            .is_some();
+        drop(listing);
+        let db = if exists {
+            let reader = DbReader::builder(STATE_PATH, objects)
+                .with_reader_mode(slatedb::DbReaderMode::FollowLatest)
+                .build()
+                .await
+                .map_err(|e| map_err(&path, e))?;
+            Handle::Reader(Box::new(reader))
+        } else {
+            Handle::Absent
+        };
+        let state = State {
             db,
             path,
             head: Mutex::new(LogHead::default()),
         };
-        let head = state
-            .get_json::<LogHead>("m/log")
-            .await?
-            .unwrap_or_default();
-        *state.head.lock().await = head;
+        state.read_head().await?;
         Ok(state)
     }
 
+    /// True when opened with [`State::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        !matches!(self.db, Handle::Writer(_))
+    }
+
+    async fn read_head(&self) -> Result<(), Error> {
+        let head = self.get_json::<LogHead>("m/log").await?.unwrap_or_default();
+        *self.head.lock().await = head;
+        Ok(())
+    }
+
+    async fn db_get(&self, key: &str) -> Result<Option<bytes::Bytes>, Error> {
+        let got = match &self.db {
+            Handle::Writer(db) => db.get(key.as_bytes()).await,
+            Handle::Reader(db) => db.get(key.as_bytes()).await,
+            Handle::Absent => return Ok(None),
+        };
+        got.map_err(|e| map_err(&self.path, e))
+    }
+
+    /// Keys from `start` (inclusive) to `end` (exclusive).
+    async fn db_scan(&self, start: Vec<u8>, end: Vec<u8>) -> Result<Option<DbIterator>, Error> {
+        let iter = match &self.db {
+            Handle::Writer(db) => db.scan(start..end).await,
+            Handle::Reader(db) => db.scan(start..end).await,
+            Handle::Absent => return Ok(None),
+        };
+        iter.map(Some).map_err(|e| map_err(&self.path, e))
+    }
+
+    async fn db_scan_prefix(&self, prefix: Vec<u8>) -> Result<Option<DbIterator>, Error> {
+        let iter = match &self.db {
+            Handle::Writer(db) => db.scan_prefix(prefix, ..).await,
+            Handle::Reader(db) => db.scan_prefix(prefix, ..).await,
+            Handle::Absent => return Ok(None),
+        };
+        iter.map(Some).map_err(|e| map_err(&self.path, e))
+    }
+
+    /// The writer, or [`Error::ReadOnly`].
+    fn writer(&self) -> Result<&Db, Error> {
+        match &self.db {
+            Handle::Writer(db) => Ok(db),
+            _ => Err(Error::ReadOnly {
+                path: self.path.clone(),
+            }),
+        }
+    }
+
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, key: &str) -> Result<Option<T>, Error> {
-        match self.db.get(key.as_bytes()).await {
-            Ok(Some(v)) => serde_json::from_slice(&v)
+        match self.db_get(key).await? {
+            Some(v) => serde_json::from_slice(&v)
                 .map(Some)
                 .map_err(|source| Error::Record {
                     key: key.to_owned(),
                     source,
                 }),
-            Ok(None) => Ok(None),
-            Err(e) => Err(map_err(&self.path, e)),
+            None => Ok(None),
         }
     }
 
@@ -245,11 +340,7 @@ impl State {
         let start = format!("p/{:04x}/", slots.start());
         // '0' follows '/' in ASCII: everything of the last slot sorts before this.
         let end = format!("p/{:04x}0", slots.end());
-        let iter = self
-            .db
-            .scan(start.into_bytes()..end.into_bytes())
-            .await
-            .map_err(|e| map_err(&self.path, e))?;
+        let iter = self.db_scan(start.into_bytes(), end.into_bytes()).await?;
         Ok(SlotMembers {
             iter,
             path: self.path.clone(),
@@ -291,11 +382,7 @@ impl State {
     /// The change log from sequence number `from` on, streamed in order.
     pub async fn log(&self, from: u64) -> Result<Records<LogEntry>, Error> {
         let start = log_key(from);
-        let iter = self
-            .db
-            .scan(start.into_bytes()..b"l0".to_vec())
-            .await
-            .map_err(|e| map_err(&self.path, e))?;
+        let iter = self.db_scan(start.into_bytes(), b"l0".to_vec()).await?;
         Ok(Records::new(iter, self.path.clone()))
     }
 
@@ -308,11 +395,7 @@ impl State {
         &self,
         prefix: String,
     ) -> Result<Records<T>, Error> {
-        let iter = self
-            .db
-            .scan_prefix(prefix.into_bytes(), ..)
-            .await
-            .map_err(|e| map_err(&self.path, e))?;
+        let iter = self.db_scan_prefix(prefix.into_bytes()).await?;
         Ok(Records::new(iter, self.path.clone()))
     }
 
@@ -374,7 +457,7 @@ impl State {
             }
             batch.put("m/log", json(&next));
             let handle = self
-                .db
+                .writer()?
                 .write(batch)
                 .await
                 .map_err(|e| map_err(&self.path, e))?;
@@ -395,12 +478,20 @@ impl State {
     /// is announced to the outside from the log (change notifications) must not be lost by a
     /// crash, so announcing calls this first.
     pub async fn flush(&self) -> Result<(), Error> {
-        self.db.flush().await.map_err(|e| map_err(&self.path, e))
+        self.writer()?
+            .flush()
+            .await
+            .map_err(|e| map_err(&self.path, e))
     }
 
-    /// Flushes and closes the database.
+    /// Flushes and closes the database (a read-only state: closes its reader).
     pub async fn close(self) -> Result<(), Error> {
-        self.db.close().await.map_err(|e| map_err(&self.path, e))
+        let closed = match &self.db {
+            Handle::Writer(db) => db.close().await,
+            Handle::Reader(db) => db.close().await,
+            Handle::Absent => Ok(()),
+        };
+        closed.map_err(|e| map_err(&self.path, e))
     }
 }
 
@@ -427,13 +518,13 @@ fn map_err(path: &str, e: slatedb::Error) -> Error {
 
 /// Records streamed from a scan.
 pub struct Records<T> {
-    iter: DbIterator,
+    iter: Option<DbIterator>,
     path: String,
     _t: std::marker::PhantomData<fn() -> T>,
 }
 
 impl<T: for<'de> Deserialize<'de>> Records<T> {
-    fn new(iter: DbIterator, path: String) -> Self {
+    fn new(iter: Option<DbIterator>, path: String) -> Self {
         Records {
             iter,
             path,
@@ -443,7 +534,10 @@ impl<T: for<'de> Deserialize<'de>> Records<T> {
 
     /// The next record, or `None` at the end.
     pub async fn next(&mut self) -> Result<Option<T>, Error> {
-        match self.iter.next().await {
+        let Some(iter) = self.iter.as_mut() else {
+            return Ok(None);
+        };
+        match iter.next().await {
             Ok(Some(kv)) => serde_json::from_slice(&kv.value)
                 .map(Some)
                 .map_err(|source| Error::Record {
@@ -458,15 +552,18 @@ impl<T: for<'de> Deserialize<'de>> Records<T> {
 
 /// Present resources of a slot range (see [`State::present_in_slots`]).
 pub struct SlotMembers {
-    iter: DbIterator,
+    iter: Option<DbIterator>,
     path: String,
 }
 
 impl SlotMembers {
     /// The next (slot, upstream, URI), or `None` at the end.
     pub async fn next(&mut self) -> Result<Option<(u16, String, String)>, Error> {
+        let Some(iter) = self.iter.as_mut() else {
+            return Ok(None);
+        };
         loop {
-            let Some(kv) = self.iter.next().await.map_err(|e| map_err(&self.path, e))? else {
+            let Some(kv) = iter.next().await.map_err(|e| map_err(&self.path, e))? else {
                 return Ok(None);
             };
             let key = String::from_utf8_lossy(&kv.key);
@@ -512,6 +609,69 @@ mod tests {
                 upstream_meta: UpstreamMeta::default(),
             },
         }
+    }
+
+    #[tokio::test]
+    async fn a_read_only_state_reads_what_the_writer_committed_and_writes_nothing() {
+        let objects: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        // No state yet: an empty view, not an error.
+        let empty = State::open_read_only(objects.clone(), "test")
+            .await
+            .unwrap();
+        assert!(empty.is_read_only());
+        assert!(empty.resource("up", "http://a/1").await.unwrap().is_none());
+        assert!(
+            empty
+                .all_resources()
+                .await
+                .unwrap()
+                .next()
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            empty
+                .present_in_slots(0..=u16::MAX)
+                .await
+                .unwrap()
+                .next()
+                .await
+                .unwrap()
+                .is_none()
+        );
+        empty.close().await.unwrap();
+
+        let w = State::open(objects.clone(), "test").await.unwrap();
+        w.commit(Commit {
+            upstream: "up".into(),
+            changes: vec![created("up", "http://a/1")],
+            ..Commit::default()
+        })
+        .await
+        .unwrap();
+        // The writer is still open: the reader sees its durable commits and fences nothing.
+        let r = State::open_read_only(objects.clone(), "test")
+            .await
+            .unwrap();
+        assert_eq!(
+            r.resource("up", "http://a/1").await.unwrap().unwrap().seq,
+            1
+        );
+        assert_eq!(r.last_seq().await, 1);
+        let mut members = r.present_in_slots(0..=u16::MAX).await.unwrap();
+        assert_eq!(members.next().await.unwrap().unwrap().2, "http://a/1");
+        let refused = r.commit(Commit::default()).await.unwrap_err();
+        assert!(matches!(refused, Error::ReadOnly { .. }), "{refused}");
+        r.close().await.unwrap();
+        w.commit(Commit {
+            upstream: "up".into(),
+            changes: vec![created("up", "http://a/2")],
+            ..Commit::default()
+        })
+        .await
+        .expect("the writer was not fenced by the reader");
+        w.close().await.unwrap();
     }
 
     #[tokio::test]

@@ -1,0 +1,481 @@
+//! `rsagg run --dry-run`: what the next run would do, from the upstreams' lists and the
+//! state alone (opened read-only); nothing is fetched but the lists, nothing is written.
+//!
+//! For each set of resources it takes the decision the harvest takes (`upstream.rs`): a
+//! baseline when the set was never synchronised, a re-sync from the Resource List when it
+//! has no Change List or the Change List no longer reaches back to the checkpoint (or with
+//! `--baseline`), else the changes after the checkpoint. A resource is to be created when
+//! the state has no present copy, updated when the list does not show it unchanged (the
+//! rule of `compare::unchanged`: same hash, else same length and `lastmod`), deleted when a
+//! re-sync's list no longer names it or a change says so. Every create and update is a
+//! fetch; the fetch may then still find the same bytes (counted unchanged by the run).
+//!
+//! Not simulated: following a closed Change List to its successor (the run does; the plan
+//! stops at the list the Capability List or the checkpoint names), Change Dumps (planned
+//! from the Resource List instead, with a note), and what the upstream answers (404s,
+//! mismatches, quarantine).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use rsagg_config::UpstreamConfig;
+use rsagg_fetch::CapabilitySet;
+use rsagg_layout::report::UpstreamReport;
+use rsagg_model::{Capability, Change, Root, UrlEntry};
+use rsagg_store::{ResourceRecord, ResourceStatus};
+use serde::Serialize;
+use tokio::sync::mpsc;
+use url::Url;
+
+use crate::Error;
+use crate::audit::Listed;
+use crate::compare::{change_of, in_order, seen_key, unchanged};
+use crate::context::{Ctx, Harvest};
+use crate::incremental::MAX_CHANGES_PER_LIST;
+use crate::upstream::discover_sets;
+
+/// What the next run would do to one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Fetch and store a resource the store has no present copy of.
+    Create,
+    /// Fetch again (the list shows it changed, or cannot show it unchanged).
+    Update,
+    /// Mark the copy deleted.
+    Delete,
+}
+
+/// One planned action.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanItem {
+    /// The upstream.
+    pub upstream: String,
+    /// What would happen.
+    pub action: Action,
+    /// The resource's upstream URI.
+    pub uri: String,
+}
+
+/// How one set would be synchronised.
+#[derive(Debug, Clone, Serialize)]
+pub struct SetPlan {
+    /// The Capability List.
+    pub set: String,
+    /// `"baseline"`, `"resync"` or `"incremental"`.
+    pub mode: &'static str,
+    /// Why a re-sync, or what was not simulated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One upstream's plan.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct UpstreamPlan {
+    /// The upstream.
+    pub name: String,
+    /// Each set.
+    pub sets: Vec<SetPlan>,
+    /// Resources that would be fetched (creates and updates).
+    pub fetch: u64,
+    /// Counts per action.
+    pub create: u64,
+    /// See [`Action::Update`].
+    pub update: u64,
+    /// See [`Action::Delete`].
+    pub delete: u64,
+    /// Listed resources the run would skip as unchanged (or changes it would skip as done).
+    pub unchanged: u64,
+    /// What prevented a complete plan.
+    pub errors: Vec<String>,
+}
+
+/// The plan of a run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PlanReport {
+    /// The collection (set by the caller).
+    pub collection: String,
+    /// Always true: nothing was written.
+    pub dry_run: bool,
+    /// Per upstream.
+    pub upstreams: Vec<UpstreamPlan>,
+    /// The actions, at most `max_items`.
+    pub items: Vec<PlanItem>,
+    /// True when there were more than `items` holds.
+    pub items_truncated: bool,
+}
+
+impl PlanReport {
+    fn add(&mut self, max: usize, item: PlanItem) {
+        if let Some(u) = self.upstreams.last_mut() {
+            match item.action {
+                Action::Create => u.create += 1,
+                Action::Update => u.update += 1,
+                Action::Delete => u.delete += 1,
+            }
+            if item.action != Action::Delete {
+                u.fetch += 1;
+            }
+        }
+        if self.items.len() < max {
+            self.items.push(item);
+        } else {
+            self.items_truncated = true;
+        }
+    }
+
+    /// True when some upstream could not be planned completely.
+    pub fn failed(&self) -> bool {
+        self.upstreams.iter().any(|u| !u.errors.is_empty())
+    }
+
+    /// The human summary: one line per action listed, then one per set and upstream.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        for i in &self.items {
+            let a = match i.action {
+                Action::Create => "create",
+                Action::Update => "update",
+                Action::Delete => "delete",
+            };
+            s.push_str(&format!("{a:<7}{} {}\n", i.upstream, i.uri));
+        }
+        if self.items_truncated {
+            s.push_str("… more actions than listed (see the counts)\n");
+        }
+        for u in &self.upstreams {
+            for set in &u.sets {
+                s.push_str(&format!(
+                    "{}: {} {}{}\n",
+                    u.name,
+                    set.mode,
+                    set.set,
+                    set.reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ));
+            }
+            s.push_str(&format!(
+                "{}: would fetch {}, create {}, update {}, delete {}; {} unchanged{}\n",
+                u.name,
+                u.fetch,
+                u.create,
+                u.update,
+                u.delete,
+                u.unchanged,
+                if u.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not planned completely: {}", u.errors.join("; "))
+                }
+            ));
+        }
+        s.push_str("dry run: nothing was fetched but the lists, nothing was written\n");
+        s
+    }
+}
+
+/// What the run would do to a listed entry, given its record.
+fn listed_action(ctx: &Ctx, e: &UrlEntry, prior: Option<&ResourceRecord>) -> Option<Action> {
+    match prior {
+        Some(p) if p.status == ResourceStatus::Present => {
+            (ctx.baseline || !unchanged(e, p)).then_some(Action::Update)
+        }
+        _ => Some(Action::Create),
+    }
+}
+
+/// Plans a run of `upstreams` against `ctx`'s state (opened read-only by the caller).
+/// `ctx.baseline` plans a `run --baseline`.
+pub async fn plan(
+    ctx: Arc<Ctx>,
+    upstreams: &[UpstreamConfig],
+    max_items: usize,
+) -> Result<PlanReport, Error> {
+    let mut report = PlanReport {
+        dry_run: true,
+        ..PlanReport::default()
+    };
+    for up in upstreams {
+        report.upstreams.push(UpstreamPlan {
+            name: up.name.clone(),
+            ..UpstreamPlan::default()
+        });
+        let mut discovered = UpstreamReport::new(&up.name);
+        let found = discover_sets(&ctx, up, &mut discovered).await;
+        let Some((access, sets)) = found else {
+            if let Some(u) = report.upstreams.last_mut() {
+                u.errors = discovered.error.into_iter().collect();
+            }
+            continue;
+        };
+        let h = Harvest {
+            ctx: ctx.clone(),
+            up: Arc::new(up.clone()),
+            access,
+            quarantined: Arc::default(),
+        };
+        for set in &sets {
+            if let Err(e) = plan_set(&h, set, max_items, &mut report).await
+                && let Some(u) = report.upstreams.last_mut()
+            {
+                u.errors.push(format!("set {}: {e}", set.url));
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn set_plan(
+    report: &mut PlanReport,
+    set: &CapabilitySet,
+    mode: &'static str,
+    reason: Option<String>,
+) {
+    if let Some(u) = report.upstreams.last_mut() {
+        u.sets.push(SetPlan {
+            set: set.url.to_string(),
+            mode,
+            reason,
+        });
+    }
+}
+
+async fn plan_set(
+    h: &Harvest,
+    set: &CapabilitySet,
+    max: usize,
+    report: &mut PlanReport,
+) -> Result<(), Error> {
+    let cp = h.ctx.state.checkpoint(&h.up.name, set.url.as_str()).await?;
+    let Some(cp) = cp.filter(|c| c.baseline_at.is_some()) else {
+        set_plan(report, set, "baseline", None);
+        return plan_resync(h, set, max, report).await;
+    };
+    if h.ctx.baseline {
+        set_plan(report, set, "resync", Some("run --baseline".into()));
+        return plan_resync(h, set, max, report).await;
+    }
+    let Some(cl) = set.get(Capability::ChangeList) else {
+        let reason = if set.get(Capability::ChangeDump).is_some() {
+            "changes come from a Change Dump, not simulated: planned from the Resource List"
+        } else {
+            "no Change List or Change Dump"
+        };
+        set_plan(report, set, "resync", Some(reason.into()));
+        return plan_resync(h, set, max, report).await;
+    };
+    let followed = cp
+        .changelist
+        .as_deref()
+        .and_then(|u| Url::parse(u).ok())
+        .unwrap_or_else(|| cl.clone());
+    let docs = h.docs();
+    let mut doc = docs.open(&followed).await?;
+    if crate::lists::archive_of(doc.header()).is_some() {
+        set_plan(
+            report,
+            set,
+            "resync",
+            Some("changes come from a Change List Archive, not simulated: planned from the Resource List".into()),
+        );
+        return plan_resync(h, set, max, report).await;
+    }
+    let mut lists = Vec::new();
+    let mut first = None;
+    match doc.header().root {
+        Root::Urlset => {
+            lists.push(doc.url.clone());
+            first = Some(doc);
+        }
+        Root::Sitemapindex => {
+            let base = doc.url.clone();
+            let mut parts = Vec::new();
+            while let Some(p) = doc.next().await? {
+                let until = p.md.as_ref().and_then(|m| m.until);
+                let from = p.md.as_ref().and_then(|m| m.from);
+                if let Ok(u) = base.join(p.loc.trim()) {
+                    parts.push((from, until, u));
+                }
+            }
+            parts.sort_by(|a, b| match (a.0, b.0) {
+                (Some(x), Some(y)) => x.cmp_instant(&y),
+                _ => std::cmp::Ordering::Equal,
+            });
+            for (_, until, url) in parts {
+                let done =
+                    matches!((until, cp.instant), (Some(u), Some(c)) if u.cmp_instant(&c).is_lt());
+                if !done {
+                    lists.push(url);
+                }
+            }
+        }
+    }
+    // The changes after the checkpoint, the last of each URI winning (as the run applies
+    // them: earlier ones are superseded).
+    let mut last: HashMap<String, UrlEntry> = HashMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut gap_checked = false;
+    for list in lists {
+        let mut d = match first.take() {
+            Some(d) => d,
+            None => docs.open(&list).await?,
+        };
+        let header = d.header().clone();
+        let mut entries = Vec::new();
+        while let Some(e) = d.next().await? {
+            if entries.len() >= MAX_CHANGES_PER_LIST {
+                return Err(Error::Upstream {
+                    url: list.to_string(),
+                    section: "12.1",
+                    message: format!("more than {MAX_CHANGES_PER_LIST} changes in one list"),
+                });
+            }
+            entries.push(e);
+        }
+        let ordered = in_order(entries);
+        if !gap_checked {
+            gap_checked = true;
+            let from = header.md.as_ref().and_then(|m| m.from);
+            let oldest = from.or_else(|| ordered.first().and_then(|k| k.0));
+            if let (Some(oldest), Some(done)) = (oldest, cp.instant)
+                && oldest.cmp_instant(&done).is_gt()
+            {
+                set_plan(
+                    report,
+                    set,
+                    "resync",
+                    Some(format!(
+                        "the Change List starts at {oldest}, after the checkpoint {done}"
+                    )),
+                );
+                return plan_resync(h, set, max, report).await;
+            }
+        }
+        for (t, e) in ordered {
+            if cp.covers(t.as_ref(), &seen_key(&e)) {
+                continue;
+            }
+            let uri = e.loc.trim().to_owned();
+            if last.insert(uri.clone(), e).is_none() {
+                order.push(uri);
+            }
+        }
+    }
+    set_plan(
+        report,
+        set,
+        "incremental",
+        Some(format!("{} change(s) after the checkpoint", order.len())),
+    );
+    for uri in order {
+        let Some(e) = last.remove(&uri) else { continue };
+        let prior = h.ctx.state.resource(&h.up.name, &uri).await?;
+        let action = match change_of(&e) {
+            Change::Deleted => prior
+                .filter(|p| p.status == ResourceStatus::Present)
+                .map(|_| Action::Delete),
+            _ => listed_action(&h.ctx, &e, prior.as_ref()),
+        };
+        match action {
+            Some(action) => report.add(
+                max,
+                PlanItem {
+                    upstream: h.up.name.clone(),
+                    action,
+                    uri,
+                },
+            ),
+            None => {
+                if let Some(u) = report.upstreams.last_mut() {
+                    u.unchanged += 1;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A baseline or re-sync's plan: the Resource List against the state, then the present
+/// records of the set it no longer names.
+async fn plan_resync(
+    h: &Harvest,
+    set: &CapabilitySet,
+    max: usize,
+    report: &mut PlanReport,
+) -> Result<(), Error> {
+    let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
+        return Err(Error::Upstream {
+            url: set.url.to_string(),
+            section: "10",
+            message: "no Resource List to baseline from".into(),
+        });
+    };
+    let upstream = h.up.name.clone();
+    let mut listed = Listed::new()?;
+    let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
+    let docs = h.docs();
+    let producer = docs.stream_entries(&list_url, tx);
+    let consumer = async {
+        let entries =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+        let mut looked_up = std::pin::pin!(
+            entries
+                .map(|(_, e)| {
+                    let (state, upstream) = (&h.ctx.state, upstream.as_str());
+                    async move {
+                        let prior = state.resource(upstream, e.loc.trim()).await;
+                        (e, prior)
+                    }
+                })
+                .buffered(h.ctx.fetch.concurrency.max(1))
+        );
+        while let Some((e, prior)) = looked_up.next().await {
+            let uri = e.loc.trim().to_owned();
+            // A URI listed twice is planned twice (the run stores it once): telling would
+            // mean holding the whole list.
+            listed.insert(&upstream, &uri)?;
+            match listed_action(&h.ctx, &e, prior?.as_ref()) {
+                Some(action) => report.add(
+                    max,
+                    PlanItem {
+                        upstream: upstream.clone(),
+                        action,
+                        uri,
+                    },
+                ),
+                None => {
+                    if let Some(u) = report.upstreams.last_mut() {
+                        u.unchanged += 1;
+                    }
+                }
+            }
+        }
+        Ok::<_, Error>(())
+    };
+    let (header, consumed) = futures::join!(producer, consumer);
+    consumed?;
+    header?;
+    let only: HashSet<String> = std::iter::once(upstream.clone()).collect();
+    listed
+        .unlisted(
+            &h.ctx.state,
+            &only,
+            &only,
+            Some(set.url.as_str()),
+            |up, uri, _| {
+                report.add(
+                    max,
+                    PlanItem {
+                        upstream: up,
+                        action: Action::Delete,
+                        uri,
+                    },
+                );
+            },
+        )
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! `rsagg quarantine retry`: the quarantined resources of an upstream fetched again,
+//! verified against what the upstream's Resource List says of them now (the list may have
+//! been corrected, or the bytes), and stored through the harvest's one path
+//! (`Harvest::store_entry`): a copy that verifies lifts the quarantine, one that still does
+//! not is quarantined again with what was received this time.
+//!
+//! Only the quarantined URIs are held (a quarantine is small by nature: persistent,
+//! unexplained mismatches); the lists are streamed. A quarantined URI that no Resource List
+//! names any more stays in quarantine and is reported: the next change of it, or its
+//! deletion, settles it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use rsagg_config::UpstreamConfig;
+use rsagg_layout::report::UpstreamReport;
+use rsagg_model::{Capability, UrlEntry};
+use tokio::sync::mpsc;
+use url::Url;
+
+use crate::Error;
+use crate::commit::{Committer, Outcome};
+use crate::context::{Ctx, Harvest};
+use crate::upstream::discover_sets;
+
+/// Retries the quarantined resources of `up` (only `uri` when given). The report counts
+/// what became of them (`created`, `updated`, `unchanged` — each of these released —,
+/// `quarantined` again, `gone`, `failed`); a URI no list names is a warning.
+pub async fn retry_quarantined(
+    ctx: Arc<Ctx>,
+    up: Arc<UpstreamConfig>,
+    uri: Option<&str>,
+) -> UpstreamReport {
+    let mut report = UpstreamReport::new(&up.name);
+    let mut wanted = HashSet::new();
+    match ctx.state.quarantine().await {
+        Ok(mut q) => loop {
+            match q.next().await {
+                Ok(Some(r)) if r.upstream == up.name && uri.is_none_or(|u| u == r.uri) => {
+                    wanted.insert(r.uri);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    report.fail(e.to_string());
+                    return report;
+                }
+            }
+        },
+        Err(e) => {
+            report.fail(e.to_string());
+            return report;
+        }
+    }
+    if wanted.is_empty() {
+        return report;
+    }
+    let Some((access, sets)) = discover_sets(&ctx, &up, &mut report).await else {
+        return report;
+    };
+    let h = Harvest {
+        ctx: ctx.clone(),
+        up,
+        access,
+        quarantined: Arc::new(wanted.clone()),
+    };
+    let mut pending = wanted;
+    for set in &sets {
+        if pending.is_empty() {
+            break;
+        }
+        if let Err(e) = retry_set(&h, set, &mut pending, &mut report).await {
+            if e.is_fenced() {
+                report.fenced = true;
+            }
+            report.fail(format!("set {}: {e}", set.url));
+        }
+    }
+    let mut left: Vec<String> = pending.into_iter().collect();
+    left.sort();
+    for uri in left {
+        report.warn(format!(
+            "{uri}: no Resource List of the upstream names it now; kept in quarantine"
+        ));
+    }
+    report
+}
+
+async fn retry_set(
+    h: &Harvest,
+    set: &rsagg_fetch::CapabilitySet,
+    pending: &mut HashSet<String>,
+    report: &mut UpstreamReport,
+) -> Result<(), Error> {
+    let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
+        return Ok(());
+    };
+    let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
+    let docs = h.docs();
+    let producer = docs.stream_entries(&list_url, tx);
+    let mut committer = Committer::new(&h.ctx, &h.up.name, set.url.as_str());
+    let set = Arc::new(set.clone());
+    let consumer = async {
+        let mut rx = rx;
+        // The quarantined entries are few: one after the other.
+        while let Some((_, e)) = rx.recv().await {
+            let uri = e.loc.trim().to_owned();
+            if !pending.remove(&uri) {
+                continue;
+            }
+            tracing::info!(upstream = %h.up.name, %uri, "retrying a quarantined resource");
+            let outcome = h.store_entry(&set, e, true).await;
+            if matches!(outcome, Outcome::Unchanged(_)) {
+                // The copy held is what the list says now: nothing to store, the
+                // quarantine is lifted all the same.
+                committer.release(uri);
+            }
+            committer.add(outcome, report).await?;
+        }
+        committer.flush().await
+    };
+    let (header, consumed) = futures::join!(producer, consumer);
+    consumed?;
+    header?;
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! The operator commands: `rsagg audit`, `rsagg run --dry-run`, `rsagg quarantine
+//! list|retry`, `rsagg gc`. Those that only look (audit, dry run, quarantine list) open the
+//! state read-only, so they never fence a running writer; those that change the store
+//! (quarantine retry, gc) open it as the writer, like `run` (a running `run` is then fenced
+//! out, exit 3: run them between runs).
+
+use std::sync::Arc;
+
+use rsagg_config::Pipeline;
+use rsagg_harvest::audit::{AuditOptions, AuditReport};
+use rsagg_harvest::plan::PlanReport;
+use rsagg_harvest::retry_quarantined;
+use rsagg_layout::report::{GcReport, RunReport};
+use rsagg_publish::publish;
+use rsagg_store::{QuarantineRecord, State};
+
+use crate::Error;
+use crate::runner::{RunOptions, open_as, write_stats};
+
+/// Closes a state the command opened, if nothing else holds it.
+async fn close(state: Arc<State>) -> Result<(), Error> {
+    if let Ok(state) = Arc::try_unwrap(state) {
+        state.close().await?;
+    }
+    Ok(())
+}
+
+/// `rsagg audit`: the store against every upstream's lists (state read-only).
+pub async fn audit(p: &Pipeline, opts: AuditOptions) -> Result<AuditReport, Error> {
+    let (_loc, state, ctx) = open_as(p, &RunOptions::default(), true).await?;
+    let mut report = rsagg_harvest::audit::audit(ctx, &p.config.upstreams, opts).await?;
+    report.collection = p.config.collection.name.clone();
+    close(state).await?;
+    Ok(report)
+}
+
+/// `rsagg run --dry-run [--baseline]`: what the next run would do (state read-only).
+pub async fn dry_run(
+    p: &Pipeline,
+    opts: &RunOptions,
+    max_items: usize,
+) -> Result<PlanReport, Error> {
+    let (_loc, state, ctx) = open_as(p, opts, true).await?;
+    let mut report = rsagg_harvest::plan::plan(ctx, &p.config.upstreams, max_items).await?;
+    report.collection = p.config.collection.name.clone();
+    close(state).await?;
+    Ok(report)
+}
+
+/// `rsagg quarantine list`: every quarantine record, in key order (upstream, URI), handed
+/// to `each` as it is read (state read-only). Returns how many there were.
+pub async fn quarantine_list(
+    p: &Pipeline,
+    mut each: impl FnMut(QuarantineRecord),
+) -> Result<u64, Error> {
+    let (_loc, state, ctx) = open_as(p, &RunOptions::default(), true).await?;
+    drop(ctx);
+    let mut n = 0;
+    let mut q = state.quarantine().await?;
+    while let Some(r) = q.next().await? {
+        n += 1;
+        each(r);
+    }
+    drop(q);
+    close(state).await?;
+    Ok(n)
+}
+
+/// `rsagg quarantine retry [--upstream NAME] [--uri URI]`: the quarantined resources
+/// fetched again against their upstream's current list, then the collection published (so
+/// the copies that verified are served) and the stats object rewritten. The report has the
+/// shape of a run's: per upstream what became of the retried resources.
+pub async fn quarantine_retry(
+    p: &Pipeline,
+    upstream: Option<&str>,
+    uri: Option<&str>,
+    opts: &RunOptions,
+) -> Result<RunReport, Error> {
+    let started = std::time::Instant::now();
+    let cfg = &p.config;
+    let (loc, state, ctx) = open_as(p, opts, false).await?;
+    let mut report = RunReport {
+        collection: cfg.collection.name.clone(),
+        upstreams: Vec::new(),
+        publish: None,
+        notify: None,
+        seconds: 0.0,
+        push: None,
+        store: None,
+    };
+    for up in cfg
+        .upstreams
+        .iter()
+        .filter(|u| upstream.is_none_or(|n| n == u.name))
+    {
+        let r = retry_quarantined(ctx.clone(), Arc::new(up.clone()), uri).await;
+        let fenced = r.fenced;
+        report.upstreams.push(r);
+        if fenced {
+            return Err(Error::Store(rsagg_store::Error::Fenced {
+                path: cfg.store.url.to_string(),
+            }));
+        }
+    }
+    drop(ctx);
+    report.publish = Some(publish(&state, &loc, p, opts.publish).await);
+    report.seconds = started.elapsed().as_secs_f64();
+    write_stats(&loc.objects, &state, &report).await;
+    close(state).await?;
+    report.store = Some(loc.counters.snapshot());
+    Ok(report)
+}
+
+/// `rsagg gc [--force]`: blob garbage collection now if it is due (or at once with
+/// `force`); `None` when it is not due. Opens the state as the writer (collection reads
+/// what is still referenced and must not race a harvest adding references).
+pub async fn gc(p: &Pipeline, force: bool) -> Result<Option<GcReport>, Error> {
+    let (loc, state, ctx) = open_as(p, &RunOptions::default(), false).await?;
+    drop(ctx);
+    let collected =
+        rsagg_publish::gc::collect(&state, &loc.objects, &p.config.publish, force).await;
+    close(state).await?;
+    Ok(collected?)
+}
