@@ -18,8 +18,8 @@ use url::Url;
 
 use crate::Error;
 use crate::body::{Body, Permits};
-use crate::counters::{Counters, FetchCounts, Outcome as Counted};
 use crate::config::{Access, Auth, FetchConfig, Request};
+use crate::counters::{Counters, FetchCounts, Outcome as Counted};
 use crate::guard::{check_target, client_builder, find_refusal};
 use crate::link::{LinkValue, parse_link_header};
 use crate::rate::HostRate;

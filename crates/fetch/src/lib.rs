@@ -39,8 +39,8 @@ mod rate;
 
 pub use body::Body;
 pub use client::{Fetched, Fetcher};
-pub use counters::{DURATION_BOUNDS, FetchCounts};
 pub use config::{Access, Auth, DEFAULT_USER_AGENT, FetchConfig, Request};
+pub use counters::{DURATION_BOUNDS, FetchCounts};
 pub use discover::{CapabilitySet, Channel, Discovery, Route, discover};
 pub use link::LinkValue;
 

@@ -105,10 +105,7 @@ impl Histogram {
         let mut out = Vec::with_capacity(self.counts.len());
         for (i, n) in self.counts.iter().enumerate() {
             total += n;
-            out.push((
-                self.bounds.get(i).copied().unwrap_or(f64::INFINITY),
-                total,
-            ));
+            out.push((self.bounds.get(i).copied().unwrap_or(f64::INFINITY), total));
         }
         if out.is_empty() {
             out.push((f64::INFINITY, 0));
@@ -256,7 +253,13 @@ fn seconds(t: &W3cDateTime) -> f64 {
 impl RunHistory {
     /// Adds a run: `report.upstreams` are the upstreams it harvested, `fetch` what its HTTP
     /// client did. Keeps the last `kept` points (at least one).
-    pub fn record(&mut self, report: &RunReport, times: &RunTimes, fetch: &FetchStats, kept: usize) {
+    pub fn record(
+        &mut self,
+        report: &RunReport,
+        times: &RunTimes,
+        fetch: &FetchStats,
+        kept: usize,
+    ) {
         let t = &mut self.totals;
         t.runs += 1;
         t.fetch.add(fetch);
@@ -272,8 +275,8 @@ impl RunHistory {
         }
         let finished = seconds(&times.finished);
         let mut point = RunPoint {
-            started: Some(times.started.clone()),
-            finished: Some(times.finished.clone()),
+            started: Some(times.started),
+            finished: Some(times.finished),
             harvest_seconds: times.harvest_seconds,
             seconds: report.seconds,
             bytes: fetch.bytes,
@@ -288,7 +291,7 @@ impl RunHistory {
             point.changed += u.created + u.updated + u.deleted;
             if u.ok() {
                 ut.passes_ok += 1;
-                ut.last_success = Some(times.started.clone());
+                ut.last_success = Some(times.started);
             } else {
                 ut.passes_failed += 1;
             }

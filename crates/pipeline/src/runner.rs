@@ -11,12 +11,12 @@ use rsagg_fetch::{FetchConfig, Fetcher};
 use rsagg_store::{Blobs, State, open_store};
 
 use rsagg_config::Pipeline;
-use rsagg_harvest::{Ctx, harvest};
 use rsagg_fetch::{DURATION_BOUNDS, FetchCounts};
+use rsagg_harvest::{Ctx, harvest};
 use rsagg_layout::history::{FetchStats, Histogram, RUNS_KEPT, RunHistory, RunTimes};
 use rsagg_layout::paths::{STATS_HISTORY, STATS_OBJECT};
-use rsagg_model::W3cDateTime;
 use rsagg_layout::report::{NotifyReport, RunReport, RunStats};
+use rsagg_model::W3cDateTime;
 use rsagg_notify::Notifier;
 use rsagg_publish::{PublishOptions, publish};
 
@@ -119,7 +119,13 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
             finished: W3cDateTime::now(),
             harvest_seconds,
         };
-        record_history(&loc.objects, &report, &times, &fetch_stats(&fetcher.counts())).await;
+        record_history(
+            &loc.objects,
+            &report,
+            &times,
+            &fetch_stats(&fetcher.counts()),
+        )
+        .await;
     }
     if let Ok(state) = Arc::try_unwrap(state) {
         state.close().await?;
@@ -219,10 +225,17 @@ pub(crate) async fn record_history(
     let path = object_store::path::Path::from(STATS_HISTORY);
     let mut history = match objects.get(&path).await {
         Ok(r) if r.meta.size > HISTORY_MAX_BYTES => {
-            tracing::warn!(size = r.meta.size, "{STATS_HISTORY} is too large; starting a new history");
+            tracing::warn!(
+                size = r.meta.size,
+                "{STATS_HISTORY} is too large; starting a new history"
+            );
             RunHistory::default()
         }
-        Ok(r) => match r.bytes().await.map(|b| serde_json::from_slice::<RunHistory>(&b)) {
+        Ok(r) => match r
+            .bytes()
+            .await
+            .map(|b| serde_json::from_slice::<RunHistory>(&b))
+        {
             Ok(Ok(h)) => h,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "{STATS_HISTORY} cannot be decoded; starting a new history");

@@ -36,8 +36,7 @@ pub struct Push {
 }
 
 /// Reads the push intake's counters (the harvest's inbox, which the server does not know).
-pub type LivePushStats =
-    std::sync::Arc<dyn Fn() -> rsagg_layout::report::PushStats + Send + Sync>;
+pub type LivePushStats = std::sync::Arc<dyn Fn() -> rsagg_layout::report::PushStats + Send + Sync>;
 
 impl std::fmt::Debug for Push {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -126,7 +126,10 @@ pub(crate) fn line_chart(
         );
         for c in &coords {
             let (x, y) = c.split_once(',').unwrap_or(("0", "0"));
-            let _ = write!(h, "<circle cx=\"{x}\" cy=\"{y}\" r=\"2\" fill=\"{colour}\"/>");
+            let _ = write!(
+                h,
+                "<circle cx=\"{x}\" cy=\"{y}\" r=\"2\" fill=\"{colour}\"/>"
+            );
         }
         h.push_str("</g>\n");
     }
@@ -170,11 +173,20 @@ mod tests {
         assert!(svg.contains("data-series=\"&lt;up&gt;\""), "{svg}");
         assert!(!svg.contains("<up>"), "{svg}");
         // First point at the left edge and the bottom; the top value on the top grid line.
-        assert!(svg.contains(&format!("points=\"{LEFT:.1},{:.1} ", TOP + H - TOP - BOTTOM)), "{svg}");
+        assert!(
+            svg.contains(&format!(
+                "points=\"{LEFT:.1},{:.1} ",
+                TOP + H - TOP - BOTTOM
+            )),
+            "{svg}"
+        );
         assert!(svg.contains(">10/s</text>"), "{svg}");
         assert_eq!(svg.matches("<circle").count(), 3, "{svg}");
         assert!(svg.contains("(last 5/s)"), "{svg}");
         let empty = line_chart("lag", "Lag", &[], |v| v.to_string());
-        assert!(empty.contains("no runs recorded yet") && !empty.contains("<svg"), "{empty}");
+        assert!(
+            empty.contains("no runs recorded yet") && !empty.contains("<svg"),
+            "{empty}"
+        );
     }
 }

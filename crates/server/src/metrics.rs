@@ -529,11 +529,11 @@ pub(crate) fn render(
                 notify_errors.sample(&labels, n.errors.len() as u64 + u64::from(stuck));
             }
         }
-    let stored_push = match &c.observed.stats {
-        Ok(Some(s)) => s.report.push.as_ref(),
-        _ => None,
-    };
-    if let Some(p) = c.live_push.as_ref().or(stored_push) {
+        let stored_push = match &c.observed.stats {
+            Ok(Some(s)) => s.report.push.as_ref(),
+            _ => None,
+        };
+        if let Some(p) = c.live_push.as_ref().or(stored_push) {
             for (outcome, n) in [
                 ("received", p.received),
                 ("applied", p.applied),
@@ -601,7 +601,10 @@ pub(crate) fn render(
                         n,
                     );
                 }
-                if current.as_ref().is_some_and(|c| !c.contains(&name.as_str())) {
+                if current
+                    .as_ref()
+                    .is_some_and(|c| !c.contains(&name.as_str()))
+                {
                     continue;
                 }
                 if let Some(ok) = &u.last_success {

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use rsagg_layout::meta::GcMeta;
 use rsagg_layout::history::RunHistory;
+use rsagg_layout::meta::GcMeta;
 use rsagg_layout::paths::{GC_META, STATS_HISTORY, STATS_OBJECT};
 use serde::de::DeserializeOwned;
 

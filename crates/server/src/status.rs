@@ -265,7 +265,9 @@ fn upstreams(h: &mut String, ups: &[Upstream], history: Option<&RunHistory>, now
                     human_duration((now - seconds(t)).max(0.0))
                 );
             }
-            None => h.push_str("<td class=\"muted\">never</td><td class=\"lag muted\">unknown</td>"),
+            None => {
+                h.push_str("<td class=\"muted\">never</td><td class=\"lag muted\">unknown</td>")
+            }
         }
         h.push_str("</tr>\n");
     }

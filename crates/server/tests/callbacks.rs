@@ -102,12 +102,16 @@ async fn verification_is_echoed_only_for_subscriptions_asked_for() {
     let (status, _) = send(&app, verification(path, "subscribe", TOPIC)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let metrics = || async {
-        let (status, text) = send(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+        let (status, text) =
+            send(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
         assert_eq!(status, StatusCode::OK);
         text
     };
     let text = metrics().await;
-    assert!(text.contains("rsagg_push_subscriptions{collection=\"maps\"} 0\n"), "{text}");
+    assert!(
+        text.contains("rsagg_push_subscriptions{collection=\"maps\"} 0\n"),
+        "{text}"
+    );
     asked(&inbox);
     // Another topic, an upstream without push, an unknown upstream: 404.
     for (p, t) in [
@@ -139,9 +143,14 @@ async fn verification_is_echoed_only_for_subscriptions_asked_for() {
     // /metrics shows the live lease at once, not after the follower's next pass (no stats
     // object was ever written to this store).
     let text = metrics().await;
-    assert!(text.contains("rsagg_push_subscriptions{collection=\"maps\"} 1\n"), "{text}");
     assert!(
-        text.contains("rsagg_push_notifications_total{collection=\"maps\",outcome=\"received\"} 0\n"),
+        text.contains("rsagg_push_subscriptions{collection=\"maps\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "rsagg_push_notifications_total{collection=\"maps\",outcome=\"received\"} 0\n"
+        ),
         "{text}"
     );
     // Someone else asking to unsubscribe rsagg: refused.

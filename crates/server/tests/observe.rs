@@ -431,9 +431,16 @@ async fn probes_metrics_and_status_show_the_last_run() {
         "rsagg_fetch_requests_total",
         &[("collection", "maps"), ("outcome", "ok")],
     );
-    assert!(fetched_ok >= 4.0, "discovery, lists and resources: {fetched_ok}");
+    assert!(
+        fetched_ok >= 4.0,
+        "discovery, lists and resources: {fetched_ok}"
+    );
     assert!(value(&s, "rsagg_fetch_response_bytes_total", &maps) > 0.0);
-    assert_eq!(value(&s, "rsagg_fetch_retries_total", &maps), 0.0, "retries = 0");
+    assert_eq!(
+        value(&s, "rsagg_fetch_retries_total", &maps),
+        0.0,
+        "retries = 0"
+    );
     // A histogram: cumulative buckets ending with +Inf equal to _count, and a _sum.
     let requests: f64 = s
         .iter()
@@ -446,7 +453,12 @@ async fn probes_metrics_and_status_show_the_last_run() {
         .map(|(_, l, v)| (l["le"].parse::<f64>().unwrap_or(f64::INFINITY), *v))
         .collect();
     assert!(buckets.len() > 2, "{buckets:?}");
-    assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "{buckets:?}");
+    assert!(
+        buckets
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+        "{buckets:?}"
+    );
     assert_eq!(buckets.last().unwrap(), &(f64::INFINITY, requests));
     assert_eq!(
         value(&s, "rsagg_fetch_duration_seconds_count", &maps),
@@ -454,8 +466,14 @@ async fn probes_metrics_and_status_show_the_last_run() {
     );
     assert!(value(&s, "rsagg_fetch_duration_seconds_sum", &maps) > 0.0);
     assert_eq!(value(&s, "rsagg_run_duration_seconds_count", &maps), 1.0);
-    assert_eq!(value(&s, "rsagg_publish_duration_seconds_count", &maps), 1.0);
-    assert!(m.body.contains("# TYPE rsagg_fetch_duration_seconds histogram\n"));
+    assert_eq!(
+        value(&s, "rsagg_publish_duration_seconds_count", &maps),
+        1.0
+    );
+    assert!(
+        m.body
+            .contains("# TYPE rsagg_fetch_duration_seconds histogram\n")
+    );
     assert!(m.body.contains("# TYPE rsagg_resources_total counter\n"));
     assert_eq!(
         value(
@@ -599,11 +617,21 @@ async fn probes_metrics_and_status_show_the_last_run() {
         value(
             &s2,
             "rsagg_last_run_resources",
-            &[("collection", "maps"), ("upstream", "up"), ("outcome", "created")]
+            &[
+                ("collection", "maps"),
+                ("upstream", "up"),
+                ("outcome", "created")
+            ]
         ),
         0.0
     );
-    assert!(value(&s2, "rsagg_upstream_last_success_timestamp_seconds", &maps_up) > success);
+    assert!(
+        value(
+            &s2,
+            "rsagg_upstream_last_success_timestamp_seconds",
+            &maps_up
+        ) > success
+    );
     let html = get(&app, "/status").await.body;
     assert!(html.contains("The last 2 of 2 recorded run(s)"), "{html}");
 }
