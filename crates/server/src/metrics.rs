@@ -787,6 +787,80 @@ mod tests {
     }
 
     #[test]
+    fn history_totals_are_counters_and_histograms_and_lag_counts_from_the_last_success() {
+        use rsagg_layout::history::{RunHistory, UpstreamTotals};
+        let mut history = RunHistory::default();
+        history.totals.runs = 3;
+        let mut quiet = UpstreamTotals {
+            passes_ok: 3,
+            // A pass that started 100 s before `now`; the upstream itself may be quiet for
+            // months (its checkpoint says so), the copy is 100 s stale.
+            last_success: Some(W3cDateTime::from_unix(1_000_000 - 100, 0)),
+            ..UpstreamTotals::default()
+        };
+        quiet.resources.insert("created".into(), 5);
+        history.totals.upstreams.insert("quiet".into(), quiet);
+        history
+            .totals
+            .upstreams
+            .insert("gone".into(), UpstreamTotals::default());
+        history.totals.run_seconds = Histogram::new(&[1.0, 10.0]);
+        history.totals.run_seconds.observe(0.5);
+        history.totals.run_seconds.observe(4.0);
+        let stats: crate::stats::Stats = serde_json::from_str(
+            r#"{"report": {"upstreams": [{"name": "quiet", "checkpoint": "2025-01-01T00:00:00Z"}]}}"#,
+        )
+        .unwrap();
+        let observed = crate::stats::Observed {
+            stats: Ok(Some(std::sync::Arc::new(stats))),
+            gc: Ok(None),
+            history: Ok(Some(std::sync::Arc::new(history))),
+        };
+        let http = HttpCounters::default();
+        let c = CollectionMetrics {
+            name: "maps",
+            observed: &observed,
+            http: &http,
+            live_push: None,
+        };
+        let now = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let text = render(&[c], &HttpCounters::default(), now);
+        for line in [
+            "# TYPE rsagg_runs_total counter\n",
+            "rsagg_runs_total{collection=\"maps\"} 3\n",
+            "rsagg_resources_total{collection=\"maps\",upstream=\"quiet\",outcome=\"created\"} 5\n",
+            "rsagg_upstream_passes_total{collection=\"maps\",upstream=\"quiet\",verdict=\"ok\"} 3\n",
+            "rsagg_upstream_lag_seconds{collection=\"maps\",upstream=\"quiet\"} 100\n",
+            "rsagg_upstream_last_success_timestamp_seconds{collection=\"maps\",upstream=\"quiet\"} 999900\n",
+            "# TYPE rsagg_run_duration_seconds histogram\n",
+            "rsagg_run_duration_seconds_bucket{collection=\"maps\",le=\"1\"} 1\n",
+            "rsagg_run_duration_seconds_bucket{collection=\"maps\",le=\"10\"} 2\n",
+            "rsagg_run_duration_seconds_bucket{collection=\"maps\",le=\"+Inf\"} 2\n",
+            "rsagg_run_duration_seconds_sum{collection=\"maps\"} 4.5\n",
+            "rsagg_run_duration_seconds_count{collection=\"maps\"} 2\n",
+            "rsagg_publish_duration_seconds_count{collection=\"maps\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
+        assert!(
+            text.contains(&format!(
+                "rsagg_build_info{{version=\"{}\"}} 1\n",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{text}"
+        );
+        // An upstream no longer in the pipeline keeps its counters but has no lag.
+        assert!(
+            text.contains("upstream=\"gone\",verdict=\"ok\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("rsagg_upstream_lag_seconds{collection=\"maps\",upstream=\"gone\"}"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn counters_count_by_kind_and_status() {
         let c = HttpCounters::default();
         c.request(Kind::Copy, 200);

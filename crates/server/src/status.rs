@@ -549,6 +549,72 @@ mod tests {
     }
 
     #[test]
+    fn the_history_is_drawn_and_the_lag_comes_from_the_last_success() {
+        use rsagg_layout::history::{RunHistory, RunTimes};
+        use rsagg_layout::report::{RunReport, UpstreamReport, Verdict};
+        let at = |s: &str| W3cDateTime::parse(s).unwrap().value;
+        let mut history = RunHistory::default();
+        for (i, ok) in [true, true, false].into_iter().enumerate() {
+            let mut u = UpstreamReport::new("museum");
+            u.created = 10 * i as u64;
+            if !ok {
+                u.verdict = Verdict::Failed;
+            }
+            let report = RunReport {
+                upstreams: vec![u],
+                seconds: 2.0,
+                ..RunReport::default()
+            };
+            let times = RunTimes {
+                started: at(&format!("2026-11-20T0{i}:00:00Z")),
+                finished: at(&format!("2026-11-20T0{i}:00:02Z")),
+                harvest_seconds: 1.0,
+            };
+            history.record(&report, &times, &Default::default(), 200);
+        }
+        let mut u = UpstreamReport::new("museum");
+        u.verdict = Verdict::Failed;
+        u.checkpoint = Some(at("2025-01-01T00:00:00Z"));
+        let stats = Stats {
+            report: RunReport {
+                upstreams: vec![u],
+                ..RunReport::default()
+            },
+            ..Stats::default()
+        };
+        let o = Observed {
+            stats: Ok(Some(std::sync::Arc::new(stats))),
+            gc: Ok(None),
+            history: Ok(Some(std::sync::Arc::new(history))),
+        };
+        let now = UNIX_EPOCH
+            + std::time::Duration::from_secs(at("2026-11-20T03:00:00Z").instant().0 as u64);
+        let page = render(
+            &[CollectionStatus {
+                name: "maps",
+                base_url: "https://agg.example.org/maps/",
+                base_path: "/maps/",
+                observed: &o,
+            }],
+            now,
+        );
+        // The last success started at 01:00, two hours before `now`; the upstream's own
+        // checkpoint (almost two years old) does not make the lag.
+        assert!(
+            page.contains("<time>2026-11-20T01:00:00Z</time></td><td class=\"lag\">2h 0m</td>"),
+            "{page}"
+        );
+        assert!(page.contains("<table class=\"outcomes\">"), "{page}");
+        assert!(page.contains("The last 3 of 3 recorded run(s)"), "{page}");
+        assert_eq!(page.matches("<svg ").count(), 2, "{page}");
+        assert!(page.contains("data-chart=\"rate\""), "{page}");
+        assert!(page.contains("<g data-series=\"museum\">"), "{page}");
+        // Rates 0, 10 and 20 resources per second of harvest.
+        assert!(page.contains("(last 20.0/s)"), "{page}");
+        assert!(!page.contains("<script"), "{page}");
+    }
+
+    #[test]
     fn before_the_first_collection_the_page_says_when_it_is_due() {
         let page = |gc: GcMeta| {
             let o = Observed {
