@@ -51,16 +51,6 @@ impl Observed {
     pub fn store_ok(&self) -> bool {
         self.stats.is_ok() && self.gc.is_ok() && self.history.is_ok()
     }
-
-    /// Nothing read yet (for tests).
-    #[cfg(test)]
-    pub fn empty() -> Observed {
-        Observed {
-            stats: Ok(None),
-            gc: Ok(None),
-            history: Ok(None),
-        }
-    }
 }
 
 /// The observed objects of one collection, each cached by version.

@@ -181,12 +181,15 @@ fn parse_exposition(text: &str) -> Vec<Sample> {
         let name_end = line.find(['{', ' ']).expect("name");
         let name = &line[..name_end];
         assert!(valid_name(name), "{line}");
-        assert_eq!(
-            current.as_deref(),
-            Some(name),
-            "sample outside its family: {line}"
-        );
-        assert!(typed.contains_key(name), "no TYPE for {line}");
+        // A histogram's samples are its name plus `_bucket` (with `le`), `_sum`, `_count`.
+        let family = current.as_deref().expect("a family");
+        let of_family = name == family
+            || (typed.get(family).map(String::as_str) == Some("histogram")
+                && ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|suffix| name.strip_suffix(suffix) == Some(family)));
+        assert!(of_family, "sample outside its family {family}: {line}");
+        assert!(typed.contains_key(family), "no TYPE for {line}");
         let mut labels = BTreeMap::new();
         let mut rest = &line[name_end..];
         if let Some(r) = rest.strip_prefix('{') {
@@ -243,6 +246,25 @@ fn parse_exposition(text: &str) -> Vec<Sample> {
     }
     for name in typed.keys() {
         assert!(helped.contains(name), "HELP of {name}");
+    }
+    // Every bucket list is cumulative and ends with `le="+Inf"` equal to `_count`.
+    for (name, _) in typed.iter().filter(|(_, k)| *k == "histogram") {
+        let bucket = format!("{name}_bucket");
+        let count = format!("{name}_count");
+        for (_, labels, n) in samples.iter().filter(|(n, _, _)| *n == count) {
+            let les: Vec<(f64, f64)> = samples
+                .iter()
+                .filter(|(n, l, _)| {
+                    *n == bucket && l.iter().filter(|(k, _)| *k != "le").eq(labels.iter())
+                })
+                .map(|(_, l, v)| (l["le"].parse::<f64>().unwrap_or(f64::INFINITY), *v))
+                .collect();
+            assert!(
+                les.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+                "{name}{labels:?}: {les:?}"
+            );
+            assert_eq!(les.last(), Some(&(f64::INFINITY, *n)), "{name}{labels:?}");
+        }
     }
     samples
 }
@@ -744,7 +766,7 @@ async fn hostile_strings_in_the_stats_object_are_escaped() {
     assert!(!html.contains("<script"), "{html}");
     let escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;";
     for must in [
-        format!("<td>{escaped}</td>"),
+        format!("<td class=\"route\">{escaped}</td>"),
         format!("error: http://up.example/{escaped}: 500"),
         format!("re-synced: re-sync {escaped}"),
         format!("warning: warn {escaped}"),
