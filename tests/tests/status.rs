@@ -231,6 +231,7 @@ fn status_page_in_headless_chromium_shows_the_run_and_escapes_upstream_data() ->
         .and_then(|(_, rest)| rest.split_once("</pre>"))
         .map(|(l, _)| l.to_owned())
         .with_context(|| format!("no layout report in\n{dom}"))?;
+    eprintln!("layout at 1280 px:\n{layout}");
     let rows: Vec<Vec<&str>> = layout.lines().map(|l| l.split(' ').collect()).collect();
     let num = |s: &str| s.parse::<f64>().unwrap_or(f64::NAN);
     let page_row = rows.iter().find(|r| r[0] == "page").context("page row")?;
