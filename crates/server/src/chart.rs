@@ -30,10 +30,12 @@ const RIGHT: f64 = 12.0;
 const TOP: f64 = 12.0;
 const BOTTOM: f64 = 28.0;
 
-/// `MM-DD HH:MM` (UTC) of unix seconds `t`.
-fn short_time(t: f64) -> String {
+/// `MM-DD HH:MM` (UTC) of unix seconds `t`, with `:SS` when `seconds` (a chart spanning
+/// less than an hour, whose two ends would otherwise often read the same).
+fn short_time(t: f64, seconds: bool) -> String {
     let s = W3cDateTime::from_unix(t as i64, 0).to_string();
-    s.get(5..16).map(|s| s.replace('T', " ")).unwrap_or(s)
+    let end = if seconds { 19 } else { 16 };
+    s.get(5..end).map(|s| s.replace('T', " ")).unwrap_or(s)
 }
 
 /// The chart as a `<figure>` holding the SVG and its legend. `kind` names it for
@@ -98,6 +100,7 @@ pub(crate) fn line_chart(
     }
     // X axis: first and last time.
     let base = TOP + ph;
+    let short = x1 - x0 < 3600.0;
     let _ = writeln!(
         h,
         "<line x1=\"{LEFT}\" y1=\"{base:.1}\" x2=\"{:.1}\" y2=\"{base:.1}\" stroke=\"#888\"/>\
@@ -105,10 +108,10 @@ pub(crate) fn line_chart(
          <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"11\" fill=\"#555\">{} UTC</text>",
         W - RIGHT,
         H - 8.0,
-        short_time(x0),
+        short_time(x0, short),
         W - RIGHT,
         H - 8.0,
-        short_time(x1)
+        short_time(x1, short)
     );
     for (i, s) in series.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
@@ -183,6 +186,9 @@ mod tests {
         assert!(svg.contains(">10/s</text>"), "{svg}");
         assert_eq!(svg.matches("<circle").count(), 3, "{svg}");
         assert!(svg.contains("(last 5/s)"), "{svg}");
+        // A span under an hour shows seconds: 1000 s and 1060 s after the epoch.
+        assert!(svg.contains(">01-01 00:16:40</text>"), "{svg}");
+        assert!(svg.contains(">01-01 00:17:40 UTC</text>"), "{svg}");
         let empty = line_chart("lag", "Lag", &[], |v| v.to_string());
         assert!(
             empty.contains("no runs recorded yet") && !empty.contains("<svg"),
