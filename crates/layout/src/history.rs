@@ -1,5 +1,6 @@
-//! The run history of a collection ([`crate::paths::STATS_HISTORY`]): the last
-//! [`RUNS_KEPT`] runs as points for `/status`'s charts, and running totals since the
+//! The run history of a collection ([`crate::paths::STATS_HISTORY`]): the last runs (the
+//! pipeline's `collection.history_runs`, default [`RUNS_KEPT`]) as points for `/status`'s
+//! charts, and running totals since the
 //! collection's first recorded run, which `rsagg serve` exports as Prometheus counters and
 //! histograms.
 //!
@@ -24,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::RunReport;
 
-/// Runs kept as points (the totals cover every run).
+/// Runs kept as points by default (the totals cover every run).
 pub const RUNS_KEPT: usize = 200;
 
 /// Upper bounds (seconds) of the buckets of run and publish durations.

@@ -464,7 +464,8 @@ impl Follower<'_> {
         };
         let fetch = fetch_stats(&counts.since(&self.fetch_seen));
         self.fetch_seen = counts;
-        record_history(&self.store.objects, &report, &times, &fetch).await;
+        let kept = self.p.config.collection.history_runs;
+        record_history(&self.store.objects, &report, &times, &fetch, kept).await;
         // The stats object shows every upstream's last poll, not only this pass's.
         report.upstreams = self.ups.iter().filter_map(|u| u.report.clone()).collect();
         write_stats(&self.store.objects, &self.state, &report).await;

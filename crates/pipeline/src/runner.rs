@@ -13,7 +13,7 @@ use rsagg_store::{Blobs, State, open_store};
 use rsagg_config::Pipeline;
 use rsagg_fetch::{DURATION_BOUNDS, FetchCounts};
 use rsagg_harvest::{Ctx, harvest};
-use rsagg_layout::history::{FetchStats, Histogram, RUNS_KEPT, RunHistory, RunTimes};
+use rsagg_layout::history::{FetchStats, Histogram, RunHistory, RunTimes};
 use rsagg_layout::paths::{STATS_HISTORY, STATS_OBJECT};
 use rsagg_layout::report::{NotifyReport, RunReport, RunStats};
 use rsagg_model::W3cDateTime;
@@ -207,11 +207,12 @@ pub(crate) fn fetch_stats(c: &FetchCounts) -> FetchStats {
 }
 
 /// History objects larger than this are not read back (a damaged or foreign object): the
-/// history starts afresh rather than the job reading without bound. [`RUNS_KEPT`] points
-/// and the totals take far less.
-const HISTORY_MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// history starts afresh rather than the job reading without bound. The most points
+/// `collection.history_runs` allows (10,000) and the totals take less.
+const HISTORY_MAX_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Adds a run (or poll pass) to [`STATS_HISTORY`]: read, record, write back. One writer
+/// Adds a run (or poll pass) to [`STATS_HISTORY`], keeping the last `kept` points
+/// (`collection.history_runs`): read, record, write back. One writer
 /// per collection (the job), so no lost update. A failure is logged, not fatal: the harvest
 /// is committed; an object that cannot be read or decoded is replaced by a fresh history
 /// (counters then restart, which Prometheus takes as a reset).
@@ -220,6 +221,7 @@ pub(crate) async fn record_history(
     report: &RunReport,
     times: &RunTimes,
     fetch: &FetchStats,
+    kept: usize,
 ) {
     use object_store::ObjectStoreExt;
     let path = object_store::path::Path::from(STATS_HISTORY);
@@ -252,7 +254,7 @@ pub(crate) async fn record_history(
             return;
         }
     };
-    history.record(report, times, fetch, RUNS_KEPT);
+    history.record(report, times, fetch, kept);
     let body = match serde_json::to_vec(&history) {
         Ok(b) => b,
         Err(e) => {

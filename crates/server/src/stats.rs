@@ -26,7 +26,8 @@ use crate::Error;
 use crate::copies::MetaVersion;
 
 /// Objects larger than this are not read (the writer caps the stats object far below it:
-/// 1,000 quarantine records, 100 warnings per upstream; the history: 200 runs).
+/// 1,000 quarantine records, 100 warnings per upstream; the history: `collection.history_runs`
+/// points, at most 10,000).
 const MAX_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The stats object of the last run (`rsagg-layout`'s reading and writing type).
