@@ -124,6 +124,7 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
             &report,
             &times,
             &fetch_stats(&fetcher.counts()),
+            cfg.collection.history_runs,
         )
         .await;
     }
