@@ -31,6 +31,16 @@ pub fn chromium_bin() -> Result<PathBuf> {
 /// machine's closed network refuses) and returns the DOM after load (`--dump-dom`), as
 /// HTML. Fails after `timeout`, stopping the browser's process group.
 pub fn dump_dom(url: &str, timeout: Duration) -> Result<String> {
+    dump_dom_with(url, timeout, &[])
+}
+
+/// [`dump_dom`] in a window `width` × `height` CSS pixels (what a layout check measures
+/// against).
+pub fn dump_dom_sized(url: &str, width: u32, height: u32, timeout: Duration) -> Result<String> {
+    dump_dom_with(url, timeout, &[format!("--window-size={width},{height}")])
+}
+
+fn dump_dom_with(url: &str, timeout: Duration, extra: &[String]) -> Result<String> {
     let bin = chromium_bin()?;
     let profile = tempfile::Builder::new()
         .prefix("rsagg-e2e-chromium-")
@@ -49,6 +59,7 @@ pub fn dump_dom(url: &str, timeout: Duration) -> Result<String> {
             "--disable-sync",
             "--disable-dev-shm-usage",
         ])
+        .args(extra)
         .arg(format!(
             "--user-data-dir={}",
             profile.path().join("profile").display()

@@ -44,7 +44,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 
-pub use browser::{chromium_bin, dump_dom};
+pub use browser::{chromium_bin, dump_dom, dump_dom_sized};
 pub use fixture::{Failure, FixtureServer, Gzip, RequestRecord};
 pub use resync::{ResyncOutput, resync_sync};
 pub use seaweed::Seaweed;

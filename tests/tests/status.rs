@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use common::*;
-use rsagg_e2e::{RsaggServer, chromium_bin, dump_dom};
+use rsagg_e2e::{RsaggServer, chromium_bin, dump_dom, dump_dom_sized};
 
 /// The quarantined resource: served bytes differ from the listed MD5, and its URI (query)
 /// carries a script that would retitle the page if it ever ran.
@@ -117,9 +117,30 @@ fn status_page_in_headless_chromium_shows_the_run_and_escapes_upstream_data() ->
         "rsagg_last_run_resources{collection=\"obs\",upstream=\"up\",outcome=\"quarantined\"} 1\n",
         "rsagg_upstream_up{collection=\"obs\",upstream=\"up\"} 1\n",
         "rsagg_quarantined{collection=\"obs\"} 1\n",
+        "rsagg_runs_total{collection=\"obs\"} 1\n",
+        "rsagg_resources_total{collection=\"obs\",upstream=\"up\",outcome=\"created\"} 3\n",
+        "rsagg_upstream_passes_total{collection=\"obs\",upstream=\"up\",verdict=\"ok\"} 1\n",
+        "# TYPE rsagg_fetch_duration_seconds histogram\n",
+        "# TYPE rsagg_fetch_requests_total counter\n",
     ] {
         assert!(metrics.contains(line), "{line:?} in\n{metrics}");
     }
+    assert!(
+        metrics.contains(&format!(
+            "rsagg_build_info{{version=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{metrics}"
+    );
+    // The lag counts from the pass that just succeeded: seconds, not the upstream's age.
+    let lag: f64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("rsagg_upstream_lag_seconds{collection=\"obs\",upstream=\"up\"} ")
+        })
+        .context("lag sample")?
+        .parse()?;
+    assert!((0.0..600.0).contains(&lag), "lag {lag}");
 
     let dom = dump_dom(&format!("{origin}/status"), Duration::from_secs(90))
         .with_context(|| format!("serve log:\n{}", server.log_tail(20)))?;
@@ -167,5 +188,78 @@ fn status_page_in_headless_chromium_shows_the_run_and_escapes_upstream_data() ->
     // The warning about the gone resource names its URI, as text.
     assert!(dom.contains(&dom_text(&site.url(GONE))), "{}", show());
     assert!(dom.contains("Last run finished"), "{}", show());
+    assert!(dom.contains("data-chart=\"rate\""), "{}", show());
+    assert!(dom.contains("data-chart=\"lag\""), "{}", show());
+
+    // Layout at 1280 px: the page as served, plus a script of the test's own (the page
+    // has none) that measures what Chromium laid out and writes it into the DOM.
+    let (code, page) = http_get(&format!("{origin}/status"))?;
+    assert_eq!(code, 200);
+    let page = String::from_utf8(page)?;
+    let probe = r#"<script>
+(function () {
+  var out = [], de = document.documentElement;
+  out.push('page ' + de.scrollWidth + ' ' + de.clientWidth);
+  document.querySelectorAll('table').forEach(function (t) {
+    out.push('table.' + t.className + ' ' + Math.ceil(t.getBoundingClientRect().right) + ' ' + de.clientWidth);
+  });
+  document.querySelectorAll('figure.chart svg').forEach(function (s) {
+    var b = s.getBoundingClientRect();
+    out.push('svg.' + s.parentNode.getAttribute('data-chart') + ' ' + Math.round(b.width) + ' ' +
+      Math.round(b.height) + ' ' + s.querySelectorAll('polyline').length + ' ' + Math.ceil(b.right));
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'layout';
+  pre.textContent = out.join('\n');
+  document.body.appendChild(pre);
+})();
+</script>
+</body>"#;
+    assert!(!page.contains("<script"), "the page itself has no script");
+    let probed = page.replacen("</body>", probe, 1);
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("status.html");
+    std::fs::write(&file, probed)?;
+    let dom = dump_dom_sized(
+        &format!("file://{}", file.display()),
+        1280,
+        900,
+        Duration::from_secs(90),
+    )?;
+    let layout = dom
+        .split_once("<pre id=\"layout\">")
+        .and_then(|(_, rest)| rest.split_once("</pre>"))
+        .map(|(l, _)| l.to_owned())
+        .with_context(|| format!("no layout report in\n{dom}"))?;
+    eprintln!("layout at 1280 px:\n{layout}");
+    let rows: Vec<Vec<&str>> = layout.lines().map(|l| l.split(' ').collect()).collect();
+    let num = |s: &str| s.parse::<f64>().unwrap_or(f64::NAN);
+    let page_row = rows.iter().find(|r| r[0] == "page").context("page row")?;
+    let (scroll, client) = (num(page_row[1]), num(page_row[2]));
+    assert!(
+        client > 1200.0 && client <= 1280.0,
+        "window of 1280 px: {layout}"
+    );
+    assert!(scroll <= client, "the page scrolls sideways: {layout}");
+    for table in ["table.upstreams", "table.outcomes"] {
+        let row = rows
+            .iter()
+            .find(|r| r[0] == table)
+            .with_context(|| format!("{table}: {layout}"))?;
+        assert!(num(row[1]) <= num(row[2]), "{table} overflows: {layout}");
+    }
+    for chart in ["svg.rate", "svg.lag"] {
+        let row = rows
+            .iter()
+            .find(|r| r[0] == chart)
+            .with_context(|| format!("{chart}: {layout}"))?;
+        let (w, h, lines, right) = (num(row[1]), num(row[2]), num(row[3]), num(row[4]));
+        assert!(
+            w >= 400.0 && h >= 120.0,
+            "{chart} drawn too small: {layout}"
+        );
+        assert!(lines >= 1.0, "{chart} has no line: {layout}");
+        assert!(right <= client, "{chart} overflows: {layout}");
+    }
     Ok(())
 }

@@ -309,6 +309,10 @@ async fn start_server(
     let collection = rsagg_server::Collection::from_pipeline(p).map_err(|e| e.to_string())?;
     let push = inbox.map(|intake| rsagg_server::Push {
         collection: p.config.collection.name.clone(),
+        stats: Some({
+            let inbox = intake.clone();
+            std::sync::Arc::new(move || inbox.stats()) as rsagg_server::LivePushStats
+        }),
         intake,
     });
     let server = rsagg_server::Server::bind_with(listen, vec![collection], push)

@@ -119,6 +119,19 @@ pub struct CollectionConfig {
     pub name: String,
     /// Public prefix of the republished collection; ends with `/`.
     pub base_url: Url,
+    /// Runs (and poll passes) kept as points in the run history `stats/history.json`, the
+    /// data of `/status`'s charts (the totals `/metrics` exports cover every run whatever
+    /// this says). 1..=10000; the object is rewritten whole after each run, so it is kept
+    /// small (about 200 bytes per run and upstream).
+    #[serde(default = "default_history_runs")]
+    pub history_runs: usize,
+}
+
+/// `collection.history_runs` unless set.
+pub const DEFAULT_HISTORY_RUNS: usize = 200;
+
+fn default_history_runs() -> usize {
+    DEFAULT_HISTORY_RUNS
 }
 
 /// `[store]`.
@@ -641,6 +654,12 @@ impl PipelineConfig {
                 format!("`{}` must match [a-z0-9-]+", c.name),
             );
         }
+        if !(1..=10_000).contains(&c.history_runs) {
+            err(
+                "collection.history_runs",
+                format!("{}: must be 1..=10000", c.history_runs),
+            );
+        }
         let base = &c.base_url;
         if !matches!(base.scheme(), "http" | "https") || !base.as_str().ends_with('/') {
             err(
@@ -939,6 +958,27 @@ poll_interval = "5m"
             f.user_agent(),
             "museum-mirror/2 (+https://agg.example.org/about)"
         );
+    }
+
+    #[test]
+    fn history_runs_defaults_parses_and_is_bounded() {
+        let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
+        assert_eq!(p.config.collection.history_runs, DEFAULT_HISTORY_RUNS);
+        let with = |v: &str| {
+            GOOD.replacen(
+                "[collection]\n",
+                &format!("[collection]\nhistory_runs = {v}\n"),
+                1,
+            )
+        };
+        let p = Pipeline::parse(Path::new("p.toml"), &with("12")).unwrap();
+        assert_eq!(p.config.collection.history_runs, 12);
+        for bad in ["0", "10001"] {
+            let e = Pipeline::parse(Path::new("p.toml"), &with(bad))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("collection.history_runs: "), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
@@ -33,6 +35,8 @@ pub struct Body {
     read: u64,
     limit: u64,
     _permits: Option<Permits>,
+    /// The fetcher's byte counter, added to when the body is dropped.
+    counted: Option<Arc<AtomicU64>>,
 }
 
 impl std::fmt::Debug for Body {
@@ -95,6 +99,7 @@ impl Body {
             read: 0,
             limit: 0,
             _permits: None,
+            counted: None,
         }
     }
 
@@ -160,7 +165,14 @@ impl Body {
             read: 0,
             limit,
             _permits: permits,
+            counted: None,
         })
+    }
+
+    /// Adds the bytes this body hands out to `total` (when it is dropped).
+    pub(crate) fn counting(mut self, total: Arc<AtomicU64>) -> Body {
+        self.counted = Some(total);
+        self
     }
 
     /// Bytes handed out so far (after inflation).
@@ -187,6 +199,14 @@ impl Body {
     /// `io::Error`s carrying the crate [`Error`] (recover it with [`Error::from_io`]).
     pub fn into_async_read(self) -> impl AsyncRead + Send + Unpin + 'static {
         StreamReader::new(self.map_err(io::Error::other))
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if let Some(total) = &self.counted {
+            total.fetch_add(self.read, Ordering::Relaxed);
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -19,6 +19,7 @@ use url::Url;
 use crate::Error;
 use crate::body::{Body, Permits};
 use crate::config::{Access, Auth, FetchConfig, Request};
+use crate::counters::{Counters, FetchCounts, Outcome as Counted};
 use crate::guard::{check_target, client_builder, find_refusal};
 use crate::link::{LinkValue, parse_link_header};
 use crate::rate::HostRate;
@@ -68,6 +69,8 @@ struct Inner {
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Send slots per host, when `per_host_rate` is set.
     rate: Option<HostRate>,
+    /// Requests by outcome, retries, bytes, durations.
+    counters: Counters,
 }
 
 /// The HTTP client of a run; cheap to clone (an `Arc` inside), share one everywhere so the
@@ -115,6 +118,7 @@ impl Fetcher {
                 global: Arc::new(Semaphore::new(cfg.max_connections.max(1))),
                 hosts: Mutex::new(HashMap::new()),
                 rate: HostRate::new(cfg.per_host_rate),
+                counters: Counters::default(),
                 cfg,
             }),
         })
@@ -123,6 +127,11 @@ impl Fetcher {
     /// The configuration.
     pub fn config(&self) -> &FetchConfig {
         &self.inner.cfg
+    }
+
+    /// What this fetcher (and its clones) sent and received so far.
+    pub fn counts(&self) -> FetchCounts {
+        self.inner.counters.snapshot()
     }
 
     /// GET with retries; returns once headers arrived (status 2xx or 304). Redirects
@@ -233,6 +242,7 @@ impl Fetcher {
                 Some(permits),
             )
             .await?
+            .counting(self.inner.counters.bytes.clone())
         };
         Ok(Fetched {
             url,
@@ -309,7 +319,30 @@ impl Fetcher {
             Some(Auth::Basic { user, password }) => rb = rb.basic_auth(user, Some(password)),
             None => {}
         }
-        match rb.send().await {
+        let sent = Instant::now();
+        let answer = rb.send().await;
+        let counted = match &answer {
+            Ok(resp) => Counted::of(resp.status().as_u16()),
+            Err(e) if e.is_builder() || find_refusal(e).is_some() => {
+                return self.answer(url, answer, permits, attempt);
+            }
+            Err(_) => Counted::Transport,
+        };
+        self.inner
+            .counters
+            .attempt(counted, sent.elapsed(), attempt);
+        self.answer(url, answer, permits, attempt)
+    }
+
+    /// The retry decision on what one attempt got.
+    fn answer(
+        &self,
+        url: &Url,
+        answer: Result<reqwest::Response, reqwest::Error>,
+        permits: Permits,
+        attempt: u32,
+    ) -> Outcome {
+        match answer {
             Ok(resp) => {
                 let status = resp.status();
                 if status.is_success() || status.is_redirection() {

@@ -22,12 +22,15 @@
 //!   subscriber's) reuse.
 //! - [`link`]: HTTP `Link` header parsing (RFC 8288) into [`LinkValue`]s.
 //! - [`mod@discover`]: [`discover()`], the six discovery routes of spec section 6.3.
+//! - [`counters`]: [`FetchCounts`], requests by outcome, retries, body bytes and attempt
+//!   durations since the fetcher was built (for the run report and `/metrics`).
 //! - `rate`: the per-host request rate (spaced send slots per host).
 //! - `html`: a tolerant scan for `<link rel="resourcesync">` in HTML pages.
 
 pub mod body;
 pub mod client;
 pub mod config;
+pub mod counters;
 pub mod discover;
 pub mod guard;
 mod html;
@@ -37,6 +40,7 @@ mod rate;
 pub use body::Body;
 pub use client::{Fetched, Fetcher};
 pub use config::{Access, Auth, DEFAULT_USER_AGENT, FetchConfig, Request};
+pub use counters::{DURATION_BOUNDS, FetchCounts};
 pub use discover::{CapabilitySet, Channel, Discovery, Route, discover};
 pub use link::LinkValue;
 

@@ -16,10 +16,14 @@
 //!   documents.
 //! - `meta.rs`: what the publisher and notifier keep beside their documents
 //!   (`published/*.json`, `notify/*.json`).
+//! - `history.rs`: the run history ([`history::RunHistory`]): the last runs as chart
+//!   points and totals since the first run (counters and histograms for `/metrics`), with
+//!   each upstream's last success (the lag).
 //! - `report.rs`: what a run did ([`report::RunReport`] and its parts) and the stats object
 //!   `rsagg serve` reads, tolerant of fields older or newer rsagg versions wrote.
 
 pub mod capability;
+pub mod history;
 pub mod meta;
 pub mod paths;
 pub mod report;

@@ -53,6 +53,10 @@ pub const BLOBS_TMP: &str = "blobs/tmp";
 /// `/status`), which reads objects and never opens the state as a writer.
 pub const STATS_OBJECT: &str = "stats/last-run.json";
 
+/// Where each run adds itself to the [`crate::history::RunHistory`]: the last runs (for
+/// `/status`'s charts) and the totals `serve` exports as counters.
+pub const STATS_HISTORY: &str = "stats/history.json";
+
 /// The change-notification topic's path under `collection.base_url` (CN 1.0.1 4.1).
 pub const TOPIC: &str = "change/";
 /// [`crate::meta::ChannelRecord`]: where the notification channel is.

@@ -56,7 +56,8 @@ use rsagg_notify::{Notifier, prepare_published};
 use rsagg_publish::{PublishOptions, publish};
 
 use crate::Error;
-use crate::runner::{RunOptions, write_stats};
+use crate::runner::{RunOptions, fetch_stats, record_history, write_stats};
+use rsagg_layout::history::RunTimes;
 
 /// How often the stats object is rewritten after push passes, at most (poll passes always
 /// write it).
@@ -107,6 +108,8 @@ struct Follower<'a> {
     ups: Vec<Up>,
     code: i32,
     stats_written: Option<Instant>,
+    /// The HTTP client's counts at the last poll pass (each pass records the difference).
+    fetch_seen: rsagg_fetch::FetchCounts,
     /// rsagg's own channel (`[notify]`): payloads are prepared after every publish and sent
     /// by a background task, so a pass never waits for the hub.
     notify: Option<Notify>,
@@ -200,6 +203,7 @@ pub async fn follow(
             .collect(),
         code: 0,
         stats_written: None,
+        fetch_seen: rsagg_fetch::FetchCounts::default(),
         notify: Notifier::new(loc.objects.clone(), p)?.map(Notify::start),
     };
     f.restore().await;
@@ -412,11 +416,13 @@ impl Follower<'_> {
         on_pass: &mut impl FnMut(&RunReport),
     ) -> Result<(), Error> {
         let started = Instant::now();
+        let started_at = rsagg_model::W3cDateTime::now();
         let results = futures::future::join_all(
             due.iter()
                 .map(|&i| harvest_upstream(self.ctx.clone(), self.ups[i].cfg.clone())),
         )
         .await;
+        let harvest_seconds = started.elapsed().as_secs_f64();
         let mut reports = Vec::new();
         let mut fenced = false;
         for (&i, (report, polled)) in due.iter().zip(results) {
@@ -449,6 +455,17 @@ impl Follower<'_> {
         };
         self.code = report.exit_code(self.opts.run.fail_on_quarantine);
         on_pass(&report);
+        // The history records the upstreams this pass harvested.
+        let counts = self.ctx.fetcher.counts();
+        let times = RunTimes {
+            started: started_at,
+            finished: rsagg_model::W3cDateTime::now(),
+            harvest_seconds,
+        };
+        let fetch = fetch_stats(&counts.since(&self.fetch_seen));
+        self.fetch_seen = counts;
+        let kept = self.p.config.collection.history_runs;
+        record_history(&self.store.objects, &report, &times, &fetch, kept).await;
         // The stats object shows every upstream's last poll, not only this pass's.
         report.upstreams = self.ups.iter().filter_map(|u| u.report.clone()).collect();
         write_stats(&self.store.objects, &self.state, &report).await;

@@ -10,9 +10,12 @@ use rsagg_fetch::{FetchConfig, Fetcher};
 use rsagg_store::{Blobs, State, open_store};
 
 use rsagg_config::Pipeline;
+use rsagg_fetch::{DURATION_BOUNDS, FetchCounts};
 use rsagg_harvest::{Ctx, harvest};
-use rsagg_layout::paths::STATS_OBJECT;
+use rsagg_layout::history::{FetchStats, Histogram, RunHistory, RunTimes};
+use rsagg_layout::paths::{STATS_HISTORY, STATS_OBJECT};
 use rsagg_layout::report::{NotifyReport, RunReport, RunStats};
+use rsagg_model::W3cDateTime;
 use rsagg_notify::Notifier;
 use rsagg_publish::{PublishOptions, publish};
 
@@ -85,6 +88,7 @@ pub(crate) async fn open_as(
 /// opened, fenced); upstream failures are in the report.
 pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Error> {
     let started = Instant::now();
+    let started_at = W3cDateTime::now();
     let cfg = &p.config;
     let (loc, state, ctx) = open(p, opts).await?;
     let upstreams = futures::future::join_all(
@@ -93,6 +97,8 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
             .map(|u| harvest(ctx.clone(), Arc::new(u.clone()))),
     )
     .await;
+    let harvest_seconds = started.elapsed().as_secs_f64();
+    let fetcher = ctx.fetcher.clone();
     drop(ctx);
     let fenced = upstreams
         .iter()
@@ -126,6 +132,19 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         report.seconds = started.elapsed().as_secs_f64();
         report.store = Some(loc.counters.snapshot());
         write_stats(&loc.objects, &state, &report).await;
+        let times = RunTimes {
+            started: started_at,
+            finished: W3cDateTime::now(),
+            harvest_seconds,
+        };
+        record_history(
+            &loc.objects,
+            &report,
+            &times,
+            &fetch_stats(&fetcher.counts()),
+            cfg.collection.history_runs,
+        )
+        .await;
     }
     if let Ok(state) = Arc::try_unwrap(state) {
         state.close().await?;
@@ -187,5 +206,84 @@ pub(crate) async fn write_stats(
     let path = object_store::path::Path::from(STATS_OBJECT);
     if let Err(e) = object_store::ObjectStoreExt::put(objects.as_ref(), &path, body.into()).await {
         tracing::warn!(error = %rsagg_model::ErrorChain(&e), "writing {STATS_OBJECT}");
+    }
+}
+
+/// The layout's form of what an HTTP client did (for the history object).
+pub(crate) fn fetch_stats(c: &FetchCounts) -> FetchStats {
+    FetchStats {
+        requests: c
+            .outcomes()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+        retries: c.retries,
+        bytes: c.bytes,
+        duration: Histogram {
+            bounds: DURATION_BOUNDS.to_vec(),
+            counts: c.duration_buckets.to_vec(),
+            sum: c.duration_sum,
+        },
+    }
+}
+
+/// History objects larger than this are not read back (a damaged or foreign object): the
+/// history starts afresh rather than the job reading without bound. The most points
+/// `collection.history_runs` allows (10,000) and the totals take less.
+const HISTORY_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Adds a run (or poll pass) to [`STATS_HISTORY`], keeping the last `kept` points
+/// (`collection.history_runs`): read, record, write back. One writer
+/// per collection (the job), so no lost update. A failure is logged, not fatal: the harvest
+/// is committed; an object that cannot be read or decoded is replaced by a fresh history
+/// (counters then restart, which Prometheus takes as a reset).
+pub(crate) async fn record_history(
+    objects: &Arc<dyn object_store::ObjectStore>,
+    report: &RunReport,
+    times: &RunTimes,
+    fetch: &FetchStats,
+    kept: usize,
+) {
+    use object_store::ObjectStoreExt;
+    let path = object_store::path::Path::from(STATS_HISTORY);
+    let mut history = match objects.get(&path).await {
+        Ok(r) if r.meta.size > HISTORY_MAX_BYTES => {
+            tracing::warn!(
+                size = r.meta.size,
+                "{STATS_HISTORY} is too large; starting a new history"
+            );
+            RunHistory::default()
+        }
+        Ok(r) => match r
+            .bytes()
+            .await
+            .map(|b| serde_json::from_slice::<RunHistory>(&b))
+        {
+            Ok(Ok(h)) => h,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "{STATS_HISTORY} cannot be decoded; starting a new history");
+                RunHistory::default()
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading {STATS_HISTORY}; not recording this run");
+                return;
+            }
+        },
+        Err(object_store::Error::NotFound { .. }) => RunHistory::default(),
+        Err(e) => {
+            tracing::warn!(error = %e, "reading {STATS_HISTORY}; not recording this run");
+            return;
+        }
+    };
+    history.record(report, times, fetch, kept);
+    let body = match serde_json::to_vec(&history) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "encoding {STATS_HISTORY}");
+            return;
+        }
+    };
+    if let Err(e) = objects.put(&path, body.into()).await {
+        tracing::warn!(error = %e, "writing {STATS_HISTORY}");
     }
 }

@@ -30,7 +30,13 @@ pub struct Push {
     pub collection: String,
     /// The intake.
     pub intake: std::sync::Arc<dyn PushIntake>,
+    /// The intake's counters as they are now, for `/metrics` (instead of those the stats
+    /// object kept at the follower's last pass, which lag behind a lease that just began).
+    pub stats: Option<LivePushStats>,
 }
+
+/// Reads the push intake's counters (the harvest's inbox, which the server does not know).
+pub type LivePushStats = std::sync::Arc<dyn Fn() -> rsagg_layout::report::PushStats + Send + Sync>;
 
 impl std::fmt::Debug for Push {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -13,8 +13,9 @@
 //! /readyz                        readiness: 200 when every collection's store answers,
 //!                                else 503 naming the collections whose store does not
 //! /metrics                       Prometheus text (0.0.4): last run per collection and
-//!                                upstream, lag, quarantine, publish and GC figures, and
-//!                                the server's request counters
+//!                                upstream, totals and histograms of the run history, last
+//!                                success and lag per upstream, quarantine, publish and GC
+//!                                figures, build info, and the server's request counters
 //! /status                        HTML status page per collection (no script)
 //! {base}capabilitylist.xml, {base}resourcelist.xml, …, {base}resourcelist/…, …
 //!                                the published object at the same path (an allowlist)
@@ -40,10 +41,12 @@
 //!   the two documents made on the fly (Source Description, `robots.txt`).
 //! - `copies.rs`: finding a copy through the published Resource List, with a bounded cache of
 //!   parsed parts.
-//! - `stats.rs`: reading what the last run left (`stats/last-run.json`, `published/gc.json`),
-//!   cached by object version.
+//! - `stats.rs`: reading what the runs left (`stats/last-run.json`, `stats/history.json`,
+//!   `published/gc.json`), cached by object version.
 //! - `metrics.rs`: `/metrics` (text format 0.0.4) and the request counters.
 //! - `status.rs`: `/status` (HTML, everything from upstreams escaped).
+//! - `chart.rs`: the inline SVG line charts of `/status` (harvest rate and lag over the
+//!   recorded runs).
 //! - `topic.rs`: the change-notification topic URI (CN 1.0.1 4.1) and the fetch marker.
 //! - `http.rs`: validators (`ETag`, `Last-Modified`), conditional GET and small responses.
 //! - `router.rs`: the axum router dispatching by path, and [`Server`] (bind, serve, graceful
@@ -53,6 +56,7 @@
 //!   and a cap on concurrent connections.
 
 mod callbacks;
+mod chart;
 mod collection;
 mod copies;
 mod documents;
@@ -65,7 +69,7 @@ mod stats;
 mod status;
 mod topic;
 
-pub use callbacks::{MAX_PAYLOAD_BYTES, Push, PushIntake};
+pub use callbacks::{LivePushStats, MAX_PAYLOAD_BYTES, Push, PushIntake};
 pub use collection::{Collection, check_collections};
 pub use listen::Limits;
 pub use router::{DEFAULT_LISTEN, HEALTHZ, METRICS, READYZ, STATUS, Server, router, router_with};

@@ -1,9 +1,18 @@
 //! `/metrics`: the Prometheus text exposition format, version 0.0.4.
 //!
-//! Two sources: what the last run of each collection left in its store (`stats.rs`; gauges,
-//! since they describe that run and restart with the next one), and the server's own
-//! counters of the requests it answered ([`HttpCounters`], atomics in the router's state;
-//! counters, reset when the process restarts, as Prometheus expects).
+//! Three sources: what the last run of each collection left in its store (`stats.rs`;
+//! gauges, since they describe that run and restart with the next one); the collection's
+//! run history in the store (totals since its first run: counters and histograms that keep
+//! growing across the job's processes, since `run --once` is a process per run, and each
+//! upstream's last success, from which the lag is measured); and this process's own
+//! counters: the requests it answered ([`HttpCounters`], atomics in the router's state;
+//! reset when the process restarts, as Prometheus expects) and, under `run --follow
+//! --listen`, the push intake's counters as they are now.
+//!
+//! Written by hand rather than through a metrics registry crate: every scrape re-reads
+//! objects another process wrote, so a registry would only be a copy step, and the few
+//! rules of the text format (escaping, one block per family, cumulative `le` buckets) are
+//! tested here.
 //!
 //! Every family is written with its `# HELP` and `# TYPE` lines, even without samples, and
 //! all samples of a family together; label values are escaped as the format says
@@ -14,6 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use rsagg_layout::history::Histogram;
+use rsagg_layout::report::PushStats;
 use rsagg_model::W3cDateTime;
 
 use crate::stats::Observed;
@@ -152,9 +163,40 @@ impl Family {
         }
     }
 
+    fn histogram(name: &'static str, help: &'static str) -> Family {
+        Family {
+            name,
+            kind: "histogram",
+            help,
+            samples: String::new(),
+        }
+    }
+
     fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) {
+        self.sample_as("", labels, value);
+    }
+
+    /// The `_bucket` (cumulative, `le` last, ending with `+Inf`), `_sum` and `_count`
+    /// samples of a histogram.
+    fn histogram_samples(&mut self, labels: &[(&str, &str)], h: &Histogram) {
+        let cumulative = h.cumulative();
+        for (le, n) in &cumulative {
+            let mut le_text = String::new();
+            write_float(*le, &mut le_text);
+            let mut with_le: Vec<(&str, &str)> = labels.to_vec();
+            with_le.push(("le", &le_text));
+            self.sample_as("_bucket", &with_le, *n);
+        }
+        self.sample_as("_sum", labels, h.sum);
+        let count = cumulative.last().map_or(0, |(_, n)| *n);
+        self.sample_as("_count", labels, count);
+    }
+
+    /// A sample of the family's `name` plus `suffix`.
+    fn sample_as(&mut self, suffix: &str, labels: &[(&str, &str)], value: impl Into<Value>) {
         let s = &mut self.samples;
         s.push_str(self.name);
+        s.push_str(suffix);
         if !labels.is_empty() {
             s.push('{');
             for (i, (k, v)) in labels.iter().enumerate() {
@@ -232,6 +274,9 @@ pub(crate) struct CollectionMetrics<'a> {
     pub name: &'a str,
     pub observed: &'a Observed,
     pub http: &'a HttpCounters,
+    /// The push intake's counters now (`run --follow --listen`), shown instead of those
+    /// the stats object kept at the last pass.
+    pub live_push: Option<PushStats>,
 }
 
 /// The whole exposition: every collection's last run and the request counters (`server`:
@@ -284,7 +329,51 @@ pub(crate) fn render(
     );
     let mut lag = Family::gauge(
         "rsagg_upstream_lag_seconds",
-        "Now minus the upstream's checkpoint: how far behind the upstream's changes the collection is (grows while the upstream is idle or the job is not running).",
+        "How stale the copy may be: now minus the start of the last pass that ended ok for the upstream (it read the upstream's lists and processed all they announced). Small for a quiet upstream that is polled; grows while passes fail or do not run. Absent before the first success.",
+    );
+    let mut last_success = Family::gauge(
+        "rsagg_upstream_last_success_timestamp_seconds",
+        "When the last pass that ended ok for the upstream started (Unix time).",
+    );
+    let mut build_info = Family::gauge(
+        "rsagg_build_info",
+        "Always 1; the labels say which rsagg answers (version).",
+    );
+    let mut runs = Family::counter(
+        "rsagg_runs_total",
+        "Runs (run --once) and poll passes (run --follow) recorded in the collection's history since it began.",
+    );
+    let mut resources_total = Family::counter(
+        "rsagg_resources_total",
+        "Resources processed by the recorded runs and poll passes, per upstream and outcome (created, updated, deleted, unchanged, replayed, superseded, quarantined, gone, failed).",
+    );
+    let mut passes = Family::counter(
+        "rsagg_upstream_passes_total",
+        "Passes over the upstream recorded, by verdict (ok, failed).",
+    );
+    let mut fetch_requests = Family::counter(
+        "rsagg_fetch_requests_total",
+        "Requests to upstreams by outcome (ok, not_modified, redirect, client_error, server_error, transport_error); every attempt counts, retries included.",
+    );
+    let mut fetch_retries = Family::counter(
+        "rsagg_fetch_retries_total",
+        "Requests to upstreams that were retries of a failed attempt.",
+    );
+    let mut fetch_bytes = Family::counter(
+        "rsagg_fetch_response_bytes_total",
+        "Response body bytes read from upstreams (after inflation).",
+    );
+    let mut fetch_duration = Family::histogram(
+        "rsagg_fetch_duration_seconds",
+        "Time of each request to an upstream until its response head arrived.",
+    );
+    let mut run_duration = Family::histogram(
+        "rsagg_run_duration_seconds",
+        "Wall time of each recorded run or poll pass.",
+    );
+    let mut publish_duration = Family::histogram(
+        "rsagg_publish_duration_seconds",
+        "Wall time of the publish stage of each recorded run or poll pass.",
     );
     let mut quarantined = Family::gauge(
         "rsagg_quarantined",
@@ -383,6 +472,7 @@ pub(crate) fn render(
         "Response body bytes sent by this server since it started, by collection and kind.",
     );
 
+    build_info.sample(&[("version", env!("CARGO_PKG_VERSION"))], 1u64);
     for c in collections {
         let coll = [("collection", c.name)];
         store_up.sample(&coll, c.observed.store_ok());
@@ -409,29 +499,7 @@ pub(crate) fn render(
                 warnings.sample(&labels, u.warnings.len() as u64);
                 errors.sample(&labels, u.error.is_some());
                 if let Some(t) = &u.checkpoint {
-                    let t = seconds(t);
-                    checkpoint.sample(&labels, t);
-                    lag.sample(&labels, (now - t).max(0.0));
-                }
-            }
-            if let Some(p) = &s.report.push {
-                for (outcome, n) in [
-                    ("received", p.received),
-                    ("applied", p.applied),
-                    ("dropped_signature", p.dropped_signature),
-                    ("dropped_unknown", p.dropped_unknown),
-                    ("dropped_invalid", p.dropped_invalid),
-                    ("busy", p.busy),
-                    ("gaps_recovered", p.gaps_recovered),
-                ] {
-                    push.sample(&[("collection", c.name), ("outcome", outcome)], n);
-                }
-                push_subscriptions.sample(&coll, p.subscriptions);
-                for (stat, ms) in [("last", p.last_latency_ms), ("max", p.max_latency_ms)] {
-                    push_latency.sample(
-                        &[("collection", c.name), ("stat", stat)],
-                        ms as f64 / 1000.0,
-                    );
+                    checkpoint.sample(&labels, seconds(t));
                 }
             }
             quarantined.sample(&coll, s.quarantine.len() as u64);
@@ -461,6 +529,30 @@ pub(crate) fn render(
                 notify_errors.sample(&labels, n.errors.len() as u64 + u64::from(stuck));
             }
         }
+        let stored_push = match &c.observed.stats {
+            Ok(Some(s)) => s.report.push.as_ref(),
+            _ => None,
+        };
+        if let Some(p) = c.live_push.as_ref().or(stored_push) {
+            for (outcome, n) in [
+                ("received", p.received),
+                ("applied", p.applied),
+                ("dropped_signature", p.dropped_signature),
+                ("dropped_unknown", p.dropped_unknown),
+                ("dropped_invalid", p.dropped_invalid),
+                ("busy", p.busy),
+                ("gaps_recovered", p.gaps_recovered),
+            ] {
+                push.sample(&[("collection", c.name), ("outcome", outcome)], n);
+            }
+            push_subscriptions.sample(&coll, p.subscriptions);
+            for (stat, ms) in [("last", p.last_latency_ms), ("max", p.max_latency_ms)] {
+                push_latency.sample(
+                    &[("collection", c.name), ("stat", stat)],
+                    ms as f64 / 1000.0,
+                );
+            }
+        }
         if let Ok(Some(s)) = &c.observed.stats
             && let Some(r) = &s.report.store
         {
@@ -477,6 +569,58 @@ pub(crate) fn render(
             for (direction, n) in [("read", r.bytes_read), ("written", r.bytes_written)] {
                 store_bytes.sample(&[("collection", c.name), ("direction", direction)], n);
             }
+        }
+        if let Ok(Some(h)) = &c.observed.history {
+            let t = &h.totals;
+            runs.sample(&coll, t.runs);
+            // Upstreams of the last run only (one removed from the pipeline stops being
+            // shown), all of them before there is one.
+            let current: Option<Vec<&str>> = match &c.observed.stats {
+                Ok(Some(s)) => Some(s.report.upstreams.iter().map(|u| u.name.as_str()).collect()),
+                _ => None,
+            };
+            for (name, u) in &t.upstreams {
+                for (outcome, n) in &u.resources {
+                    resources_total.sample(
+                        &[
+                            ("collection", c.name),
+                            ("upstream", name),
+                            ("outcome", outcome),
+                        ],
+                        *n,
+                    );
+                }
+                let labels = [("collection", c.name), ("upstream", name.as_str())];
+                for (verdict, n) in [("ok", u.passes_ok), ("failed", u.passes_failed)] {
+                    passes.sample(
+                        &[
+                            ("collection", c.name),
+                            ("upstream", name),
+                            ("verdict", verdict),
+                        ],
+                        n,
+                    );
+                }
+                if current
+                    .as_ref()
+                    .is_some_and(|c| !c.contains(&name.as_str()))
+                {
+                    continue;
+                }
+                if let Some(ok) = &u.last_success {
+                    let ok = seconds(ok);
+                    last_success.sample(&labels, ok);
+                    lag.sample(&labels, (now - ok).max(0.0));
+                }
+            }
+            for (outcome, n) in &t.fetch.requests {
+                fetch_requests.sample(&[("collection", c.name), ("outcome", outcome)], *n);
+            }
+            fetch_retries.sample(&coll, t.fetch.retries);
+            fetch_bytes.sample(&coll, t.fetch.bytes);
+            fetch_duration.histogram_samples(&coll, &t.fetch.duration);
+            run_duration.histogram_samples(&coll, &t.run_seconds);
+            publish_duration.histogram_samples(&coll, &t.publish_seconds);
         }
         if let Ok(Some(meta)) = &c.observed.gc
             && let Some(g) = &meta.last
@@ -517,6 +661,7 @@ pub(crate) fn render(
 
     let mut out = String::with_capacity(8 * 1024);
     for f in [
+        build_info,
         store_up,
         store_requests,
         store_bytes,
@@ -529,7 +674,17 @@ pub(crate) fn render(
         warnings,
         errors,
         checkpoint,
+        last_success,
         lag,
+        runs,
+        resources_total,
+        passes,
+        fetch_requests,
+        fetch_retries,
+        fetch_bytes,
+        fetch_duration,
+        run_duration,
+        publish_duration,
         quarantined,
         truncated,
         publish_errors,
@@ -591,12 +746,14 @@ mod tests {
         let observed = crate::stats::Observed {
             stats: Ok(Some(std::sync::Arc::new(stats))),
             gc: Ok(None),
+            history: Ok(None),
         };
         let http = HttpCounters::default();
         let c = CollectionMetrics {
             name: "maps",
             observed: &observed,
             http: &http,
+            live_push: None,
         };
         let text = render(&[c], &HttpCounters::default(), SystemTime::now());
         for line in [
@@ -616,15 +773,91 @@ mod tests {
         let observed = crate::stats::Observed {
             stats: Ok(Some(std::sync::Arc::new(crate::stats::Stats::default()))),
             gc: Ok(None),
+            history: Ok(None),
         };
         let c = CollectionMetrics {
             name: "maps",
             observed: &observed,
             http: &http,
+            live_push: None,
         };
         let text = render(&[c], &HttpCounters::default(), SystemTime::now());
         assert!(!text.contains("rsagg_push_notifications_total{"), "{text}");
         assert!(!text.contains("rsagg_store_requests{"), "{text}");
+    }
+
+    #[test]
+    fn history_totals_are_counters_and_histograms_and_lag_counts_from_the_last_success() {
+        use rsagg_layout::history::{RunHistory, UpstreamTotals};
+        let mut history = RunHistory::default();
+        history.totals.runs = 3;
+        let mut quiet = UpstreamTotals {
+            passes_ok: 3,
+            // A pass that started 100 s before `now`; the upstream itself may be quiet for
+            // months (its checkpoint says so), the copy is 100 s stale.
+            last_success: Some(W3cDateTime::from_unix(1_000_000 - 100, 0)),
+            ..UpstreamTotals::default()
+        };
+        quiet.resources.insert("created".into(), 5);
+        history.totals.upstreams.insert("quiet".into(), quiet);
+        history
+            .totals
+            .upstreams
+            .insert("gone".into(), UpstreamTotals::default());
+        history.totals.run_seconds = Histogram::new(&[1.0, 10.0]);
+        history.totals.run_seconds.observe(0.5);
+        history.totals.run_seconds.observe(4.0);
+        let stats: crate::stats::Stats = serde_json::from_str(
+            r#"{"report": {"upstreams": [{"name": "quiet", "checkpoint": "2025-01-01T00:00:00Z"}]}}"#,
+        )
+        .unwrap();
+        let observed = crate::stats::Observed {
+            stats: Ok(Some(std::sync::Arc::new(stats))),
+            gc: Ok(None),
+            history: Ok(Some(std::sync::Arc::new(history))),
+        };
+        let http = HttpCounters::default();
+        let c = CollectionMetrics {
+            name: "maps",
+            observed: &observed,
+            http: &http,
+            live_push: None,
+        };
+        let now = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let text = render(&[c], &HttpCounters::default(), now);
+        for line in [
+            "# TYPE rsagg_runs_total counter\n",
+            "rsagg_runs_total{collection=\"maps\"} 3\n",
+            "rsagg_resources_total{collection=\"maps\",upstream=\"quiet\",outcome=\"created\"} 5\n",
+            "rsagg_upstream_passes_total{collection=\"maps\",upstream=\"quiet\",verdict=\"ok\"} 3\n",
+            "rsagg_upstream_lag_seconds{collection=\"maps\",upstream=\"quiet\"} 100\n",
+            "rsagg_upstream_last_success_timestamp_seconds{collection=\"maps\",upstream=\"quiet\"} 999900\n",
+            "# TYPE rsagg_run_duration_seconds histogram\n",
+            "rsagg_run_duration_seconds_bucket{collection=\"maps\",le=\"1\"} 1\n",
+            "rsagg_run_duration_seconds_bucket{collection=\"maps\",le=\"10\"} 2\n",
+            "rsagg_run_duration_seconds_bucket{collection=\"maps\",le=\"+Inf\"} 2\n",
+            "rsagg_run_duration_seconds_sum{collection=\"maps\"} 4.5\n",
+            "rsagg_run_duration_seconds_count{collection=\"maps\"} 2\n",
+            "rsagg_publish_duration_seconds_count{collection=\"maps\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
+        assert!(
+            text.contains(&format!(
+                "rsagg_build_info{{version=\"{}\"}} 1\n",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{text}"
+        );
+        // An upstream no longer in the pipeline keeps its counters but has no lag.
+        assert!(
+            text.contains("upstream=\"gone\",verdict=\"ok\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("rsagg_upstream_lag_seconds{collection=\"maps\",upstream=\"gone\"}"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -326,6 +326,12 @@ async fn metrics(app: &App, head: bool) -> Response {
             name: s.collection.name(),
             observed: o,
             http: &s.http,
+            live_push: app
+                .push
+                .as_ref()
+                .filter(|p| p.collection == s.collection.name())
+                .and_then(|p| p.stats.as_ref())
+                .map(|stats| stats()),
         })
         .collect();
     let body = crate::metrics::render(&collections, &app.http, SystemTime::now());

@@ -1,6 +1,8 @@
-//! What the last run of a collection left for the server: the stats object
-//! (`stats/last-run.json`, written by `rsagg run` after each run) and the last blob garbage
-//! collection (`published/gc.json`), read from the store for `/metrics` and `/status`.
+//! What the runs of a collection left for the server: the stats object
+//! (`stats/last-run.json`, written by `rsagg run` after each run), the run history
+//! (`stats/history.json`: the last runs and the totals since the first) and the last blob
+//! garbage collection (`published/gc.json`), read from the store for `/metrics` and
+//! `/status`.
 //!
 //! The types are `rsagg-layout`'s `report` module, the same the pipeline writes with: every
 //! field has a default, so an object written by an older or newer rsagg still shows what it
@@ -15,15 +17,17 @@ use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
+use rsagg_layout::history::RunHistory;
 use rsagg_layout::meta::GcMeta;
-use rsagg_layout::paths::{GC_META, STATS_OBJECT};
+use rsagg_layout::paths::{GC_META, STATS_HISTORY, STATS_OBJECT};
 use serde::de::DeserializeOwned;
 
 use crate::Error;
 use crate::copies::MetaVersion;
 
 /// Objects larger than this are not read (the writer caps the stats object far below it:
-/// 1,000 quarantine records, 100 warnings per upstream).
+/// 1,000 quarantine records, 100 warnings per upstream; the history: `collection.history_runs`
+/// points, at most 10,000).
 const MAX_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The stats object of the last run (`rsagg-layout`'s reading and writing type).
@@ -39,12 +43,14 @@ pub(crate) struct Observed {
     pub stats: Result<Option<Arc<Stats>>, String>,
     /// `published/gc.json`: the last collection's report, or when the first is due.
     pub gc: Result<Option<Arc<GcMeta>>, String>,
+    /// `stats/history.json`: the last runs and the totals since the first.
+    pub history: Result<Option<Arc<RunHistory>>, String>,
 }
 
 impl Observed {
     /// The store answered both reads (an absent object counts as an answer).
     pub fn store_ok(&self) -> bool {
-        self.stats.is_ok() && self.gc.is_ok()
+        self.stats.is_ok() && self.gc.is_ok() && self.history.is_ok()
     }
 }
 
@@ -53,6 +59,7 @@ impl Observed {
 pub(crate) struct StatsReader {
     stats: Cached<Stats>,
     gc: Cached<GcMeta>,
+    history: Cached<RunHistory>,
 }
 
 impl StatsReader {
@@ -60,12 +67,14 @@ impl StatsReader {
         StatsReader {
             stats: Cached::new(objects.clone(), STATS_OBJECT),
             gc: Cached::new(objects.clone(), GC_META),
+            history: Cached::new(objects.clone(), STATS_HISTORY),
         }
     }
 
-    /// Both objects as they are now (read concurrently).
+    /// The objects as they are now (read concurrently).
     pub async fn observe(&self) -> Observed {
-        let (stats, gc) = futures::join!(self.stats.get(), self.gc.get());
+        let (stats, gc, history) =
+            futures::join!(self.stats.get(), self.gc.get(), self.history.get());
         let log = |e: Error| {
             tracing::warn!(error = %e, "reading what the last run left");
             e.to_string()
@@ -73,6 +82,7 @@ impl StatsReader {
         Observed {
             stats: stats.map_err(log),
             gc: gc.map_err(log),
+            history: history.map_err(log),
         }
     }
 }

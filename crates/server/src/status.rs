@@ -1,7 +1,9 @@
 //! `/status`: a server-rendered HTML page (no script; a little inline CSS) showing, per
 //! collection, what its last run did: upstreams with their counts, verdict, route,
-//! re-syncs, errors and warnings, the lag behind each upstream, the quarantined resources,
-//! and the Change List, Change Dump, Resource Dump and garbage-collection figures.
+//! re-syncs, errors and warnings, each upstream's last success and lag, the quarantined
+//! resources, the Change List, Change Dump, Resource Dump and garbage-collection figures,
+//! and two inline SVG charts of the recorded runs (harvest rate, lag per upstream).
+//! Laid out to fit 1280 px without a horizontal scrollbar (checked in headless Chromium).
 //!
 //! Everything that comes from upstreams or the store (URIs, messages, names) is HTML-escaped
 //! where it is written: [`esc`] is the only way text enters the page.
@@ -9,9 +11,11 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use rsagg_layout::history::RunHistory;
 use rsagg_layout::meta::GcMeta;
 use rsagg_model::W3cDateTime;
 
+use crate::chart::{Series, line_chart};
 use crate::stats::{Observed, Stats, Upstream};
 
 /// Quarantined resources listed per collection; the rest are counted in a "N more" line.
@@ -28,7 +32,13 @@ h3{font-size:1em;margin:1em 0 .3em}\
 table{border-collapse:collapse;margin:.3em 0}th,td{border:1px solid #ddd;padding:2px 6px;\
 text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}\
 .ok{color:#070}.failed,.error{color:#b00}.muted{color:#777}code{font-size:.95em;word-break:break-all}\
-ul{margin:.2em 0}";
+ul{margin:.2em 0}\
+table.upstreams,table.outcomes{max-width:100%}td.route{word-break:break-word}\
+.charts{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}\
+figure.chart{margin:0;flex:1 1 420px;max-width:640px;min-width:0}figure.chart svg{width:100%;height:auto;display:block}\
+figcaption{font-weight:600;margin:.2em 0}ul.legend{list-style:none;padding:0;margin:.2em 0;font-size:.9em}\
+ul.legend li{display:inline-block;margin-right:1em}\
+.swatch{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em}";
 
 /// One served collection as the page shows it.
 pub(crate) struct CollectionStatus<'a> {
@@ -133,13 +143,22 @@ fn collection(h: &mut String, c: &CollectionStatus<'_>, now: f64) {
             );
         }
         Ok(None) => h.push_str("<p class=\"norun\">no run yet</p>\n"),
-        Ok(Some(s)) => run(h, s, now),
+        Ok(Some(s)) => run(h, s, history_of(c.observed), now),
     }
+    history(h, c.observed);
     gc(h, c.observed);
     h.push_str("</section>\n");
 }
 
-fn run(h: &mut String, s: &Stats, now: f64) {
+/// The run history, when it could be read.
+fn history_of(o: &Observed) -> Option<&RunHistory> {
+    match &o.history {
+        Ok(Some(h)) => Some(h),
+        _ => None,
+    }
+}
+
+fn run(h: &mut String, s: &Stats, history: Option<&RunHistory>, now: f64) {
     let finished = match &s.finished {
         Some(t) => format!(
             "<time>{}</time> ({} ago)",
@@ -153,7 +172,7 @@ fn run(h: &mut String, s: &Stats, now: f64) {
         "<p class=\"lastrun\">Last run finished {finished}, took {}.</p>",
         human_duration(s.report.seconds)
     );
-    upstreams(h, &s.report.upstreams, now);
+    upstreams(h, &s.report.upstreams, history, now);
     quarantine(h, s);
     publish(h, s);
     notify(h, s);
@@ -205,31 +224,39 @@ fn notify(h: &mut String, s: &Stats) {
     }
 }
 
-fn upstreams(h: &mut String, ups: &[Upstream], now: f64) {
+fn upstreams(h: &mut String, ups: &[Upstream], history: Option<&RunHistory>, now: f64) {
     let _ = writeln!(h, "<h3>Upstreams ({})</h3>", ups.len());
     if ups.is_empty() {
         return;
     }
-    h.push_str("<table class=\"upstreams\">\n<tr><th>upstream</th><th>verdict</th><th>route</th><th>sets</th>");
-    for (outcome, _) in Upstream::default().outcomes() {
-        let _ = write!(h, "<th>{outcome}</th>");
-    }
-    h.push_str("<th>re-syncs</th><th>checkpoint</th><th>lag</th></tr>\n");
+    // Two tables, so that neither is wider than the page at 1280 px: the upstream's state,
+    // then the last run's counts by outcome.
+    h.push_str(
+        "<table class=\"upstreams\">\n<tr><th>upstream</th><th>verdict</th><th>route</th><th>sets</th>\
+         <th>re-syncs</th><th>upstream checkpoint</th><th>last success</th><th>lag</th></tr>\n",
+    );
     for u in ups {
         let verdict = if u.ok() { "ok" } else { "failed" };
         let _ = write!(
             h,
-            "<tr data-upstream=\"{0}\"><td>{0}</td><td class=\"{verdict}\">{1}</td><td>{2}</td><td class=\"n\">{3}</td>",
+            "<tr data-upstream=\"{0}\"><td>{0}</td><td class=\"{verdict}\">{1}</td><td class=\"route\">{2}</td>\
+             <td class=\"n\">{3}</td><td class=\"n\">{4}</td>",
             esc(&u.name),
-            esc(if u.ok() { "ok" } else { "failed" }),
+            esc(verdict),
             esc(u.route.as_deref().unwrap_or("")),
-            u.sets
+            u.sets,
+            u.resyncs.len()
         );
-        for (outcome, n) in u.outcomes() {
-            let _ = write!(h, "<td class=\"n\" data-outcome=\"{outcome}\">{n}</td>");
-        }
-        let _ = write!(h, "<td class=\"n\">{}</td>", u.resyncs.len());
         match &u.checkpoint {
+            Some(t) => {
+                let _ = write!(h, "<td><time>{}</time></td>", esc(&t.to_string()));
+            }
+            None => h.push_str("<td class=\"muted\">none</td>"),
+        }
+        let success = history
+            .and_then(|hi| hi.totals.upstreams.get(&u.name))
+            .and_then(|t| t.last_success.as_ref());
+        match success {
             Some(t) => {
                 let _ = write!(
                     h,
@@ -238,7 +265,21 @@ fn upstreams(h: &mut String, ups: &[Upstream], now: f64) {
                     human_duration((now - seconds(t)).max(0.0))
                 );
             }
-            None => h.push_str("<td class=\"muted\">none</td><td class=\"lag muted\">unknown</td>"),
+            None => {
+                h.push_str("<td class=\"muted\">never</td><td class=\"lag muted\">unknown</td>")
+            }
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n<table class=\"outcomes\">\n<tr><th>upstream</th>");
+    for (outcome, _) in Upstream::default().outcomes() {
+        let _ = write!(h, "<th>{outcome}</th>");
+    }
+    h.push_str("</tr>\n");
+    for u in ups {
+        let _ = write!(h, "<tr data-upstream=\"{0}\"><td>{0}</td>", esc(&u.name));
+        for (outcome, n) in u.outcomes() {
+            let _ = write!(h, "<td class=\"n\" data-outcome=\"{outcome}\">{n}</td>");
         }
         h.push_str("</tr>\n");
     }
@@ -271,6 +312,64 @@ fn upstreams(h: &mut String, ups: &[Upstream], now: f64) {
         }
         h.push_str("</ul>\n</div>\n");
     }
+}
+
+/// The charts of the recorded runs: harvest rate and lag per upstream over time.
+fn history(h: &mut String, o: &Observed) {
+    let hi = match &o.history {
+        Ok(Some(hi)) => hi,
+        Ok(None) => return,
+        Err(e) => {
+            let _ = writeln!(
+                h,
+                "<p class=\"error\">The run history could not be read: {}</p>",
+                esc(e)
+            );
+            return;
+        }
+    };
+    let _ = writeln!(
+        h,
+        "<h3>History</h3>\n<p class=\"muted history\">The last {} of {} recorded run(s) and poll pass(es).</p>\n<div class=\"charts\">",
+        hi.runs.len(),
+        hi.totals.runs
+    );
+    let at = |p: &rsagg_layout::history::RunPoint| p.finished.as_ref().map(seconds);
+    let rate = Series {
+        name: "resources/s".into(),
+        points: hi
+            .runs
+            .iter()
+            .filter_map(|p| Some((at(p)?, p.rate())))
+            .collect(),
+    };
+    h.push_str(&line_chart(
+        "rate",
+        "Harvest rate (resources processed per second of harvest)",
+        &[rate],
+        |v| format!("{v:.1}/s"),
+    ));
+    let mut lags: Vec<Series> = Vec::new();
+    for p in &hi.runs {
+        let Some(t) = at(p) else { continue };
+        for u in &p.upstreams {
+            let Some(lag) = u.lag_seconds else { continue };
+            match lags.iter_mut().find(|s| s.name == u.name) {
+                Some(s) => s.points.push((t, lag)),
+                None => lags.push(Series {
+                    name: u.name.clone(),
+                    points: vec![(t, lag)],
+                }),
+            }
+        }
+    }
+    h.push_str(&line_chart(
+        "lag",
+        "Lag per upstream at the end of each run (since its last successful pass)",
+        &lags,
+        human_duration,
+    ));
+    h.push_str("</div>\n");
 }
 
 fn quarantine(h: &mut String, s: &Stats) {
@@ -433,6 +532,7 @@ mod tests {
         let o = Observed {
             stats: Ok(None),
             gc: Ok(None),
+            history: Ok(None),
         };
         let page = render(
             &[CollectionStatus {
@@ -449,11 +549,78 @@ mod tests {
     }
 
     #[test]
+    fn the_history_is_drawn_and_the_lag_comes_from_the_last_success() {
+        use rsagg_layout::history::{RunHistory, RunTimes};
+        use rsagg_layout::report::{RunReport, UpstreamReport, Verdict};
+        let at = |s: &str| W3cDateTime::parse(s).unwrap().value;
+        let mut history = RunHistory::default();
+        for (i, ok) in [true, true, false].into_iter().enumerate() {
+            let mut u = UpstreamReport::new("museum");
+            u.created = 10 * i as u64;
+            if !ok {
+                u.verdict = Verdict::Failed;
+            }
+            let report = RunReport {
+                upstreams: vec![u],
+                seconds: 2.0,
+                ..RunReport::default()
+            };
+            let times = RunTimes {
+                started: at(&format!("2026-11-20T0{i}:00:00Z")),
+                finished: at(&format!("2026-11-20T0{i}:00:02Z")),
+                harvest_seconds: 1.0,
+            };
+            history.record(&report, &times, &Default::default(), 200);
+        }
+        let mut u = UpstreamReport::new("museum");
+        u.verdict = Verdict::Failed;
+        u.checkpoint = Some(at("2025-01-01T00:00:00Z"));
+        let stats = Stats {
+            report: RunReport {
+                upstreams: vec![u],
+                ..RunReport::default()
+            },
+            ..Stats::default()
+        };
+        let o = Observed {
+            stats: Ok(Some(std::sync::Arc::new(stats))),
+            gc: Ok(None),
+            history: Ok(Some(std::sync::Arc::new(history))),
+        };
+        let now = UNIX_EPOCH
+            + std::time::Duration::from_secs(at("2026-11-20T03:00:00Z").instant().0 as u64);
+        let page = render(
+            &[CollectionStatus {
+                name: "maps",
+                base_url: "https://agg.example.org/maps/",
+                base_path: "/maps/",
+                observed: &o,
+            }],
+            now,
+        );
+        // The last success started at 01:00, two hours before `now`; the upstream's own
+        // checkpoint (almost two years old) does not make the lag.
+        assert!(
+            page.contains("<time>2026-11-20T01:00:00Z</time></td><td class=\"lag\">2h 0m</td>"),
+            "{page}"
+        );
+        assert!(page.contains("<table class=\"outcomes\">"), "{page}");
+        assert!(page.contains("The last 3 of 3 recorded run(s)"), "{page}");
+        assert_eq!(page.matches("<svg ").count(), 2, "{page}");
+        assert!(page.contains("data-chart=\"rate\""), "{page}");
+        assert!(page.contains("<g data-series=\"museum\">"), "{page}");
+        // Rates 0, 10 and 20 resources per second of harvest.
+        assert!(page.contains("(last 20.0/s)"), "{page}");
+        assert!(!page.contains("<script"), "{page}");
+    }
+
+    #[test]
     fn before_the_first_collection_the_page_says_when_it_is_due() {
         let page = |gc: GcMeta| {
             let o = Observed {
                 stats: Ok(None),
                 gc: Ok(Some(std::sync::Arc::new(gc))),
+                history: Ok(None),
             };
             let mut h = String::new();
             super::gc(&mut h, &o);

@@ -37,6 +37,10 @@ fn app(inbox: &Arc<Inbox>) -> Router {
         Some(Push {
             collection: "maps".into(),
             intake: inbox.clone(),
+            stats: Some({
+                let inbox = inbox.clone();
+                Arc::new(move || inbox.stats())
+            }),
         }),
     )
 }
@@ -97,6 +101,17 @@ async fn verification_is_echoed_only_for_subscriptions_asked_for() {
     // Not asked yet.
     let (status, _) = send(&app, verification(path, "subscribe", TOPIC)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    let metrics = || async {
+        let (status, text) =
+            send(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::OK);
+        text
+    };
+    let text = metrics().await;
+    assert!(
+        text.contains("rsagg_push_subscriptions{collection=\"maps\"} 0\n"),
+        "{text}"
+    );
     asked(&inbox);
     // Another topic, an upstream without push, an unknown upstream: 404.
     for (p, t) in [
@@ -125,6 +140,19 @@ async fn verification_is_echoed_only_for_subscriptions_asked_for() {
     assert_eq!(&body[..], b"chall3nge");
     let rec = inbox.subscriber().record("museum", TOPIC).unwrap();
     assert_eq!(rec.lease_granted, Some(600));
+    // /metrics shows the live lease at once, not after the follower's next pass (no stats
+    // object was ever written to this store).
+    let text = metrics().await;
+    assert!(
+        text.contains("rsagg_push_subscriptions{collection=\"maps\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "rsagg_push_notifications_total{collection=\"maps\",outcome=\"received\"} 0\n"
+        ),
+        "{text}"
+    );
     // Someone else asking to unsubscribe rsagg: refused.
     let (status, _) = send(&app, verification(path, "unsubscribe", TOPIC)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -151,6 +151,7 @@ async fn run_listen_cuts_a_half_sent_head_and_refuses_an_oversized_delivery() {
     let push = Push {
         collection: "maps".into(),
         intake: inbox.clone(),
+        stats: None,
     };
     let server = Server::bind_with("127.0.0.1:0", vec![collection], Some(push))
         .await

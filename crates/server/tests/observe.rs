@@ -108,7 +108,7 @@ fn file_url(dir: &FsPath) -> String {
 }
 
 /// A store the real pipeline harvested into; the run's report as JSON.
-async fn harvested(dir: &FsPath) -> (Arc<dyn ObjectStore>, serde_json::Value) {
+async fn harvested(dir: &FsPath) -> (Arc<dyn ObjectStore>, serde_json::Value, Pipeline) {
     let origin = upstream().await;
     let store = file_url(&dir.join("store"));
     let toml = format!(
@@ -122,7 +122,7 @@ async fn harvested(dir: &FsPath) -> (Arc<dyn ObjectStore>, serde_json::Value) {
     let report = run_once(&p, &RunOptions::default()).await.unwrap();
     let report = serde_json::to_value(&report).unwrap();
     let objects = rsagg_store::open_object_store(&store).unwrap().objects;
-    (objects, report)
+    (objects, report, p)
 }
 
 /// A sample of the exposition: name, labels, value.
@@ -181,12 +181,15 @@ fn parse_exposition(text: &str) -> Vec<Sample> {
         let name_end = line.find(['{', ' ']).expect("name");
         let name = &line[..name_end];
         assert!(valid_name(name), "{line}");
-        assert_eq!(
-            current.as_deref(),
-            Some(name),
-            "sample outside its family: {line}"
-        );
-        assert!(typed.contains_key(name), "no TYPE for {line}");
+        // A histogram's samples are its name plus `_bucket` (with `le`), `_sum`, `_count`.
+        let family = current.as_deref().expect("a family");
+        let of_family = name == family
+            || (typed.get(family).map(String::as_str) == Some("histogram")
+                && ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|suffix| name.strip_suffix(suffix) == Some(family)));
+        assert!(of_family, "sample outside its family {family}: {line}");
+        assert!(typed.contains_key(family), "no TYPE for {line}");
         let mut labels = BTreeMap::new();
         let mut rest = &line[name_end..];
         if let Some(r) = rest.strip_prefix('{') {
@@ -244,6 +247,25 @@ fn parse_exposition(text: &str) -> Vec<Sample> {
     for name in typed.keys() {
         assert!(helped.contains(name), "HELP of {name}");
     }
+    // Every bucket list is cumulative and ends with `le="+Inf"` equal to `_count`.
+    for (name, _) in typed.iter().filter(|(_, k)| *k == "histogram") {
+        let bucket = format!("{name}_bucket");
+        let count = format!("{name}_count");
+        for (_, labels, n) in samples.iter().filter(|(n, _, _)| *n == count) {
+            let les: Vec<(f64, f64)> = samples
+                .iter()
+                .filter(|(n, l, _)| {
+                    *n == bucket && l.iter().filter(|(k, _)| *k != "le").eq(labels.iter())
+                })
+                .map(|(_, l, v)| (l["le"].parse::<f64>().unwrap_or(f64::INFINITY), *v))
+                .collect();
+            assert!(
+                les.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+                "{name}{labels:?}: {les:?}"
+            );
+            assert_eq!(les.last(), Some(&(f64::INFINITY, *n)), "{name}{labels:?}");
+        }
+    }
     samples
 }
 
@@ -272,7 +294,7 @@ fn now_secs() -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_metrics_and_status_show_the_last_run() {
     let dir = tempfile::tempdir().unwrap();
-    let (objects, report) = harvested(dir.path()).await;
+    let (objects, report, pipeline) = harvested(dir.path()).await;
     let up = &report["upstreams"][0];
     assert_eq!(
         (
@@ -380,14 +402,101 @@ async fn probes_metrics_and_status_show_the_last_run() {
         &[("collection", "maps")],
     );
     assert!(duration > 0.0 && (duration - report["seconds"].as_f64().unwrap()).abs() < 1e-6);
-    // The checkpoint is the Resource List's `at`, LAG seconds ago.
-    let lag = value(&s, "rsagg_upstream_lag_seconds", &maps_up);
-    assert!((LAG as f64..LAG as f64 + 120.0).contains(&lag), "lag {lag}");
+    // The checkpoint is the Resource List's `at`, LAG seconds ago: the upstream is quiet.
     let cp = value(&s, "rsagg_upstream_checkpoint_timestamp_seconds", &maps_up);
     assert!(
         (now_secs() - LAG as f64 - cp).abs() < 120.0,
         "checkpoint {cp}"
     );
+    // The lag is how stale the copy is, not how quiet the upstream: counted from the start
+    // of the pass that just succeeded, far less than the upstream's LAG.
+    let lag = value(&s, "rsagg_upstream_lag_seconds", &maps_up);
+    let success = value(
+        &s,
+        "rsagg_upstream_last_success_timestamp_seconds",
+        &maps_up,
+    );
+    assert!(lag >= 0.0 && lag < (LAG / 2) as f64, "lag {lag}");
+    assert!(
+        success <= finished && finished - success <= duration + 1.0,
+        "last success {success}, finished {finished}, took {duration}"
+    );
+    // Build info, and the history's counters and histograms.
+    assert!(
+        s.iter().any(|(n, l, v)| n == "rsagg_build_info"
+            && l.get("version").map(String::as_str) == Some(env!("CARGO_PKG_VERSION"))
+            && *v == 1.0),
+        "{}",
+        m.body
+    );
+    let maps = [("collection", "maps")];
+    assert_eq!(value(&s, "rsagg_runs_total", &maps), 1.0);
+    let total = |s: &[Sample], o: &'static str| {
+        value(
+            s,
+            "rsagg_resources_total",
+            &[("collection", "maps"), ("upstream", "up"), ("outcome", o)],
+        )
+    };
+    assert_eq!(total(&s, "created"), 2.0);
+    assert_eq!(total(&s, "quarantined"), 1.0);
+    let passes = |s: &[Sample], v: &'static str| {
+        value(
+            s,
+            "rsagg_upstream_passes_total",
+            &[("collection", "maps"), ("upstream", "up"), ("verdict", v)],
+        )
+    };
+    assert_eq!((passes(&s, "ok"), passes(&s, "failed")), (1.0, 0.0));
+    let fetched_ok = value(
+        &s,
+        "rsagg_fetch_requests_total",
+        &[("collection", "maps"), ("outcome", "ok")],
+    );
+    assert!(
+        fetched_ok >= 4.0,
+        "discovery, lists and resources: {fetched_ok}"
+    );
+    assert!(value(&s, "rsagg_fetch_response_bytes_total", &maps) > 0.0);
+    assert_eq!(
+        value(&s, "rsagg_fetch_retries_total", &maps),
+        0.0,
+        "retries = 0"
+    );
+    // A histogram: cumulative buckets ending with +Inf equal to _count, and a _sum.
+    let requests: f64 = s
+        .iter()
+        .filter(|(n, l, _)| n == "rsagg_fetch_requests_total" && l["collection"] == "maps")
+        .map(|(_, _, v)| v)
+        .sum();
+    let buckets: Vec<(f64, f64)> = s
+        .iter()
+        .filter(|(n, l, _)| n == "rsagg_fetch_duration_seconds_bucket" && l["collection"] == "maps")
+        .map(|(_, l, v)| (l["le"].parse::<f64>().unwrap_or(f64::INFINITY), *v))
+        .collect();
+    assert!(buckets.len() > 2, "{buckets:?}");
+    assert!(
+        buckets
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+        "{buckets:?}"
+    );
+    assert_eq!(buckets.last().unwrap(), &(f64::INFINITY, requests));
+    assert_eq!(
+        value(&s, "rsagg_fetch_duration_seconds_count", &maps),
+        requests
+    );
+    assert!(value(&s, "rsagg_fetch_duration_seconds_sum", &maps) > 0.0);
+    assert_eq!(value(&s, "rsagg_run_duration_seconds_count", &maps), 1.0);
+    assert_eq!(
+        value(&s, "rsagg_publish_duration_seconds_count", &maps),
+        1.0
+    );
+    assert!(
+        m.body
+            .contains("# TYPE rsagg_fetch_duration_seconds histogram\n")
+    );
+    assert!(m.body.contains("# TYPE rsagg_resources_total counter\n"));
     assert_eq!(
         value(
             &s,
@@ -495,9 +604,58 @@ async fn probes_metrics_and_status_show_the_last_run() {
     assert!(html.contains(&html_escaped(GONE)), "{html}");
     assert!(!html.contains("<script"), "{html}");
     assert!(!html.contains("alert(1)</"), "{html}");
+    // The history's charts, one point so far.
+    for must in [
+        "<figure class=\"chart\" data-chart=\"rate\">",
+        "<figure class=\"chart\" data-chart=\"lag\">",
+        "<g data-series=\"up\"><polyline",
+        "<table class=\"outcomes\">",
+        "The last 1 of 1 recorded run(s)",
+    ] {
+        assert!(html.contains(must), "{must:?} in\n{html}");
+    }
+    assert_eq!(html.matches("<svg ").count(), 2, "{html}");
     // HEAD: headers, no body.
     let head = request(&app, Method::HEAD, "/status").await;
     assert_eq!((head.status, head.body.as_str()), (StatusCode::OK, ""));
+
+    // A second run: the counters grow (the totals are kept in the store, not in the
+    // process that ran), the gauges describe that run only.
+    run_once(&pipeline, &RunOptions::default()).await.unwrap();
+    let m = get(&app, "/metrics").await;
+    let s2 = parse_exposition(&m.body);
+    assert_eq!(value(&s2, "rsagg_runs_total", &maps), 2.0);
+    assert_eq!(total(&s2, "created"), 2.0);
+    assert!(total(&s2, "unchanged") >= 1.0 + total(&s, "unchanged"));
+    assert_eq!(passes(&s2, "ok"), 2.0);
+    assert!(
+        value(
+            &s2,
+            "rsagg_fetch_requests_total",
+            &[("collection", "maps"), ("outcome", "ok")]
+        ) > fetched_ok
+    );
+    assert_eq!(
+        value(
+            &s2,
+            "rsagg_last_run_resources",
+            &[
+                ("collection", "maps"),
+                ("upstream", "up"),
+                ("outcome", "created")
+            ]
+        ),
+        0.0
+    );
+    assert!(
+        value(
+            &s2,
+            "rsagg_upstream_last_success_timestamp_seconds",
+            &maps_up
+        ) > success
+    );
+    let html = get(&app, "/status").await.body;
+    assert!(html.contains("The last 2 of 2 recorded run(s)"), "{html}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -608,7 +766,7 @@ async fn hostile_strings_in_the_stats_object_are_escaped() {
     assert!(!html.contains("<script"), "{html}");
     let escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;";
     for must in [
-        format!("<td>{escaped}</td>"),
+        format!("<td class=\"route\">{escaped}</td>"),
         format!("error: http://up.example/{escaped}: 500"),
         format!("re-synced: re-sync {escaped}"),
         format!("warning: warn {escaped}"),
