@@ -17,6 +17,8 @@
 //! - [`client`]: [`Fetcher`] (`get`, `get_bytes`) and [`Fetched`], the response head.
 //! - [`body`]: [`Body`], the streamed, capped, optionally inflated response body that holds
 //!   the concurrency permits until dropped.
+//! - [`cause`]: [`Cause`], what a transport failure was (DNS, refused, reset, TLS, …), read
+//!   from the causes reqwest hides behind `error sending request`, and the chain written out.
 //! - [`guard`]: the address classifier, the resolver that enforces it, and the client
 //!   builder and target check the other outgoing requests of rsagg (the hub's, the
 //!   subscriber's) reuse.
@@ -26,6 +28,7 @@
 //! - `html`: a tolerant scan for `<link rel="resourcesync">` in HTML pages.
 
 pub mod body;
+pub mod cause;
 pub mod client;
 pub mod config;
 pub mod discover;
@@ -35,6 +38,7 @@ pub mod link;
 mod rate;
 
 pub use body::Body;
+pub use cause::Cause;
 pub use client::{Fetched, Fetcher};
 pub use config::{Access, Auth, DEFAULT_USER_AGENT, FetchConfig, Request};
 pub use discover::{CapabilitySet, Channel, Discovery, Route, discover};
@@ -103,26 +107,48 @@ pub enum Error {
     },
     /// No response (headers or the next part of the body) within the configured time, after
     /// the retries where retries apply.
-    #[error("{url}: timed out after {attempts} attempt(s): {source}")]
+    #[error("{url}: timed out after {attempts} attempt(s): {detail}")]
     Timeout {
         /// The URL.
         url: Url,
         /// Attempts made.
         attempts: u32,
-        /// The underlying error.
-        #[source]
-        source: reqwest::Error,
+        /// The underlying error and its causes, written out ([`cause::chain`]).
+        detail: String,
+        /// The underlying error. Not a `source`: `detail` already says all it says, and a
+        /// log writing the chain would repeat it.
+        error: reqwest::Error,
     },
     /// Connection, protocol or body transfer error (after the retries where retries apply).
-    #[error("{url}: {source} (after {attempts} attempt(s))")]
+    /// reqwest's own message hides what happened (`error sending request`), so the message
+    /// names the [`Cause`] and writes out the chain of causes.
+    #[error("{url}: {cause}: {detail} (after {attempts} attempt(s))")]
     Http {
         /// The URL.
         url: Url,
         /// Attempts made.
         attempts: u32,
-        /// The underlying error.
-        #[source]
-        source: reqwest::Error,
+        /// What kind of failure it was (DNS, refused, reset, TLS, …).
+        cause: Cause,
+        /// The underlying error and its causes, written out ([`cause::chain`]).
+        detail: String,
+        /// The underlying error (not a `source`, as for [`Error::Timeout`]).
+        error: reqwest::Error,
+    },
+    /// The connection ended before the body had the length its `Content-Length` announced
+    /// (a server that crashed or a proxy that cut the transfer).
+    #[error(
+        "{url}: body ended after {read} of {expected} bytes (Content-Length): {detail}"
+    )]
+    Truncated {
+        /// The URL.
+        url: Url,
+        /// Body bytes received.
+        read: u64,
+        /// Body bytes announced.
+        expected: u64,
+        /// What the transport said, with its causes.
+        detail: String,
     },
     /// A gzip body could not be inflated.
     #[error("{url}: cannot inflate gzip body: {source}")]
@@ -182,6 +208,7 @@ impl Error {
             | Error::TooLarge { url, .. }
             | Error::Timeout { url, .. }
             | Error::Http { url, .. }
+            | Error::Truncated { url, .. }
             | Error::Decode { url, .. }
             | Error::Document { url, .. }
             | Error::NotDiscovered { url, .. }
