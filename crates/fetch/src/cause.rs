@@ -44,13 +44,17 @@ impl fmt::Display for Cause {
 
 /// The kind of failure `e` was, from the errors in its chain.
 pub(crate) fn classify(e: &reqwest::Error) -> Cause {
+    let connecting = e.is_connect();
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
         if err.is::<Unresolved>() {
             return Cause::Dns;
         }
-        if let Some(io) = err.downcast_ref::<io::Error>() {
-            match io.kind() {
+        // An I/O error may wrap another (hyper-util wraps the TLS stream's), and its
+        // `source()` skips the wrapped one: look inside.
+        let mut io = err.downcast_ref::<io::Error>();
+        while let Some(e) = io {
+            match e.kind() {
                 io::ErrorKind::ConnectionRefused => return Cause::ConnectionRefused,
                 io::ErrorKind::ConnectionReset
                 | io::ErrorKind::ConnectionAborted
@@ -58,9 +62,10 @@ pub(crate) fn classify(e: &reqwest::Error) -> Cause {
                 | io::ErrorKind::UnexpectedEof => return Cause::ConnectionReset,
                 // While connecting, only the TLS handshake reads data it can find invalid
                 // (tokio-rustls reports rustls' errors, certificates included, this way).
-                io::ErrorKind::InvalidData if e.is_connect() => return Cause::Tls,
+                io::ErrorKind::InvalidData if connecting => return Cause::Tls,
                 _ => {}
             }
+            io = e.get_ref().and_then(|inner| inner.downcast_ref::<io::Error>());
         }
         cur = err.source();
     }

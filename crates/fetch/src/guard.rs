@@ -224,7 +224,7 @@ impl Resolve for SystemResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let addrs = lookup(&host).await.map_err(Box::new)?;
+            let addrs = lookup(&host).await?;
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
     }
@@ -239,7 +239,7 @@ impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let addrs = lookup(&host).await.map_err(Box::new)?;
+            let addrs = lookup(&host).await?;
             if let Some(bad) = addrs.iter().find(|a| !is_public(a.ip())) {
                 return Err(Box::new(Refusal {
                     host,
