@@ -352,8 +352,7 @@ data:
 }
 
 /// The image the generator is given in these tests: pinned by digest, as it requires.
-const EXAMPLE_IMAGE: &str =
-    "registry.example.org/rsagg@sha256:0000000000000000000000000000000000000000000000000000000000000000";
+const EXAMPLE_IMAGE: &str = "registry.example.org/rsagg@sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
 /// `python3 scripts/gen-deploy.py ARGS`: exit code, standard output, standard error.
 fn gen_deploy(args: &[&str]) -> Result<(i32, String, String)> {
@@ -412,7 +411,10 @@ fn templates(items: &[serde_json::Value]) -> Vec<(String, &serde_json::Value)> {
                 "CronJob" => &o["spec"]["jobTemplate"]["spec"]["template"],
                 _ => return None,
             };
-            Some((format!("{}/{}", o["kind"].as_str()?, o["metadata"]["name"]), t))
+            Some((
+                format!("{}/{}", o["kind"].as_str()?, o["metadata"]["name"]),
+                t,
+            ))
         })
         .collect()
 }
@@ -479,7 +481,11 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
                     "{at}: {what} does not mount the pipeline's ConfigMap"
                 );
                 for c in spec["containers"].as_array().into_iter().flatten() {
-                    ensure!(c["image"] == EXAMPLE_IMAGE, "{at}: {what}: image {}", c["image"]);
+                    ensure!(
+                        c["image"] == EXAMPLE_IMAGE,
+                        "{at}: {what}: image {}",
+                        c["image"]
+                    );
                     let args: Vec<&str> = c["args"]
                         .as_array()
                         .into_iter()
@@ -544,7 +550,10 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
             let monitor = named("PodMonitor", &format!("rsagg-{name}")).context("monitor")?;
             for (what, t) in &pods {
                 let labels = &t["metadata"]["labels"];
-                ensure!(selects(&default["spec"]["podSelector"], labels), "{at}: {what}");
+                ensure!(
+                    selects(&default["spec"]["podSelector"], labels),
+                    "{at}: {what}"
+                );
                 let listens = listening.contains(what);
                 ensure!(
                     selects(&http["spec"]["podSelector"], labels) == listens,
@@ -563,7 +572,10 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
                 .filter_map(|p| p["port"].as_u64())
                 .collect();
             for port in [53, 8333, 80, 443] {
-                ensure!(egress_ports.contains(&port), "{at}: egress {egress_ports:?}");
+                ensure!(
+                    egress_ports.contains(&port),
+                    "{at}: egress {egress_ports:?}"
+                );
             }
             for u in &pipeline.config.upstreams {
                 let port = u.url.port_or_known_default().context("port")?;
@@ -589,13 +601,19 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
             response.status()
         );
     }
-    ensure!(paths.contains("/metrics") && paths.contains("/readyz"), "{paths:?}");
+    ensure!(
+        paths.contains("/metrics") && paths.contains("/readyz"),
+        "{paths:?}"
+    );
 
     // An image by tag, or a bad pipeline file, is refused (exit 2) with the reason.
     let reference = dir.join("reference.toml");
     let reference = reference.to_str().context("path")?;
     let (code, _, err) = gen_deploy(&[reference, "--image", "registry.example.org/rsagg:0.1.0"])?;
-    ensure!(code == 2 && err.contains("not pinned by digest"), "{code}: {err}");
+    ensure!(
+        code == 2 && err.contains("not pinned by digest"),
+        "{code}: {err}"
+    );
     let bad = tempfile::NamedTempFile::new()?;
     std::fs::write(bad.path(), "[collection]\nname = \"Not A Label\"\n")?;
     let (code, _, err) = gen_deploy(&[

@@ -65,7 +65,9 @@ pub(crate) fn classify(e: &reqwest::Error) -> Cause {
                 io::ErrorKind::InvalidData if connecting => return Cause::Tls,
                 _ => {}
             }
-            io = e.get_ref().and_then(|inner| inner.downcast_ref::<io::Error>());
+            io = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<io::Error>());
         }
         cur = err.source();
     }

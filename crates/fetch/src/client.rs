@@ -17,11 +17,11 @@ use tracing::warn;
 use url::Url;
 
 use crate::body::{Body, Permits};
-use crate::{Cause, Error};
 use crate::config::{Access, Auth, FetchConfig, Request};
 use crate::guard::{check_target, client_builder, find_refusal};
 use crate::link::{LinkValue, parse_link_header};
 use crate::rate::HostRate;
+use crate::{Cause, Error};
 
 /// Per-host semaphores kept before idle ones are dropped from the map.
 const HOST_MAP_PRUNE: usize = 1024;

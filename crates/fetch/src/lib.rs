@@ -137,9 +137,7 @@ pub enum Error {
     },
     /// The connection ended before the body had the length its `Content-Length` announced
     /// (a server that crashed or a proxy that cut the transfer).
-    #[error(
-        "{url}: body ended after {read} of {expected} bytes (Content-Length): {detail}"
-    )]
+    #[error("{url}: body ended after {read} of {expected} bytes (Content-Length): {detail}")]
     Truncated {
         /// The URL.
         url: Url,

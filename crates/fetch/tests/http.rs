@@ -988,7 +988,10 @@ async fn a_refused_connection_and_a_dns_failure_read_differently() {
     );
     let msg = refused.to_string();
     assert!(msg.contains("connection refused"), "{msg}");
-    assert!(msg.to_lowercase().contains("os error"), "the OS's words: {msg}");
+    assert!(
+        msg.to_lowercase().contains("os error"),
+        "the OS's words: {msg}"
+    );
 
     // `.invalid` never resolves (RFC 6761 6.4), with the guard's resolver and without.
     let url = Url::parse("http://nonexistent.invalid/").unwrap();

@@ -179,7 +179,12 @@ pub(crate) fn accept_ranges(headers: &mut HeaderMap) {
 /// The `206 Partial Content` head of `range` of a representation of `size` bytes
 /// (`Content-Range`, `Content-Length`), on `headers` that already carry the type and
 /// validators.
-pub(crate) fn partial(mut headers: HeaderMap, range: &Range<u64>, size: u64, body: Body) -> Response {
+pub(crate) fn partial(
+    mut headers: HeaderMap,
+    range: &Range<u64>,
+    size: u64,
+    body: Body,
+) -> Response {
     let content_range = format!("bytes {}-{}/{size}", range.start, range.end - 1);
     if let Ok(v) = HeaderValue::from_str(&content_range) {
         headers.insert(header::CONTENT_RANGE, v);
@@ -338,16 +343,30 @@ mod tests {
         let ask = |range: &str, size| v.range(&headers(&[(header::RANGE, range)]), size);
         assert_eq!(v.range(&HeaderMap::new(), 10), Ranged::Full);
         assert_eq!(ask("bytes=0-99", 1000), Ranged::Part(0..100));
-        assert_eq!(ask("bytes=0-99", 10), Ranged::Part(0..10), "clamped to the end");
+        assert_eq!(
+            ask("bytes=0-99", 10),
+            Ranged::Part(0..10),
+            "clamped to the end"
+        );
         assert_eq!(ask("bytes=5-", 10), Ranged::Part(5..10));
         assert_eq!(ask("bytes=-3", 10), Ranged::Part(7..10));
-        assert_eq!(ask("bytes=-30", 10), Ranged::Part(0..10), "a long suffix is all");
+        assert_eq!(
+            ask("bytes=-30", 10),
+            Ranged::Part(0..10),
+            "a long suffix is all"
+        );
         assert_eq!(ask("bytes=9-9", 10), Ranged::Part(9..10));
         assert_eq!(ask("bytes=10-", 10), Ranged::Unsatisfiable);
         assert_eq!(ask("bytes=10-20", 10), Ranged::Unsatisfiable);
         assert_eq!(ask("bytes=-1", 0), Ranged::Unsatisfiable);
         // Ignored: invalid syntax, other units, reversed, several ranges.
-        for ignored in ["bytes=a-b", "items=0-1", "bytes=5-2", "bytes=0-1,4-5", "bytes 0-1"] {
+        for ignored in [
+            "bytes=a-b",
+            "items=0-1",
+            "bytes=5-2",
+            "bytes=0-1,4-5",
+            "bytes 0-1",
+        ] {
             assert_eq!(ask(ignored, 10), Ranged::Full, "{ignored}");
         }
     }
@@ -371,7 +390,10 @@ mod tests {
             etag: "W/\"abc\"".into(),
             last_modified: None,
         };
-        let h = headers(&[(header::RANGE, "bytes=0-0"), (header::IF_RANGE, "W/\"abc\"")]);
+        let h = headers(&[
+            (header::RANGE, "bytes=0-0"),
+            (header::IF_RANGE, "W/\"abc\""),
+        ]);
         assert_eq!(weak.range(&h, 10), Ranged::Full);
     }
 

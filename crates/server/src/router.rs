@@ -208,10 +208,14 @@ async fn finish(State(app): State<Arc<App>>, mut response: Response) -> Response
             response.headers_mut().insert(header::ETAG, weak);
         }
     }
-    let tally = response.extensions().get::<Tally>().copied().unwrap_or(Tally {
-        collection: None,
-        kind: Kind::Other,
-    });
+    let tally = response
+        .extensions()
+        .get::<Tally>()
+        .copied()
+        .unwrap_or(Tally {
+            collection: None,
+            kind: Kind::Other,
+        });
     let counters = match tally.collection.and_then(|i| app.served.get(i)) {
         Some(s) => &s.http,
         None => &app.http,

@@ -698,7 +698,10 @@ async fn decode(encoding: &str, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     match encoding {
         "gzip" => GzipDecoder::new(body).read_to_end(&mut out).await.unwrap(),
-        "br" => BrotliDecoder::new(body).read_to_end(&mut out).await.unwrap(),
+        "br" => BrotliDecoder::new(body)
+            .read_to_end(&mut out)
+            .await
+            .unwrap(),
         other => panic!("unexpected encoding {other}"),
     };
     out
@@ -731,7 +734,13 @@ async fn xml_documents_are_compressed_when_asked() {
         ("gzip;q=0.5, br", "br"),
         ("br;q=0.1, gzip", "gzip"),
     ] {
-        let a = request(&app, Method::GET, path, &[(header::ACCEPT_ENCODING, accept)]).await;
+        let a = request(
+            &app,
+            Method::GET,
+            path,
+            &[(header::ACCEPT_ENCODING, accept)],
+        )
+        .await;
         assert_eq!(a.status, StatusCode::OK, "{accept}");
         assert_eq!(a.header(header::CONTENT_ENCODING), encoding, "{accept}");
         assert!(
@@ -741,7 +750,11 @@ async fn xml_documents_are_compressed_when_asked() {
         );
         assert!(!a.headers.contains_key(header::CONTENT_LENGTH));
         assert!(!a.headers.contains_key(header::ACCEPT_RANGES));
-        assert!(a.body.len() < xml.len() / 4, "{accept}: {} bytes", a.body.len());
+        assert!(
+            a.body.len() < xml.len() / 4,
+            "{accept}: {} bytes",
+            a.body.len()
+        );
         assert_eq!(decode(encoding, &a.body).await, xml, "{accept}");
         // Weak: other bytes than the identity representation, same validator for 304s.
         assert_eq!(a.header(header::ETAG), format!("W/{etag}"));
@@ -769,17 +782,35 @@ async fn xml_documents_are_compressed_when_asked() {
         own_path(uri),
         "/.well-known/resourcesync".to_owned(),
     ] {
-        let a = request(&app, Method::GET, &p, &[(header::ACCEPT_ENCODING, "gzip, br")]).await;
+        let a = request(
+            &app,
+            Method::GET,
+            &p,
+            &[(header::ACCEPT_ENCODING, "gzip, br")],
+        )
+        .await;
         assert_eq!(a.status, StatusCode::OK, "{p}");
         assert!(!a.headers.contains_key(header::CONTENT_ENCODING), "{p}");
     }
-    let a = request(&app, Method::GET, path, &[(header::ACCEPT_ENCODING, "identity")]).await;
+    let a = request(
+        &app,
+        Method::GET,
+        path,
+        &[(header::ACCEPT_ENCODING, "identity")],
+    )
+    .await;
     assert!(!a.headers.contains_key(header::CONTENT_ENCODING));
     assert_eq!(a.body, xml);
 
     // The byte counter counts what was sent: compressed bytes, not the document's size.
     let before = response_bytes(&app).await;
-    let a = request(&app, Method::GET, path, &[(header::ACCEPT_ENCODING, "gzip")]).await;
+    let a = request(
+        &app,
+        Method::GET,
+        path,
+        &[(header::ACCEPT_ENCODING, "gzip")],
+    )
+    .await;
     let sent = a.body.len() as u64;
     let after = response_bytes(&app).await;
     assert_eq!(after - before, sent);
