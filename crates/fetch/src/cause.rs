@@ -42,6 +42,23 @@ impl fmt::Display for Cause {
     }
 }
 
+/// A transport failure as the crate's errors carry it (boxed, so they stay small): its
+/// kind, and reqwest's error with its causes written out. reqwest's error itself is kept as
+/// text only: as a `source`, a log writing the chain would repeat it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transport {
+    /// What kind of failure it was.
+    pub cause: Cause,
+    /// The error's message and its sources', joined with `: ` ([`chain`]).
+    pub chain: String,
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.cause, self.chain)
+    }
+}
+
 /// The kind of failure `e` was, from the errors in its chain.
 pub(crate) fn classify(e: &reqwest::Error) -> Cause {
     let connecting = e.is_connect();

@@ -415,35 +415,34 @@ fn unreachable_closed() -> ! {
 /// written out (without reqwest's copy of the URL, which the crate error names first).
 pub(crate) fn transport_error(url: &Url, e: reqwest::Error, attempts: u32) -> Error {
     let e = e.without_url();
-    let cause = crate::cause::classify(&e);
-    let detail = crate::cause::chain(&e);
-    if e.is_timeout() && cause != Cause::ConnectTimeout {
+    let transport = Box::new(crate::Transport {
+        cause: crate::cause::classify(&e),
+        chain: crate::cause::chain(&e),
+    });
+    if e.is_timeout() && transport.cause != Cause::ConnectTimeout {
         Error::Timeout {
             url: url.clone(),
             attempts,
-            detail,
-            error: e,
+            transport,
         }
     } else {
         Error::Http {
             url: url.clone(),
             attempts,
-            cause,
-            detail,
-            error: e,
+            transport,
         }
     }
 }
 
 /// A body transfer error of `url`: [`Error::Truncated`] when fewer than the `expected`
-/// (`Content-Length`) bytes had come, else as [`transport_error`].
+/// (`Content-Length`) bytes had come (what reqwest calls `error decoding response body`),
+/// else as [`transport_error`].
 fn body_error(url: &Url, e: reqwest::Error, read: u64, expected: Option<u64>) -> Error {
     match expected {
         Some(expected) if read < expected => Error::Truncated {
             url: url.clone(),
             read,
             expected,
-            detail: crate::cause::chain(&e.without_url()),
         },
         _ => transport_error(url, e, 1),
     }

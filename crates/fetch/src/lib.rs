@@ -38,7 +38,7 @@ pub mod link;
 mod rate;
 
 pub use body::Body;
-pub use cause::Cause;
+pub use cause::{Cause, Transport};
 pub use client::{Fetched, Fetcher};
 pub use config::{Access, Auth, DEFAULT_USER_AGENT, FetchConfig, Request};
 pub use discover::{CapabilitySet, Channel, Discovery, Route, discover};
@@ -106,38 +106,34 @@ pub enum Error {
         limit: u64,
     },
     /// No response (headers or the next part of the body) within the configured time, after
-    /// the retries where retries apply.
-    #[error("{url}: timed out after {attempts} attempt(s): {detail}")]
+    /// the retries where retries apply. The transport errors keep reqwest's error as text
+    /// only (`detail`, the whole chain): as a `source` a log writing the chain would repeat
+    /// it, and this enum stays small.
+    #[error("{url}: timed out after {attempts} attempt(s): {}", transport.chain)]
     Timeout {
         /// The URL.
         url: Url,
         /// Attempts made.
         attempts: u32,
-        /// The underlying error and its causes, written out ([`cause::chain`]).
-        detail: String,
-        /// The underlying error. Not a `source`: `detail` already says all it says, and a
-        /// log writing the chain would repeat it.
-        error: reqwest::Error,
+        /// What the transport said, its causes written out.
+        transport: Box<Transport>,
     },
     /// Connection, protocol or body transfer error (after the retries where retries apply).
     /// reqwest's own message hides what happened (`error sending request`), so the message
     /// names the [`Cause`] and writes out the chain of causes.
-    #[error("{url}: {cause}: {detail} (after {attempts} attempt(s))")]
+    #[error("{url}: {transport} (after {attempts} attempt(s))")]
     Http {
         /// The URL.
         url: Url,
         /// Attempts made.
         attempts: u32,
-        /// What kind of failure it was (DNS, refused, reset, TLS, …).
-        cause: Cause,
-        /// The underlying error and its causes, written out ([`cause::chain`]).
-        detail: String,
-        /// The underlying error (not a `source`, as for [`Error::Timeout`]).
-        error: reqwest::Error,
+        /// What kind of failure it was (DNS, refused, reset, TLS, …) and the chain of
+        /// causes ([`Transport::cause`], [`Transport::chain`]).
+        transport: Box<Transport>,
     },
     /// The connection ended before the body had the length its `Content-Length` announced
     /// (a server that crashed or a proxy that cut the transfer).
-    #[error("{url}: body ended after {read} of {expected} bytes (Content-Length): {detail}")]
+    #[error("{url}: body ended after {read} of {expected} bytes (Content-Length)")]
     Truncated {
         /// The URL.
         url: Url,
@@ -145,8 +141,6 @@ pub enum Error {
         read: u64,
         /// Body bytes announced.
         expected: u64,
-        /// What the transport said, with its causes.
-        detail: String,
     },
     /// A gzip body could not be inflated.
     #[error("{url}: cannot inflate gzip body: {source}")]
@@ -215,6 +209,14 @@ impl Error {
         }
     }
 
+    /// What kind of transport failure it was, for [`Error::Http`].
+    pub fn cause(&self) -> Option<Cause> {
+        match self {
+            Error::Http { transport, .. } => Some(transport.cause),
+            _ => None,
+        }
+    }
+
     /// The HTTP status, for [`Error::Status`].
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -240,5 +242,20 @@ impl Error {
             url: url.clone(),
             source: e,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Errors are returned by value through every layer (`clippy::result_large_err` warns
+    /// from 128 bytes, and the crates wrapping this error add their own tag): the variants
+    /// keep their text boxed.
+    #[test]
+    fn the_error_stays_small() {
+        assert!(
+            std::mem::size_of::<super::Error>() <= 120,
+            "{} bytes",
+            std::mem::size_of::<super::Error>()
+        );
     }
 }

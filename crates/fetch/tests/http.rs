@@ -953,13 +953,10 @@ async fn a_body_shorter_than_its_content_length_says_so() {
         ),
         "{err:?}"
     );
-    let msg = err.to_string();
-    assert!(
-        msg.contains("body ended after 100 of 1000 bytes (Content-Length)"),
-        "{msg}"
+    assert_eq!(
+        err.to_string(),
+        format!("http://{addr}/: body ended after 100 of 1000 bytes (Content-Length)")
     );
-    // The transport's own words follow, not only reqwest's "error decoding response body".
-    assert!(msg.matches(": ").count() >= 3, "{msg}");
 }
 
 #[tokio::test]
@@ -976,16 +973,10 @@ async fn a_refused_connection_and_a_dns_failure_read_differently() {
     .unwrap();
     let refused = get_root(&f, closed).await.unwrap_err();
     assert!(
-        matches!(
-            refused,
-            Error::Http {
-                cause: rsagg_fetch::Cause::ConnectionRefused,
-                attempts: 2,
-                ..
-            }
-        ),
+        matches!(refused, Error::Http { attempts: 2, .. }),
         "{refused:?}"
     );
+    assert_eq!(refused.cause(), Some(rsagg_fetch::Cause::ConnectionRefused));
     let msg = refused.to_string();
     assert!(msg.contains("connection refused"), "{msg}");
     assert!(
@@ -1001,16 +992,7 @@ async fn a_refused_connection_and_a_dns_failure_read_differently() {
             ..Access::default()
         };
         let dns = f.get(&url, &access, &Request::default()).await.unwrap_err();
-        assert!(
-            matches!(
-                dns,
-                Error::Http {
-                    cause: rsagg_fetch::Cause::Dns,
-                    ..
-                }
-            ),
-            "{dns:?}"
-        );
+        assert_eq!(dns.cause(), Some(rsagg_fetch::Cause::Dns), "{dns:?}");
         let msg = dns.to_string();
         assert!(
             msg.contains("DNS lookup failed") && msg.contains("cannot resolve nonexistent.invalid"),
@@ -1031,15 +1013,6 @@ async fn a_failed_tls_handshake_is_named() {
     .unwrap();
     let url = Url::parse(&format!("https://{addr}/")).unwrap();
     let err = f.get(&url, &open(), &Request::default()).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Http {
-                cause: rsagg_fetch::Cause::Tls,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_eq!(err.cause(), Some(rsagg_fetch::Cause::Tls), "{err:?}");
     assert!(err.to_string().contains("TLS handshake failed"), "{err}");
 }
