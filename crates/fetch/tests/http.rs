@@ -978,6 +978,7 @@ async fn a_refused_connection_and_a_dns_failure_read_differently() {
     );
     assert_eq!(refused.cause(), Some(rsagg_fetch::Cause::ConnectionRefused));
     let msg = refused.to_string();
+    eprintln!("refused: {msg}");
     assert!(msg.contains("connection refused"), "{msg}");
     assert!(
         msg.to_lowercase().contains("os error"),
@@ -994,6 +995,7 @@ async fn a_refused_connection_and_a_dns_failure_read_differently() {
         let dns = f.get(&url, &access, &Request::default()).await.unwrap_err();
         assert_eq!(dns.cause(), Some(rsagg_fetch::Cause::Dns), "{dns:?}");
         let msg = dns.to_string();
+        eprintln!("dns (allow_private {allow_private}): {msg}");
         assert!(
             msg.contains("DNS lookup failed") && msg.contains("cannot resolve nonexistent.invalid"),
             "{msg}"
@@ -1014,5 +1016,6 @@ async fn a_failed_tls_handshake_is_named() {
     let url = Url::parse(&format!("https://{addr}/")).unwrap();
     let err = f.get(&url, &open(), &Request::default()).await.unwrap_err();
     assert_eq!(err.cause(), Some(rsagg_fetch::Cause::Tls), "{err:?}");
+    eprintln!("tls: {err}");
     assert!(err.to_string().contains("TLS handshake failed"), "{err}");
 }
