@@ -10,7 +10,11 @@
 #    pinned Kubernetes version (an error or a warning, e.g. an unknown apiVersion, fails),
 #    then the cross-references the schema cannot see: kustomization.yaml lists every manifest,
 #    pipeline paths in args are keys of the ConfigMap rsagg-pipelines, ${VAR}/$(VAR) are keys of
-#    rsagg-env, at most one writer per pipeline, writers are single-replica Recreate
+#    rsagg-env, at most one writer per pipeline, writers are single-replica Recreate, images
+#    are pinned by digest; the PodMonitor (a custom resource kubernetes-validate has no schema
+#    for) against deploy/schemas/podmonitor.schema.json, its selector and port against the
+#    Deployments; and scripts/gen-deploy.py's output for every pipelines/*.toml (batch and
+#    follow, with serve) through the same validation
 # 4. runs scripts/build-release.sh natively (the container build stage runs the same script),
 #    then the binary's `--version` and `rsagg check` on the ConfigMap's pipelines;
 #    skipped with DEPLOY_CHECK_SKIP_BUILD=1
@@ -123,7 +127,8 @@ for v in "${K8S_VERSIONS[@]}"; do
   fi
 done
 pipelines_dir=$(mktemp -d)
-trap 'rm -rf "$pipelines_dir"' EXIT
+gen_dir=$(mktemp -d)
+trap 'rm -rf "$pipelines_dir" "$gen_dir"' EXIT
 "$VPY" - deploy/k8s "$pipelines_dir" <<'PY' || die "deploy/k8s: cross-references do not hold"
 import os, re, shlex, sys, yaml
 
@@ -204,11 +209,97 @@ for path, where in writers.items():
     if len(where) > 1:
         errors.append(f"{path} has {len(where)} writers (they would fence each other): {', '.join(where)}")
 
+# images pinned by digest (kustomize replaces the manifests' `rsagg` with this)
+for img in kust.get("images", []):
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", str(img.get("digest", ""))):
+        errors.append(f"kustomization.yaml: image {img.get('name')} is not pinned by digest (digest: sha256:…)")
+
+# the PodMonitor component: its selector must pick the pods that listen, by their port name
+mon_dir = os.path.join(k8s, "monitoring")
+mon_kust = yaml.safe_load(open(os.path.join(mon_dir, "kustomization.yaml")))
+if mon_kust.get("kind") != "Component" or mon_kust.get("resources") != ["podmonitor.yaml"]:
+    errors.append("monitoring/kustomization.yaml: a Component with resources [podmonitor.yaml] expected")
+pm = yaml.safe_load(open(os.path.join(mon_dir, "podmonitor.yaml")))
+def selects(sel, labels):
+    if any(labels.get(k) != v for k, v in sel.get("matchLabels", {}).items()):
+        return False
+    for e in sel.get("matchExpressions", []):
+        has, v = e["key"] in labels, labels.get(e["key"])
+        ok = {"In": has and v in e.get("values", []), "NotIn": not has or v not in e.get("values", []),
+              "Exists": has, "DoesNotExist": not has}[e["operator"]]
+        if not ok:
+            return False
+    return True
+ports = {e["port"] for e in pm["spec"]["podMetricsEndpoints"]}
+for n, d in objs:
+    for spec in pod_specs(d):
+        tmpl = d["spec"]["template"] if d["kind"] != "CronJob" else d["spec"]["jobTemplate"]["spec"]["template"]
+        listens = {p.get("name") for c in spec.get("containers", []) for p in c.get("ports", [])}
+        picked = selects(pm["spec"]["selector"], tmpl["metadata"]["labels"])
+        where = f"{n}: {d['kind']}/{d['metadata']['name']}"
+        if listens and not picked:
+            errors.append(f"{where} listens but the PodMonitor does not select it")
+        if picked and not ports <= listens:
+            errors.append(f"{where}: the PodMonitor scrapes port(s) {sorted(ports - listens)} it does not have")
+
 for e in errors:
     print(f"[deploy-check] {e}", file=sys.stderr)
 sys.exit(1 if errors else 0)
 PY
-lap "deploy/k8s: ${#manifests[@]} manifests valid for Kubernetes ${K8S_VERSIONS[*]} (strict), cross-references hold"
+
+# The PodMonitors (deploy/k8s/monitoring and the generator's) against their schema, and the
+# generator's other objects through kubernetes-validate like deploy/k8s.
+example_image=registry.example.org/rsagg@sha256:$(printf '0%.0s' {1..64})
+for p in pipelines/*.toml; do
+  for mode in batch follow; do
+    "$VPY" scripts/gen-deploy.py "$p" --image "$example_image" --mode "$mode" --serve \
+      -o "$gen_dir/$(basename "$p" .toml)-$mode.yaml" 2>/dev/null \
+      || die "scripts/gen-deploy.py $p --mode $mode failed"
+  done
+done
+mkdir -p "$gen_dir/k8s"
+"$VPY" - "$gen_dir" deploy/schemas/podmonitor.schema.json deploy/k8s/monitoring/podmonitor.yaml <<'PY' \
+  || die "PodMonitor schema check failed"
+import glob, json, os, sys, yaml, jsonschema
+
+gen, schema_path, static = sys.argv[1], sys.argv[2], sys.argv[3]
+schema = json.load(open(schema_path))
+jsonschema.Draft202012Validator.check_schema(schema)
+validator = jsonschema.Draft202012Validator(schema)
+errors, monitors = [], 0
+def check(where, doc):
+    global monitors
+    monitors += 1
+    for e in validator.iter_errors(doc):
+        errors.append(f"{where}: {'/'.join(map(str, e.path))}: {e.message}")
+for d in yaml.safe_load_all(open(static)):
+    if d:
+        check(static, d)
+for path in sorted(glob.glob(os.path.join(gen, "*.yaml"))):
+    rest = []
+    for d in yaml.safe_load_all(open(path)):
+        if not d:
+            continue
+        if d["kind"] == "PodMonitor":
+            check(path, d)
+        else:
+            rest.append(d)
+    with open(os.path.join(gen, "k8s", os.path.basename(path)), "w") as f:
+        yaml.safe_dump_all(rest, f)
+for e in errors:
+    print(f"[deploy-check] {e}", file=sys.stderr)
+print(f"[deploy-check] {monitors} PodMonitors checked against {schema_path}", file=sys.stderr)
+sys.exit(1 if errors or monitors < 2 else 0)
+PY
+generated=("$gen_dir"/k8s/*.yaml)
+for v in "${K8S_VERSIONS[@]}"; do
+  if ! out=$("$VENV/bin/kubernetes-validate" --strict --quiet -k "$v" "${generated[@]}" 2>&1) \
+     || [[ -n $out ]]; then
+    printf '%s\n' "$out" >&2
+    die "kubernetes-validate --strict -k $v failed on scripts/gen-deploy.py's output"
+  fi
+done
+lap "deploy/k8s: ${#manifests[@]} manifests valid for Kubernetes ${K8S_VERSIONS[*]} (strict), cross-references hold; PodMonitors match their schema; gen-deploy.py's ${#generated[@]} outputs valid"
 
 # ---------------------------------------------------------------------------------------------
 # 4. the release build, natively, with the container build stage's script

@@ -350,3 +350,277 @@ data:
     );
     assert_eq!(with_placeholders("s3://${B}/x ${"), "s3://example/x ${");
 }
+
+/// The image the generator is given in these tests: pinned by digest, as it requires.
+const EXAMPLE_IMAGE: &str = "registry.example.org/rsagg@sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// `python3 scripts/gen-deploy.py ARGS`: exit code, standard output, standard error.
+fn gen_deploy(args: &[&str]) -> Result<(i32, String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new("python3")
+        .arg(root.join("scripts/gen-deploy.py"))
+        .args(args)
+        .current_dir(&root)
+        .output()
+        .context("running python3 scripts/gen-deploy.py")?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout)?,
+        String::from_utf8(out.stderr)?,
+    ))
+}
+
+/// Whether a label selector (`matchLabels`, `matchExpressions`) selects `labels`.
+fn selects(selector: &serde_json::Value, labels: &serde_json::Value) -> bool {
+    let label = |k: &str| labels.get(k).and_then(|v| v.as_str());
+    let by_label = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| label(k) == v.as_str());
+    let by_expression = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let v = label(e["key"].as_str().unwrap_or(""));
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str())
+                .collect();
+            match e["operator"].as_str() {
+                Some("In") => v.is_some_and(|v| values.contains(&v)),
+                Some("NotIn") => !v.is_some_and(|v| values.contains(&v)),
+                Some("Exists") => v.is_some(),
+                Some("DoesNotExist") => v.is_none(),
+                _ => false,
+            }
+        });
+    by_label && by_expression
+}
+
+/// The pod templates of workload objects: (kind/name, template).
+fn templates(items: &[serde_json::Value]) -> Vec<(String, &serde_json::Value)> {
+    items
+        .iter()
+        .filter_map(|o| {
+            let t = match o["kind"].as_str()? {
+                "Deployment" => &o["spec"]["template"],
+                "CronJob" => &o["spec"]["jobTemplate"]["spec"]["template"],
+                _ => return None,
+            };
+            Some((
+                format!("{}/{}", o["kind"].as_str()?, o["metadata"]["name"]),
+                t,
+            ))
+        })
+        .collect()
+}
+
+/// `scripts/gen-deploy.py` on every pipeline file of `pipelines/`, as a CronJob and as a
+/// follow Deployment, each with `serve`: the pipeline file travels byte for byte, there is one
+/// writer of the right shape, every image is pinned, every probe and the PodMonitor's path
+/// are answered by the real router, and the Services, NetworkPolicies and PodMonitor select
+/// exactly the pods they are for. (Their schemas: `scripts/deploy-check.sh`.)
+#[tokio::test]
+async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pipelines");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "toml"));
+    files.sort();
+    ensure!(files.len() >= 2, "pipeline files in {}", dir.display());
+    let mut paths = std::collections::BTreeSet::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)?;
+        let pipeline = rsagg_pipeline::Pipeline::parse(file, &text)
+            .with_context(|| format!("{}", file.display()))?;
+        let name = pipeline.config.collection.name.clone();
+        for mode in ["batch", "follow"] {
+            let at = format!("{} --mode {mode}", file.display());
+            let args = [
+                file.to_str().context("path")?,
+                "--image",
+                EXAMPLE_IMAGE,
+                "--mode",
+                mode,
+                "--serve",
+                "--format",
+                "json",
+            ];
+            let (code, out, err) = gen_deploy(&args)?;
+            ensure!(code == 0, "{at}: exit {code}: {err}");
+            let list: serde_json::Value = serde_json::from_str(&out)?;
+            let items = list["items"].as_array().context("items")?.clone();
+            let named = |kind: &str, n: &str| {
+                items
+                    .iter()
+                    .find(|o| o["kind"] == kind && o["metadata"]["name"] == n)
+            };
+
+            // The pipeline file, byte for byte.
+            let cm = named("ConfigMap", &format!("rsagg-pipeline-{name}"))
+                .with_context(|| format!("{at}: no ConfigMap"))?;
+            ensure!(
+                cm["data"][format!("{name}.toml")].as_str() == Some(text.as_str()),
+                "{at}: the ConfigMap does not hold the pipeline file as written"
+            );
+
+            // One writer, of the right shape; every container pinned and mounting the file.
+            let pods = templates(&items);
+            let mut writers = Vec::new();
+            let mut listening = Vec::new();
+            for (what, t) in &pods {
+                let spec = &t["spec"];
+                ensure!(
+                    spec["volumes"][0]["configMap"]["name"]
+                        == format!("rsagg-pipeline-{name}").as_str(),
+                    "{at}: {what} does not mount the pipeline's ConfigMap"
+                );
+                for c in spec["containers"].as_array().into_iter().flatten() {
+                    ensure!(
+                        c["image"] == EXAMPLE_IMAGE,
+                        "{at}: {what}: image {}",
+                        c["image"]
+                    );
+                    let args: Vec<&str> = c["args"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|a| a.as_str())
+                        .collect();
+                    ensure!(
+                        args.contains(&format!("/etc/rsagg/pipelines/{name}.toml").as_str()),
+                        "{at}: {what}: args {args:?}"
+                    );
+                    if args.first() == Some(&"run") {
+                        writers.push((what.clone(), args.clone()));
+                    }
+                    if let Some(ports) = c["ports"].as_array() {
+                        listening.push(what.clone());
+                        ensure!(ports[0]["name"] == "http", "{at}: {what}: port name");
+                        let port = ports[0]["containerPort"].as_u64().context("port")?;
+                        ensure!(
+                            args.contains(&format!("0.0.0.0:{port}").as_str()),
+                            "{at}: {what} listens elsewhere than its port {port}: {args:?}"
+                        );
+                        for probe in ["livenessProbe", "readinessProbe"] {
+                            let get = &c[probe]["httpGet"];
+                            ensure!(get["port"].as_u64() == Some(port), "{at}: {what} {probe}");
+                            paths.insert(get["path"].as_str().context("path")?.to_owned());
+                        }
+                    }
+                }
+            }
+            ensure!(writers.len() == 1, "{at}: writers {writers:?}");
+            let (writer, args) = &writers[0];
+            if mode == "batch" {
+                let cron = named("CronJob", &format!("rsagg-run-{name}")).context("CronJob")?;
+                ensure!(cron["spec"]["concurrencyPolicy"] == "Forbid", "{at}");
+                ensure!(args.contains(&"--once"), "{at}: {args:?}");
+            } else {
+                let d = named("Deployment", &format!("rsagg-follow-{name}")).context("follow")?;
+                ensure!(d["spec"]["replicas"] == 1, "{at}");
+                ensure!(d["spec"]["strategy"]["type"] == "Recreate", "{at}");
+                ensure!(args.contains(&"--follow"), "{at}: {writer} {args:?}");
+            }
+
+            // Services: each selects pods that have the port it targets.
+            for svc in items.iter().filter(|o| o["kind"] == "Service") {
+                let sel = serde_json::json!({ "matchLabels": svc["spec"]["selector"] });
+                let picked: Vec<&String> = pods
+                    .iter()
+                    .filter(|(_, t)| selects(&sel, &t["metadata"]["labels"]))
+                    .map(|(w, _)| w)
+                    .collect();
+                ensure!(
+                    picked.len() == 1 && listening.contains(picked[0]),
+                    "{at}: Service {} selects {picked:?}",
+                    svc["metadata"]["name"]
+                );
+            }
+
+            // NetworkPolicies: the default one covers every pod; the http one and the
+            // PodMonitor exactly the listening ones.
+            let default = named("NetworkPolicy", &format!("rsagg-{name}")).context("policy")?;
+            let http = named("NetworkPolicy", &format!("rsagg-{name}-http")).context("http")?;
+            let monitor = named("PodMonitor", &format!("rsagg-{name}")).context("monitor")?;
+            for (what, t) in &pods {
+                let labels = &t["metadata"]["labels"];
+                ensure!(
+                    selects(&default["spec"]["podSelector"], labels),
+                    "{at}: {what}"
+                );
+                let listens = listening.contains(what);
+                ensure!(
+                    selects(&http["spec"]["podSelector"], labels) == listens,
+                    "{at}: rsagg-{name}-http and {what}"
+                );
+                ensure!(
+                    selects(&monitor["spec"]["selector"], labels) == listens,
+                    "{at}: the PodMonitor and {what}"
+                );
+            }
+            let egress_ports: Vec<u64> = default["spec"]["egress"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|r| r["ports"].as_array().into_iter().flatten())
+                .filter_map(|p| p["port"].as_u64())
+                .collect();
+            for port in [53, 8333, 80, 443] {
+                ensure!(
+                    egress_ports.contains(&port),
+                    "{at}: egress {egress_ports:?}"
+                );
+            }
+            for u in &pipeline.config.upstreams {
+                let port = u.url.port_or_known_default().context("port")?;
+                ensure!(
+                    egress_ports.contains(&u64::from(port)),
+                    "{at}: upstream {} on {port}, egress {egress_ports:?}",
+                    u.name
+                );
+            }
+            let endpoint = &monitor["spec"]["podMetricsEndpoints"][0];
+            ensure!(endpoint["port"] == "http", "{at}");
+            paths.insert(endpoint["path"].as_str().context("path")?.to_owned());
+        }
+    }
+    // Every path probed or scraped is answered by the real router.
+    for path in &paths {
+        let response = router()?
+            .oneshot(Request::builder().uri(path.as_str()).body(Body::empty())?)
+            .await?;
+        ensure!(
+            response.status() == StatusCode::OK,
+            "GET {path}: {}",
+            response.status()
+        );
+    }
+    ensure!(
+        paths.contains("/metrics") && paths.contains("/readyz"),
+        "{paths:?}"
+    );
+
+    // An image by tag, or a bad pipeline file, is refused (exit 2) with the reason.
+    let reference = dir.join("reference.toml");
+    let reference = reference.to_str().context("path")?;
+    let (code, _, err) = gen_deploy(&[reference, "--image", "registry.example.org/rsagg:0.1.0"])?;
+    ensure!(
+        code == 2 && err.contains("not pinned by digest"),
+        "{code}: {err}"
+    );
+    let bad = tempfile::NamedTempFile::new()?;
+    std::fs::write(bad.path(), "[collection]\nname = \"Not A Label\"\n")?;
+    let (code, _, err) = gen_deploy(&[
+        bad.path().to_str().context("path")?,
+        "--image",
+        EXAMPLE_IMAGE,
+    ])?;
+    ensure!(code == 2 && err.contains("DNS label"), "{code}: {err}");
+    Ok(())
+}

@@ -9,20 +9,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap};
 use tokio::sync::Semaphore;
 use tracing::warn;
 use url::Url;
 
-use crate::Error;
 use crate::body::{Body, Permits};
 use crate::config::{Access, Auth, FetchConfig, Request};
 use crate::counters::{Counters, FetchCounts, Outcome as Counted};
 use crate::guard::{check_target, client_builder, find_refusal};
 use crate::link::{LinkValue, parse_link_header};
 use crate::rate::HostRate;
+use crate::{Cause, Error};
 
 /// Per-host semaphores kept before idle ones are dropped from the map.
 const HOST_MAP_PRUNE: usize = 1024;
@@ -231,9 +231,17 @@ impl Fetcher {
                 });
             }
             let u = url.clone();
-            let raw = resp
-                .bytes_stream()
-                .map_err(move |e| transport_error(&u, e, 1));
+            // With the bytes counted, a connection that ends early says how early.
+            let raw = resp.bytes_stream().scan(0u64, move |read, chunk| {
+                let chunk = match chunk {
+                    Ok(b) => {
+                        *read += b.len() as u64;
+                        Ok(b)
+                    }
+                    Err(e) => Err(body_error(&u, e, *read, content_length)),
+                };
+                futures::future::ready(Some(chunk))
+            });
             Body::new(
                 url.clone(),
                 Box::pin(raw),
@@ -378,8 +386,9 @@ impl Fetcher {
                 if e.is_builder() {
                     return Outcome::Fail(transport_error(url, e, attempt));
                 }
+                let reason = crate::cause::chain(&e);
                 Outcome::Retry {
-                    reason: rsagg_model::ErrorChain(&e).to_string(),
+                    reason,
                     retry_after: None,
                     last: transport_error(url, e, attempt),
                 }
@@ -436,20 +445,40 @@ fn unreachable_closed() -> ! {
     panic!("rsagg-fetch semaphores are never closed")
 }
 
-/// Maps a reqwest error to the crate error, keeping timeouts apart.
+/// Maps a reqwest error to the crate error, keeping timeouts apart, with the cause chain
+/// written out (without reqwest's copy of the URL, which the crate error names first).
 pub(crate) fn transport_error(url: &Url, e: reqwest::Error, attempts: u32) -> Error {
-    if e.is_timeout() {
+    let e = e.without_url();
+    let transport = Box::new(crate::Transport {
+        cause: crate::cause::classify(&e),
+        chain: crate::cause::chain(&e),
+    });
+    if e.is_timeout() && transport.cause != Cause::ConnectTimeout {
         Error::Timeout {
             url: url.clone(),
             attempts,
-            source: e,
+            transport,
         }
     } else {
         Error::Http {
             url: url.clone(),
             attempts,
-            source: e,
+            transport,
         }
+    }
+}
+
+/// A body transfer error of `url`: [`Error::Truncated`] when fewer than the `expected`
+/// (`Content-Length`) bytes had come (what reqwest calls `error decoding response body`),
+/// else as [`transport_error`].
+fn body_error(url: &Url, e: reqwest::Error, read: u64, expected: Option<u64>) -> Error {
+    match expected {
+        Some(expected) if read < expected => Error::Truncated {
+            url: url.clone(),
+            read,
+            expected,
+        },
+        _ => transport_error(url, e, 1),
     }
 }
 

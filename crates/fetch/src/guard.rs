@@ -102,7 +102,7 @@ pub fn client_builder(allow_private: bool) -> reqwest::ClientBuilder {
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy();
     if allow_private {
-        b
+        b.dns_resolver(std::sync::Arc::new(SystemResolver))
     } else {
         b.dns_resolver(std::sync::Arc::new(GuardedResolver))
     }
@@ -184,6 +184,52 @@ pub fn find_refusal(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     None
 }
 
+/// A host name the system resolver could not resolve: its own error type, so that a DNS
+/// failure can be told from the other connect failures (see `cause.rs`).
+#[derive(Debug)]
+pub(crate) struct Unresolved {
+    pub(crate) host: String,
+    pub(crate) source: std::io::Error,
+}
+
+impl fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot resolve {}", self.host)
+    }
+}
+
+impl std::error::Error for Unresolved {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// The addresses of `host` from the system resolver (through Tokio).
+async fn lookup(host: &str) -> Result<Vec<SocketAddr>, Unresolved> {
+    match tokio::net::lookup_host((host, 0)).await {
+        Ok(addrs) => Ok(addrs.collect()),
+        Err(source) => Err(Unresolved {
+            host: host.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// DNS resolver of the unguarded client (`allow_private`): the system resolver, as hyper's
+/// own would be, with failures as [`Unresolved`].
+#[derive(Debug, Default, Clone, Copy)]
+struct SystemResolver;
+
+impl Resolve for SystemResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs = lookup(&host).await?;
+            Ok(Box::new(addrs.into_iter()) as Addrs)
+        })
+    }
+}
+
 /// DNS resolver of the guarded client: the system resolver (through Tokio), then the guard
 /// on every address returned. [`client_builder`] installs it.
 #[derive(Debug, Default, Clone, Copy)]
@@ -193,8 +239,7 @@ impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let addrs = lookup(&host).await?;
             if let Some(bad) = addrs.iter().find(|a| !is_public(a.ip())) {
                 return Err(Box::new(Refusal {
                     host,

@@ -17,6 +17,8 @@
 //! - [`client`]: [`Fetcher`] (`get`, `get_bytes`) and [`Fetched`], the response head.
 //! - [`body`]: [`Body`], the streamed, capped, optionally inflated response body that holds
 //!   the concurrency permits until dropped.
+//! - [`cause`]: [`Cause`], what a transport failure was (DNS, refused, reset, TLS, …), read
+//!   from the causes reqwest hides behind `error sending request`, and the chain written out.
 //! - [`guard`]: the address classifier, the resolver that enforces it, and the client
 //!   builder and target check the other outgoing requests of rsagg (the hub's, the
 //!   subscriber's) reuse.
@@ -28,6 +30,7 @@
 //! - `html`: a tolerant scan for `<link rel="resourcesync">` in HTML pages.
 
 pub mod body;
+pub mod cause;
 pub mod client;
 pub mod config;
 pub mod counters;
@@ -38,6 +41,7 @@ pub mod link;
 mod rate;
 
 pub use body::Body;
+pub use cause::{Cause, Transport};
 pub use client::{Fetched, Fetcher};
 pub use config::{Access, Auth, DEFAULT_USER_AGENT, FetchConfig, Request};
 pub use counters::{DURATION_BOUNDS, FetchCounts};
@@ -106,27 +110,41 @@ pub enum Error {
         limit: u64,
     },
     /// No response (headers or the next part of the body) within the configured time, after
-    /// the retries where retries apply.
-    #[error("{url}: timed out after {attempts} attempt(s): {source}")]
+    /// the retries where retries apply. The transport errors keep reqwest's error as text
+    /// only (`detail`, the whole chain): as a `source` a log writing the chain would repeat
+    /// it, and this enum stays small.
+    #[error("{url}: timed out after {attempts} attempt(s): {}", transport.chain)]
     Timeout {
         /// The URL.
         url: Url,
         /// Attempts made.
         attempts: u32,
-        /// The underlying error.
-        #[source]
-        source: reqwest::Error,
+        /// What the transport said, its causes written out.
+        transport: Box<Transport>,
     },
     /// Connection, protocol or body transfer error (after the retries where retries apply).
-    #[error("{url}: {source} (after {attempts} attempt(s))")]
+    /// reqwest's own message hides what happened (`error sending request`), so the message
+    /// names the [`Cause`] and writes out the chain of causes.
+    #[error("{url}: {transport} (after {attempts} attempt(s))")]
     Http {
         /// The URL.
         url: Url,
         /// Attempts made.
         attempts: u32,
-        /// The underlying error.
-        #[source]
-        source: reqwest::Error,
+        /// What kind of failure it was (DNS, refused, reset, TLS, …) and the chain of
+        /// causes ([`Transport::cause`], [`Transport::chain`]).
+        transport: Box<Transport>,
+    },
+    /// The connection ended before the body had the length its `Content-Length` announced
+    /// (a server that crashed or a proxy that cut the transfer).
+    #[error("{url}: body ended after {read} of {expected} bytes (Content-Length)")]
+    Truncated {
+        /// The URL.
+        url: Url,
+        /// Body bytes received.
+        read: u64,
+        /// Body bytes announced.
+        expected: u64,
     },
     /// A gzip body could not be inflated.
     #[error("{url}: cannot inflate gzip body: {source}")]
@@ -186,11 +204,20 @@ impl Error {
             | Error::TooLarge { url, .. }
             | Error::Timeout { url, .. }
             | Error::Http { url, .. }
+            | Error::Truncated { url, .. }
             | Error::Decode { url, .. }
             | Error::Document { url, .. }
             | Error::NotDiscovered { url, .. }
             | Error::NoUpLink { url, .. }
             | Error::Navigation { url, .. } => Some(url),
+        }
+    }
+
+    /// What kind of transport failure it was, for [`Error::Http`].
+    pub fn cause(&self) -> Option<Cause> {
+        match self {
+            Error::Http { transport, .. } => Some(transport.cause),
+            _ => None,
         }
     }
 
@@ -219,5 +246,20 @@ impl Error {
             url: url.clone(),
             source: e,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Errors are returned by value through every layer (`clippy::result_large_err` warns
+    /// from 128 bytes, and the crates wrapping this error add their own tag): the variants
+    /// keep their text boxed.
+    #[test]
+    fn the_error_stays_small() {
+        assert!(
+            std::mem::size_of::<super::Error>() <= 120,
+            "{} bytes",
+            std::mem::size_of::<super::Error>()
+        );
     }
 }

@@ -916,3 +916,108 @@ async fn retries_are_rate_limited_too() {
         t0.elapsed()
     );
 }
+
+/// A raw TCP server on loopback answering every connection with `answer` (after reading the
+/// request head, or at once for a TLS ClientHello), then closing the connection.
+async fn raw_server(answer: &'static [u8]) -> SocketAddr {
+    use tokio::io::AsyncWriteExt;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(answer).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_body_shorter_than_its_content_length_says_so() {
+    static ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nContent-Type: text/plain\r\n\r\n\
+        0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789";
+    let addr = raw_server(ANSWER).await;
+    let fetched = get_root(&fetcher(), addr).await.unwrap();
+    assert_eq!(fetched.content_length, Some(1000));
+    let err = read_all(fetched).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Truncated {
+                read: 100,
+                expected: 1000,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("http://{addr}/: body ended after 100 of 1000 bytes (Content-Length)")
+    );
+}
+
+#[tokio::test]
+async fn a_refused_connection_and_a_dns_failure_read_differently() {
+    // A port nobody listens on: bound, then closed.
+    let closed = {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    };
+    let f = Fetcher::new(FetchConfig {
+        retries: 1,
+        ..cfg()
+    })
+    .unwrap();
+    let refused = get_root(&f, closed).await.unwrap_err();
+    assert!(
+        matches!(refused, Error::Http { attempts: 2, .. }),
+        "{refused:?}"
+    );
+    assert_eq!(refused.cause(), Some(rsagg_fetch::Cause::ConnectionRefused));
+    let msg = refused.to_string();
+    eprintln!("refused: {msg}");
+    assert!(msg.contains("connection refused"), "{msg}");
+    assert!(
+        msg.to_lowercase().contains("os error"),
+        "the OS's words: {msg}"
+    );
+
+    // `.invalid` never resolves (RFC 6761 6.4), with the guard's resolver and without.
+    let url = Url::parse("http://nonexistent.invalid/").unwrap();
+    for allow_private in [true, false] {
+        let access = Access {
+            allow_private,
+            ..Access::default()
+        };
+        let dns = f.get(&url, &access, &Request::default()).await.unwrap_err();
+        assert_eq!(dns.cause(), Some(rsagg_fetch::Cause::Dns), "{dns:?}");
+        let msg = dns.to_string();
+        eprintln!("dns (allow_private {allow_private}): {msg}");
+        assert!(
+            msg.contains("DNS lookup failed") && msg.contains("cannot resolve nonexistent.invalid"),
+            "{msg}"
+        );
+        assert_ne!(msg, refused.to_string());
+    }
+}
+
+#[tokio::test]
+async fn a_failed_tls_handshake_is_named() {
+    // A server that answers a ClientHello in plain HTTP.
+    let addr = raw_server(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n").await;
+    let f = Fetcher::new(FetchConfig {
+        retries: 0,
+        ..cfg()
+    })
+    .unwrap();
+    let url = Url::parse(&format!("https://{addr}/")).unwrap();
+    let err = f.get(&url, &open(), &Request::default()).await.unwrap_err();
+    assert_eq!(err.cause(), Some(rsagg_fetch::Cause::Tls), "{err:?}");
+    eprintln!("tls: {err}");
+    assert!(err.to_string().contains("TLS handshake failed"), "{err}");
+}

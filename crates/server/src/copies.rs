@@ -19,7 +19,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use rsagg_layout::meta::ResourceListMeta as Published;
 use rsagg_layout::paths::{RESOURCE_LIST_META as META, part_of, part_path};
 use rsagg_layout::uris::{own_uri, parse_own_path};
@@ -29,7 +29,10 @@ use tokio::sync::OnceCell;
 
 use crate::Error;
 use crate::collection::Collection;
-use crate::http::{Validators, store_failed, system_time, text};
+use crate::http::{
+    Ranged, Validators, accept_ranges, partial, range_not_satisfiable, store_failed, system_time,
+    text,
+};
 
 /// Parsed parts kept. A part lists up to ~40,000 resources (a few MB parsed), and requests
 /// for copies cluster on few parts only when clients walk a list in order; eight bounds
@@ -249,6 +252,7 @@ fn index_part(xml: &[u8], source: &str) -> Result<PartIndex, Error> {
 /// listed type, `ETag` = its SHA-256 (the content address: equal tags, equal bytes), the
 /// listed `lastmod` as `Last-Modified`, and `link` (rel="resourcesync" to the collection's
 /// Capability List, spec 6.3.3) so a client holding only the copy finds the collection.
+/// A single `Range` is answered `206` with only those bytes (`416` outside the blob).
 pub(crate) async fn serve_copy(
     objects: &Arc<dyn ObjectStore>,
     info: &CopyInfo,
@@ -266,10 +270,38 @@ pub(crate) async fn serve_copy(
         return v.not_modified_response(headers);
     }
     let path = Blobs::path(&info.sha256);
-    let (size, body) = if head {
-        match objects.head(&path).await {
-            Ok(meta) => (meta.size, Body::empty()),
+    let content_type = info
+        .mime_type
+        .as_deref()
+        .and_then(|t| HeaderValue::from_str(t).ok())
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    headers.insert(header::CONTENT_TYPE, content_type);
+    v.apply(&mut headers);
+    // A range is resolved against the blob's size (a HEAD), then read as a ranged GET. The
+    // blob is content-addressed: its bytes cannot change between the two.
+    let ranged = !head && request.contains_key(header::RANGE);
+    let (size, body) = if head || ranged {
+        let size = match objects.head(&path).await {
+            Ok(meta) => meta.size,
             Err(e) => return blob_failed(&path, e),
+        };
+        match v.range(request, size) {
+            _ if head => (size, Body::empty()),
+            Ranged::Full => match objects.get(&path).await {
+                Ok(r) => (r.meta.size, Body::from_stream(r.into_stream())),
+                Err(e) => return blob_failed(&path, e),
+            },
+            Ranged::Unsatisfiable => return range_not_satisfiable(size),
+            Ranged::Part(range) => {
+                let options = GetOptions {
+                    range: Some(GetRange::Bounded(range.clone())),
+                    ..GetOptions::default()
+                };
+                return match objects.get_opts(&path, options).await {
+                    Ok(r) => partial(headers, &range, size, Body::from_stream(r.into_stream())),
+                    Err(e) => blob_failed(&path, e),
+                };
+            }
         }
     } else {
         match objects.get(&path).await {
@@ -280,14 +312,8 @@ pub(crate) async fn serve_copy(
     if info.length.is_some_and(|l| l != size) {
         tracing::warn!(%path, listed = ?info.length, stored = size, "blob length differs from the list");
     }
-    let content_type = info
-        .mime_type
-        .as_deref()
-        .and_then(|t| HeaderValue::from_str(t).ok())
-        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
-    headers.insert(header::CONTENT_TYPE, content_type);
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
-    v.apply(&mut headers);
+    accept_ranges(&mut headers);
     let mut r = Response::new(body);
     *r.headers_mut() = headers;
     r

@@ -13,11 +13,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use rsagg_layout::capability::{self, capability_list_url};
 
 use crate::collection::Collection;
-use crate::http::{Validators, not_found, store_failed};
+use crate::http::{
+    Ranged, Validators, accept_ranges, compressible, not_found, partial, range_not_satisfiable,
+    store_failed,
+};
 
 /// Documents at the top of a collection, served from the object of the same name.
 const TOP: &[&str] = &[
@@ -89,17 +92,22 @@ pub(crate) fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The media type of the XML documents.
+const XML: &str = "application/xml";
+
 /// The media type of a published object, by its extension.
 fn content_type(path: &Path) -> &'static str {
     match path.extension() {
-        Some("xml") => "application/xml",
+        Some("xml") => XML,
         Some("zip") => "application/zip",
         _ => "application/octet-stream",
     }
 }
 
 /// Answers GET or HEAD (`head`) of the published object `path`: streamed from the store with
-/// its length and validators, `304` when the request's conditions say the client has it.
+/// its length and validators, `304` when the request's conditions say the client has it,
+/// `206` with only the bytes of a single `Range` (a ranged read of the store, never the
+/// whole object), `416` when the range is outside the object.
 pub(crate) async fn serve_object(
     objects: &Arc<dyn ObjectStore>,
     path: &Path,
@@ -108,9 +116,11 @@ pub(crate) async fn serve_object(
 ) -> Response {
     let conditional = request.contains_key(header::IF_NONE_MATCH)
         || request.contains_key(header::IF_MODIFIED_SINCE);
-    // HEAD, and a conditional GET (likely answered 304), ask for the metadata only; an
-    // unconditional GET gets bytes and metadata in one request.
-    let meta = if head || conditional {
+    let ranged = !head && request.contains_key(header::RANGE);
+    // HEAD, a conditional GET (likely answered 304) and a range (resolved against the
+    // size) ask for the metadata first; an unconditional GET gets bytes and metadata in one
+    // request.
+    let meta = if head || conditional || ranged {
         match objects.head(path).await {
             Ok(meta) => Some(meta),
             Err(object_store::Error::NotFound { .. }) => return not_found(),
@@ -126,6 +136,38 @@ pub(crate) async fn serve_object(
         }
         if head {
             return ok(path, meta.size, &v, Body::empty());
+        }
+        match v.range(request, meta.size) {
+            Ranged::Full => {}
+            Ranged::Unsatisfiable => return range_not_satisfiable(meta.size),
+            Ranged::Part(range) => {
+                // Only the bytes of the version the validators describe: a rewrite between
+                // the HEAD and this read fails the precondition and is answered in full.
+                let options = GetOptions {
+                    range: Some(GetRange::Bounded(range.clone())),
+                    if_match: meta.e_tag.clone(),
+                    ..GetOptions::default()
+                };
+                match objects.get_opts(path, options).await {
+                    Ok(r) => {
+                        let mut headers = HeaderMap::new();
+                        headers.insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static(content_type(path)),
+                        );
+                        v.apply(&mut headers);
+                        return partial(
+                            headers,
+                            &range,
+                            meta.size,
+                            Body::from_stream(r.into_stream()),
+                        );
+                    }
+                    Err(object_store::Error::Precondition { .. }) => {}
+                    Err(object_store::Error::NotFound { .. }) => return not_found(),
+                    Err(e) => return failed(path, e),
+                }
+            }
         }
     }
     match objects.get(path).await {
@@ -147,16 +189,21 @@ fn failed(path: &Path, source: object_store::Error) -> Response {
     store_failed("reading a published document", &e)
 }
 
+/// `200` with the object's type, length and validators; XML documents are marked
+/// [`compressible`], ZIP packages are not (already deflated).
 fn ok(path: &Path, size: u64, v: &Validators, body: Body) -> Response {
     let mut r = Response::new(body);
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type(path)),
-    );
+    let content_type = content_type(path);
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    accept_ranges(h);
     v.apply(h);
-    r
+    if content_type == XML {
+        compressible(r)
+    } else {
+        r
+    }
 }
 
 /// A document made once at start-up (the set of collections served does not change while
@@ -200,7 +247,11 @@ impl Generated {
         );
         h.insert(header::CONTENT_LENGTH, HeaderValue::from(self.body.len()));
         self.validators.apply(h);
-        r
+        if self.content_type == XML {
+            compressible(r)
+        } else {
+            r
+        }
     }
 }
 
@@ -211,7 +262,7 @@ pub(crate) fn source_description(collections: &[Collection]) -> Generated {
     let lists = collections
         .iter()
         .map(|c| capability_list_url(c.base_url()));
-    Generated::new(capability::source_description(lists), "application/xml")
+    Generated::new(capability::source_description(lists), XML)
 }
 
 /// `robots.txt` with a `Sitemap:` line per collection's Resource List (spec 6.3.4), the

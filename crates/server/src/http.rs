@@ -1,10 +1,13 @@
-//! Validators, conditional GET (RFC 9110 section 13) and small responses shared by the
-//! routes.
+//! Validators, conditional GET (RFC 9110 section 13), range requests (section 14) and small
+//! responses shared by the routes.
 //!
 //! Destinations poll documents and re-fetch copies; answering `304 Not Modified` to a
 //! Destination that already holds the current bytes saves the transfer, so every route
-//! answers with an `ETag` and, where it knows one, a `Last-Modified`.
+//! answers with an `ETag` and, where it knows one, a `Last-Modified`. A client resuming a
+//! large dump package asks for the bytes it lacks (`Range`); stored objects answer one range
+//! with `206 Partial Content`, read from the store as a ranged GET.
 
+use std::ops::Range;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
@@ -95,6 +98,132 @@ impl Validators {
         self.apply(r.headers_mut());
         r
     }
+}
+
+/// What a GET's `Range` header (RFC 9110 14.2) asks of a representation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ranged {
+    /// The whole representation, `200`: no `Range`, an `If-Range` that does not match, a
+    /// header that is not a valid `bytes` range, or several ranges (a server may answer
+    /// those in full; one range is what resuming clients ask).
+    Full,
+    /// These bytes, `206 Partial Content`.
+    Part(Range<u64>),
+    /// No byte of the representation is in the range, `416 Range Not Satisfiable`.
+    Unsatisfiable,
+}
+
+impl Validators {
+    /// What `request`'s `Range` asks of this representation of `size` bytes. `If-Range`
+    /// is honoured (13.1.5): an entity tag must match strongly (a weak tag never does), a
+    /// date must equal `Last-Modified`; otherwise the whole representation is sent.
+    pub fn range(&self, request: &HeaderMap, size: u64) -> Ranged {
+        let Some(range) = request.get(header::RANGE).and_then(|v| v.to_str().ok()) else {
+            return Ranged::Full;
+        };
+        if let Some(if_range) = request.get(header::IF_RANGE)
+            && !self.if_range_matches(if_range)
+        {
+            return Ranged::Full;
+        }
+        // Syntax errors (and the other units) mean the header is ignored (14.2).
+        let Ok(parsed) = http_range_header::parse_range_header(range) else {
+            return Ranged::Full;
+        };
+        let [one] = parsed.ranges.as_slice() else {
+            return Ranged::Full;
+        };
+        use http_range_header::{EndPosition, StartPosition};
+        if size == 0 {
+            return Ranged::Unsatisfiable;
+        }
+        let last = size - 1;
+        let start = match one.start {
+            StartPosition::Index(first) if first > last => return Ranged::Unsatisfiable,
+            StartPosition::Index(first) => first,
+            // A suffix longer than the representation means all of it (14.1.3); a zero
+            // suffix is refused by the parser.
+            StartPosition::FromLast(n) => size.saturating_sub(n),
+        };
+        let end = match one.end {
+            // `last-pos` < `first-pos` is an invalid range-spec: the header is ignored.
+            EndPosition::Index(end) if end < start => return Ranged::Full,
+            EndPosition::Index(end) => end.min(last),
+            EndPosition::LastByte => last,
+        };
+        Ranged::Part(start..end + 1)
+    }
+
+    fn if_range_matches(&self, if_range: &HeaderValue) -> bool {
+        let Ok(value) = if_range.to_str() else {
+            return false;
+        };
+        let value = value.trim();
+        if value.starts_with('"') || value.starts_with("W/") {
+            // Strong comparison: both tags strong and equal.
+            return !value.starts_with("W/") && !self.etag.starts_with("W/") && value == self.etag;
+        }
+        match (httpdate::parse_http_date(value), self.last_modified) {
+            (Ok(date), Some(lm)) => truncate_to_seconds(lm) == date,
+            _ => false,
+        }
+    }
+}
+
+/// Sets `Accept-Ranges: bytes` (RFC 9110 14.3): the routes streaming stored objects answer
+/// single ranges.
+pub(crate) fn accept_ranges(headers: &mut HeaderMap) {
+    headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+}
+
+/// The `206 Partial Content` head of `range` of a representation of `size` bytes
+/// (`Content-Range`, `Content-Length`), on `headers` that already carry the type and
+/// validators.
+pub(crate) fn partial(
+    mut headers: HeaderMap,
+    range: &Range<u64>,
+    size: u64,
+    body: Body,
+) -> Response {
+    let content_range = format!("bytes {}-{}/{size}", range.start, range.end - 1);
+    if let Ok(v) = HeaderValue::from_str(&content_range) {
+        headers.insert(header::CONTENT_RANGE, v);
+    }
+    headers.insert(
+        header::CONTENT_LENGTH,
+        HeaderValue::from(range.end - range.start),
+    );
+    accept_ranges(&mut headers);
+    let mut r = Response::new(body);
+    *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+    *r.headers_mut() = headers;
+    r
+}
+
+/// `416 Range Not Satisfiable` with `Content-Range: bytes */{size}` (RFC 9110 15.5.17).
+pub(crate) fn range_not_satisfiable(size: u64) -> Response {
+    let mut r = text(
+        StatusCode::RANGE_NOT_SATISFIABLE,
+        "the range is outside the representation\n",
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+        r.headers_mut().insert(header::CONTENT_RANGE, v);
+    }
+    accept_ranges(r.headers_mut());
+    r
+}
+
+/// Marks a response whose body may be compressed when the client asks (`Accept-Encoding`):
+/// the XML documents and the pages made per request, text that shrinks several-fold. Copies
+/// (the upstream's bytes, whatever their type) and ZIP packages are never marked; the
+/// router's compression layer compresses only marked `200` answers (see `router.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Compressible;
+
+/// Marks `r` [`Compressible`].
+pub(crate) fn compressible(mut r: Response) -> Response {
+    r.extensions_mut().insert(Compressible);
+    r
 }
 
 /// `etag` as a valid quoted entity tag: kept when it already is one, quoted when it is a bare
@@ -206,6 +335,66 @@ mod tests {
         )])));
         assert!(!v.not_modified(&headers(&[(header::IF_MODIFIED_SINCE, "yesterday")])));
         assert!(!v.not_modified(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn single_ranges_are_resolved_against_the_size() {
+        let v = validators();
+        let ask = |range: &str, size| v.range(&headers(&[(header::RANGE, range)]), size);
+        assert_eq!(v.range(&HeaderMap::new(), 10), Ranged::Full);
+        assert_eq!(ask("bytes=0-99", 1000), Ranged::Part(0..100));
+        assert_eq!(
+            ask("bytes=0-99", 10),
+            Ranged::Part(0..10),
+            "clamped to the end"
+        );
+        assert_eq!(ask("bytes=5-", 10), Ranged::Part(5..10));
+        assert_eq!(ask("bytes=-3", 10), Ranged::Part(7..10));
+        assert_eq!(
+            ask("bytes=-30", 10),
+            Ranged::Part(0..10),
+            "a long suffix is all"
+        );
+        assert_eq!(ask("bytes=9-9", 10), Ranged::Part(9..10));
+        assert_eq!(ask("bytes=10-", 10), Ranged::Unsatisfiable);
+        assert_eq!(ask("bytes=10-20", 10), Ranged::Unsatisfiable);
+        assert_eq!(ask("bytes=-1", 0), Ranged::Unsatisfiable);
+        // Ignored: invalid syntax, other units, reversed, several ranges.
+        for ignored in [
+            "bytes=a-b",
+            "items=0-1",
+            "bytes=5-2",
+            "bytes=0-1,4-5",
+            "bytes 0-1",
+        ] {
+            assert_eq!(ask(ignored, 10), Ranged::Full, "{ignored}");
+        }
+    }
+
+    #[test]
+    fn if_range_needs_a_strong_match_or_the_exact_date() {
+        let v = validators();
+        let ask = |if_range: &str| {
+            v.range(
+                &headers(&[(header::RANGE, "bytes=0-0"), (header::IF_RANGE, if_range)]),
+                10,
+            )
+        };
+        assert_eq!(ask("\"abc\""), Ranged::Part(0..1));
+        assert_eq!(ask("W/\"abc\""), Ranged::Full, "weak tags never match");
+        assert_eq!(ask("\"abd\""), Ranged::Full);
+        assert_eq!(ask("Tue, 14 Nov 2023 22:13:20 GMT"), Ranged::Part(0..1));
+        assert_eq!(ask("Tue, 14 Nov 2023 22:13:21 GMT"), Ranged::Full);
+        assert_eq!(ask("soon"), Ranged::Full);
+        let weak = Validators {
+            etag: "W/\"abc\"".into(),
+            last_modified: None,
+        };
+        let h = headers(&[
+            (header::RANGE, "bytes=0-0"),
+            (header::IF_RANGE, "W/\"abc\""),
+        ]);
+        assert_eq!(weak.range(&h, 10), Ranged::Full);
     }
 
     #[test]

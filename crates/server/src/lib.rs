@@ -48,9 +48,11 @@
 //! - `chart.rs`: the inline SVG line charts of `/status` (harvest rate and lag over the
 //!   recorded runs).
 //! - `topic.rs`: the change-notification topic URI (CN 1.0.1 4.1) and the fetch marker.
-//! - `http.rs`: validators (`ETag`, `Last-Modified`), conditional GET and small responses.
-//! - `router.rs`: the axum router dispatching by path, and [`Server`] (bind, serve, graceful
-//!   shutdown).
+//! - `http.rs`: validators (`ETag`, `Last-Modified`), conditional GET, single `Range`
+//!   requests (`206`, `416`, `If-Range`), the marker of compressible answers, small responses.
+//! - `router.rs`: the axum router dispatching by path, wrapped in tower-http's compression
+//!   (gzip, brotli) of marked answers and the request counting, and [`Server`] (bind, serve,
+//!   graceful shutdown).
 //! - `listen.rs`: the connection loop of every listener (`serve`, `run --follow --listen`,
 //!   `hub`) and its [`Limits`]: a header read timeout that is also the idle keep-alive limit,
 //!   and a cap on concurrent connections.

@@ -9,6 +9,13 @@
 //!
 //! Every answer is counted (by collection, kind and status, with the body bytes sent) for
 //! `/metrics`.
+//!
+//! Around the handler, two layers: tower-http's compression (gzip or brotli, as the client's
+//! `Accept-Encoding` prefers) of the `200` answers marked [`Compressible`] (XML documents
+//! and the pages, from [`MIN_COMPRESSED`] bytes; never copies, ZIP packages, or ranges), and
+//! outside it the counting, so the bytes counted are the bytes sent. A compressed answer's
+//! entity tag is made weak (`W/`), as its bytes differ from the identity representation's:
+//! conditional GETs (compared weakly) still match, `If-Range` (compared strongly) does not.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,12 +27,14 @@ use axum::Router;
 use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode, Version, header};
 use axum::response::Response;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 use rsagg_layout::paths::{STATS_OBJECT, TOPIC, capability_list_url};
 use tokio::net::TcpListener;
+use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::{Predicate, SizeAbove};
 
 use crate::Error;
 use crate::callbacks::{Push, SEGMENT, callback as callback_answer};
@@ -35,7 +44,7 @@ use crate::documents::{
     Generated, Refused, method_not_allowed, object_for, percent_decode, robots, serve_object,
     source_description,
 };
-use crate::http::{not_found, store_failed, text};
+use crate::http::{Compressible, compressible, not_found, store_failed, text};
 use crate::listen::Limits;
 use crate::metrics::{CollectionMetrics, HttpCounters, Kind};
 use crate::stats::{Observed, StatsReader};
@@ -55,6 +64,10 @@ pub const READYZ: &str = "/readyz";
 pub const METRICS: &str = "/metrics";
 /// The HTML status page.
 pub const STATUS: &str = "/status";
+
+/// The smallest body compressed: below a kilobyte the saving is a few hundred bytes at
+/// most, less than the cost of the encoder's state.
+pub(crate) const MIN_COMPRESSED: u16 = 1024;
 
 /// How long `/readyz` waits for a store (probes usually give up after a few seconds).
 const READY_TIMEOUT: Duration = Duration::from_secs(3);
@@ -149,7 +162,65 @@ pub fn router_with(collections: Vec<Collection>, push: Option<Push>) -> Router {
         http: HttpCounters::default(),
         push,
     });
-    Router::new().fallback(handle).with_state(app)
+    // Layers added later are outer: counting sees what compression made.
+    Router::new()
+        .fallback(handle)
+        .with_state(app.clone())
+        .layer(
+            CompressionLayer::new()
+                .gzip(true)
+                .br(true)
+                .compress_when(SizeAbove::new(MIN_COMPRESSED).and(marked_ok)),
+        )
+        .layer(axum::middleware::map_response_with_state(app, finish))
+}
+
+/// Compress only `200` answers marked [`Compressible`] (tower-http already leaves alone
+/// answers with a `Content-Range` or a `Content-Encoding`).
+fn marked_ok(status: StatusCode, _: Version, _: &HeaderMap, extensions: &Extensions) -> bool {
+    status == StatusCode::OK && extensions.get::<Compressible>().is_some()
+}
+
+/// Which counters an answer counts for: set by [`handle`], read by [`finish`] outside the
+/// compression layer.
+#[derive(Debug, Clone, Copy)]
+struct Tally {
+    /// Index into `served`; `None` for the server-wide paths.
+    collection: Option<usize>,
+    kind: Kind,
+}
+
+fn tallied(mut r: Response, collection: Option<usize>, kind: Kind) -> Response {
+    r.extensions_mut().insert(Tally { collection, kind });
+    r
+}
+
+/// The last step of every answer: a weak entity tag when the body was compressed, and the
+/// count of the answer and of the bytes it sends.
+async fn finish(State(app): State<Arc<App>>, mut response: Response) -> Response {
+    if response.headers().contains_key(header::CONTENT_ENCODING)
+        && let Some(etag) = response.headers().get(header::ETAG)
+        && !etag.as_bytes().starts_with(b"W/")
+    {
+        let mut weak = b"W/".to_vec();
+        weak.extend_from_slice(etag.as_bytes());
+        if let Ok(weak) = HeaderValue::from_bytes(&weak) {
+            response.headers_mut().insert(header::ETAG, weak);
+        }
+    }
+    let tally = response
+        .extensions()
+        .get::<Tally>()
+        .copied()
+        .unwrap_or(Tally {
+            collection: None,
+            kind: Kind::Other,
+        });
+    let counters = match tally.collection.and_then(|i| app.served.get(i)) {
+        Some(s) => &s.http,
+        None => &app.http,
+    };
+    counted(counters, tally.kind, response)
 }
 
 async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
@@ -160,17 +231,13 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             .and_then(|(i, _, rest)| rest.strip_prefix(SEGMENT).map(|up| (i, up.to_owned())));
         if let Some((i, upstream)) = callback {
             let response = callback_answer(&*push.intake, &upstream, request).await;
-            return counted(&app.served[i].http, Kind::Other, response);
+            return tallied(response, Some(i), Kind::Other);
         }
     }
     // The body is not `Sync`: only the head is kept across awaits.
     let (parts, _) = request.into_parts();
     let (collection, kind, response) = dispatch(&app, &parts).await;
-    let counters = match collection {
-        Some(i) => &app.served[i].http,
-        None => &app.http,
-    };
-    counted(counters, kind, response)
+    tallied(response, collection, kind)
 }
 
 /// Counts `response` and the body bytes it sends (as they are sent, when it streams).
@@ -280,7 +347,7 @@ fn page(content_type: &'static str, body: String, head: bool) -> Response {
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    uncached(r)
+    compressible(uncached(r))
 }
 
 /// `/readyz`: every collection's store answers a HEAD of the stats object within

@@ -559,3 +559,273 @@ async fn the_well_known_uri_and_robots_txt_name_every_collection() {
     );
     f.state.close().await.unwrap();
 }
+
+/// `n` bytes that differ from offset to offset (a range read at the wrong place shows).
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_ranges_are_answered_from_ranged_reads() {
+    let f = fixture().await;
+    let app = app(&f);
+    let package = pattern(10_000);
+    f.objects
+        .put(
+            &Path::from("resourcedump/g1/part-1.zip"),
+            package.clone().into(),
+        )
+        .await
+        .unwrap();
+    let path = "/maps/resourcedump/g1/part-1.zip";
+    let full = get(&app, path).await;
+    assert_eq!(full.status, StatusCode::OK);
+    assert_eq!(full.header(header::ACCEPT_RANGES), "bytes");
+    let etag = full.header(header::ETAG).to_owned();
+    let range = |r: &'static str, extra: Vec<(header::HeaderName, String)>| {
+        let app = app.clone();
+        async move {
+            let mut h: Vec<(header::HeaderName, String)> = vec![(header::RANGE, r.to_owned())];
+            h.extend(extra);
+            let h: Vec<(header::HeaderName, &str)> =
+                h.iter().map(|(k, v)| (k.clone(), v.as_str())).collect();
+            request(&app, Method::GET, path, &h).await
+        }
+    };
+
+    for (r, from, to) in [
+        ("bytes=0-99", 0, 100),
+        ("bytes=9990-", 9990, 10_000),
+        ("bytes=-5", 9995, 10_000),
+        ("bytes=5000-5000", 5000, 5001),
+        ("bytes=9000-20000", 9000, 10_000),
+    ] {
+        let a = range(r, vec![]).await;
+        assert_eq!(a.status, StatusCode::PARTIAL_CONTENT, "{r}");
+        assert_eq!(a.body, package[from..to], "{r}");
+        assert_eq!(
+            a.header(header::CONTENT_RANGE),
+            format!("bytes {from}-{}/10000", to - 1),
+            "{r}"
+        );
+        assert_eq!(a.header(header::CONTENT_LENGTH), (to - from).to_string());
+        assert_eq!(a.header(header::ETAG), etag, "the validators of the whole");
+        assert_eq!(a.header(header::CONTENT_TYPE), "application/zip");
+    }
+
+    // Outside the object: 416 with the size.
+    let past = range("bytes=10000-", vec![]).await;
+    assert_eq!(past.status, StatusCode::RANGE_NOT_SATISFIABLE);
+    assert_eq!(past.header(header::CONTENT_RANGE), "bytes */10000");
+
+    // Several ranges, or a malformed one: the whole object.
+    for r in ["bytes=0-1,5-6", "bytes=x-y", "lines=1-2"] {
+        let a = range(r, vec![]).await;
+        assert_eq!(a.status, StatusCode::OK, "{r}");
+        assert_eq!(a.body, package, "{r}");
+    }
+
+    // If-Range: the current strong tag or the exact date gives the range, anything else all.
+    let lm = full.header(header::LAST_MODIFIED).to_owned();
+    for (if_range, status) in [
+        (etag.clone(), StatusCode::PARTIAL_CONTENT),
+        (lm.clone(), StatusCode::PARTIAL_CONTENT),
+        ("\"other\"".to_owned(), StatusCode::OK),
+        (format!("W/{etag}"), StatusCode::OK),
+        ("Thu, 01 Jan 2015 00:00:00 GMT".to_owned(), StatusCode::OK),
+    ] {
+        let a = range("bytes=0-9", vec![(header::IF_RANGE, if_range.clone())]).await;
+        assert_eq!(a.status, status, "If-Range {if_range}");
+        let want = if status == StatusCode::OK {
+            &package[..]
+        } else {
+            &package[..10]
+        };
+        assert_eq!(a.body, want, "If-Range {if_range}");
+    }
+
+    // Conditions first: a client holding the current bytes gets 304 whatever it asks.
+    let held = range("bytes=0-9", vec![(header::IF_NONE_MATCH, etag.clone())]).await;
+    assert_eq!(held.status, StatusCode::NOT_MODIFIED);
+    assert!(held.body.is_empty());
+    // HEAD ignores Range.
+    let head = request(&app, Method::HEAD, path, &[(header::RANGE, "bytes=0-9")]).await;
+    assert_eq!(head.status, StatusCode::OK);
+    assert_eq!(head.header(header::CONTENT_LENGTH), "10000");
+    assert!(head.body.is_empty());
+
+    // An XML document asked for a range and compression: the range, not compressed.
+    let list = get(&app, "/maps/resourcelist.xml").await.body;
+    let a = request(
+        &app,
+        Method::GET,
+        "/maps/resourcelist.xml",
+        &[
+            (header::RANGE, "bytes=10-19"),
+            (header::ACCEPT_ENCODING, "gzip, br"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::PARTIAL_CONTENT);
+    assert!(!a.headers.contains_key(header::CONTENT_ENCODING));
+    assert_eq!(a.body, list[10..20]);
+
+    // Copies too, with their own validators.
+    let (uri, info, _) = &f.copies[0];
+    let copy = own_path(uri);
+    let a = request(&app, Method::GET, &copy, &[(header::RANGE, "bytes=4-8")]).await;
+    assert_eq!(a.status, StatusCode::PARTIAL_CONTENT);
+    assert_eq!(a.body, body_of(uri)[4..9]);
+    assert_eq!(
+        a.header(header::CONTENT_RANGE),
+        format!("bytes 4-8/{}", info.length)
+    );
+    assert_eq!(a.header(header::ETAG), format!("\"{}\"", info.sha256));
+    assert_eq!(a.header(header::CONTENT_TYPE), "text/plain");
+    let a = request(&app, Method::GET, &copy, &[(header::RANGE, "bytes=999-")]).await;
+    assert_eq!(a.status, StatusCode::RANGE_NOT_SATISFIABLE);
+    assert_eq!(
+        a.header(header::CONTENT_RANGE),
+        format!("bytes */{}", info.length)
+    );
+    f.state.close().await.unwrap();
+}
+
+/// `body` inflated from `encoding` (`gzip` or `br`).
+async fn decode(encoding: &str, body: &[u8]) -> Vec<u8> {
+    use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder};
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    match encoding {
+        "gzip" => GzipDecoder::new(body).read_to_end(&mut out).await.unwrap(),
+        "br" => BrotliDecoder::new(body)
+            .read_to_end(&mut out)
+            .await
+            .unwrap(),
+        other => panic!("unexpected encoding {other}"),
+    };
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xml_documents_are_compressed_when_asked() {
+    let f = fixture().await;
+    let app = app(&f);
+    // A large part, as the publisher writes them (XML repeats itself: it compresses well).
+    let mut xml = b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset>".to_vec();
+    for i in 0..500 {
+        xml.extend_from_slice(format!("<url><loc>http://e.org/{i}</loc></url>\n").as_bytes());
+    }
+    xml.extend_from_slice(b"</urlset>\n");
+    let path = "/maps/resourcelist/part-big.xml";
+    f.objects
+        .put(&Path::from("resourcelist/part-big.xml"), xml.clone().into())
+        .await
+        .unwrap();
+    let plain = get(&app, path).await;
+    assert_eq!(plain.body, xml);
+    assert!(!plain.headers.contains_key(header::CONTENT_ENCODING));
+    let etag = plain.header(header::ETAG).to_owned();
+    assert!(!etag.starts_with("W/"));
+
+    for (accept, encoding) in [
+        ("gzip", "gzip"),
+        ("br", "br"),
+        ("gzip;q=0.5, br", "br"),
+        ("br;q=0.1, gzip", "gzip"),
+    ] {
+        let a = request(
+            &app,
+            Method::GET,
+            path,
+            &[(header::ACCEPT_ENCODING, accept)],
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::OK, "{accept}");
+        assert_eq!(a.header(header::CONTENT_ENCODING), encoding, "{accept}");
+        assert!(
+            a.header(header::VARY)
+                .to_ascii_lowercase()
+                .contains("accept-encoding")
+        );
+        assert!(!a.headers.contains_key(header::CONTENT_LENGTH));
+        assert!(!a.headers.contains_key(header::ACCEPT_RANGES));
+        assert!(
+            a.body.len() < xml.len() / 4,
+            "{accept}: {} bytes",
+            a.body.len()
+        );
+        assert_eq!(decode(encoding, &a.body).await, xml, "{accept}");
+        // Weak: other bytes than the identity representation, same validator for 304s.
+        assert_eq!(a.header(header::ETAG), format!("W/{etag}"));
+        let again = request(
+            &app,
+            Method::GET,
+            path,
+            &[
+                (header::ACCEPT_ENCODING, accept),
+                (header::IF_NONE_MATCH, a.header(header::ETAG)),
+            ],
+        )
+        .await;
+        assert_eq!(again.status, StatusCode::NOT_MODIFIED, "{accept}");
+    }
+
+    // Not compressed: ZIP packages, copies, small documents, and without Accept-Encoding.
+    f.objects
+        .put(&Path::from("changedump/p-1.zip"), xml.clone().into())
+        .await
+        .unwrap();
+    let (uri, _, _) = &f.copies[0];
+    for p in [
+        "/maps/changedump/p-1.zip".to_owned(),
+        own_path(uri),
+        "/.well-known/resourcesync".to_owned(),
+    ] {
+        let a = request(
+            &app,
+            Method::GET,
+            &p,
+            &[(header::ACCEPT_ENCODING, "gzip, br")],
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::OK, "{p}");
+        assert!(!a.headers.contains_key(header::CONTENT_ENCODING), "{p}");
+    }
+    let a = request(
+        &app,
+        Method::GET,
+        path,
+        &[(header::ACCEPT_ENCODING, "identity")],
+    )
+    .await;
+    assert!(!a.headers.contains_key(header::CONTENT_ENCODING));
+    assert_eq!(a.body, xml);
+
+    // The byte counter counts what was sent: compressed bytes, not the document's size.
+    let before = response_bytes(&app).await;
+    let a = request(
+        &app,
+        Method::GET,
+        path,
+        &[(header::ACCEPT_ENCODING, "gzip")],
+    )
+    .await;
+    let sent = a.body.len() as u64;
+    let after = response_bytes(&app).await;
+    assert_eq!(after - before, sent);
+    f.state.close().await.unwrap();
+}
+
+/// `rsagg_http_response_bytes_total` of the collection's documents, from `/metrics`.
+async fn response_bytes(app: &Router) -> u64 {
+    let m = String::from_utf8(get(app, "/metrics").await.body).unwrap();
+    m.lines()
+        .filter(|l| {
+            l.starts_with("rsagg_http_response_bytes_total{")
+                && l.contains("collection=\"maps\"")
+                && l.contains("kind=\"document\"")
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
