@@ -17,7 +17,7 @@ use tracing::warn;
 use url::Url;
 
 use crate::Error;
-use crate::body::{Body, Permits};
+use crate::body::{Body, Clock, Permits};
 use crate::config::{Access, Auth, FetchConfig, Request};
 use crate::guard::{check_target, client_builder, find_refusal};
 use crate::link::{LinkValue, parse_link_header};
@@ -87,7 +87,8 @@ impl std::fmt::Debug for Fetcher {
 
 /// What one attempt ended with, for the retry decision.
 enum Outcome {
-    Done(reqwest::Response, Permits),
+    /// The response, its permits, and how long its headers took.
+    Done(reqwest::Response, Permits, Duration),
     Retry {
         reason: String,
         retry_after: Option<Duration>,
@@ -125,6 +126,11 @@ impl Fetcher {
         &self.inner.cfg
     }
 
+    /// The deadline of one response to `req`.
+    fn timeout_of(&self, req: &Request) -> Duration {
+        req.timeout.unwrap_or(self.inner.cfg.body_timeout)
+    }
+
     /// GET with retries; returns once headers arrived (status 2xx or 304). Redirects
     /// (301, 302, 303, 307, 308) are followed up to `max_redirects`, each hop checked by the
     /// guard and given credentials only if its host is in `access.auth_hosts`.
@@ -136,7 +142,7 @@ impl Fetcher {
         let mut current = url.clone();
         let mut redirects = 0usize;
         loop {
-            let (resp, permits) = self.send_retrying(&current, access, req).await?;
+            let (resp, permits, waited) = self.send_retrying(&current, access, req).await?;
             let status = resp.status();
             if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
                 let next = resp
@@ -162,7 +168,7 @@ impl Fetcher {
                 current = next;
                 continue;
             }
-            return self.fetched(current, resp, permits, req).await;
+            return self.fetched(current, resp, permits, req, waited).await;
         }
     }
 
@@ -177,6 +183,7 @@ impl Fetcher {
     ) -> Result<(Fetched, Bytes), Error> {
         let req = Request {
             max_bytes,
+            timeout: Some(self.inner.cfg.document_timeout),
             ..Request::default()
         };
         let mut f = self.get(url, access, &req).await?;
@@ -191,6 +198,7 @@ impl Fetcher {
         resp: reqwest::Response,
         permits: Permits,
         req: &Request,
+        waited: Duration,
     ) -> Result<Fetched, Error> {
         let h = resp.headers();
         let text = |name: header::HeaderName| {
@@ -225,12 +233,20 @@ impl Fetcher {
             let raw = resp
                 .bytes_stream()
                 .map_err(move |e| transport_error(&u, e, 1));
+            let cfg = &self.inner.cfg;
+            let clock = Clock::new(
+                self.timeout_of(req),
+                cfg.min_rate,
+                cfg.read_timeout,
+                waited,
+            );
             Body::new(
                 url.clone(),
                 Box::pin(raw),
                 req.max_bytes,
                 req.inflate_gzip,
                 Some(permits),
+                Some(clock),
             )
             .await?
         };
@@ -253,13 +269,13 @@ impl Fetcher {
         url: &Url,
         access: &Access,
         req: &Request,
-    ) -> Result<(reqwest::Response, Permits), Error> {
+    ) -> Result<(reqwest::Response, Permits, Duration), Error> {
         let cfg = &self.inner.cfg;
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
             match self.attempt(url, access, req, attempt).await {
-                Outcome::Done(resp, permits) => return Ok((resp, permits)),
+                Outcome::Done(resp, permits, waited) => return Ok((resp, permits, waited)),
                 Outcome::Fail(e) => return Err(e),
                 Outcome::Retry {
                     reason,
@@ -308,11 +324,26 @@ impl Fetcher {
             Some(Auth::Basic { user, password }) => rb = rb.basic_auth(user, Some(password)),
             None => {}
         }
-        match rb.send().await {
+        // The headers count towards the response's deadline (a server may drip them too).
+        let limit = self.timeout_of(req);
+        let started = tokio::time::Instant::now();
+        let sent = match tokio::time::timeout(limit, rb.send()).await {
+            Ok(r) => r,
+            Err(_) => {
+                return Outcome::Fail(Error::Deadline {
+                    url: url.clone(),
+                    reason: format!(
+                        "no response headers within the deadline of {}",
+                        crate::body::humanize(limit)
+                    ),
+                });
+            }
+        };
+        match sent {
             Ok(resp) => {
                 let status = resp.status();
                 if status.is_success() || status.is_redirection() {
-                    return Outcome::Done(resp, permits);
+                    return Outcome::Done(resp, permits, started.elapsed());
                 }
                 let code = status.as_u16();
                 let last = Error::Status {

@@ -113,6 +113,16 @@ pub enum Error {
         #[source]
         source: reqwest::Error,
     },
+    /// The response was not read within its deadline (headers and body, counting the time
+    /// spent waiting for the upstream), or it came slower than the minimum transfer rate.
+    /// Not retried: a Source that slow is not asked again in the same pass.
+    #[error("{url}: {reason}")]
+    Deadline {
+        /// The URL.
+        url: Url,
+        /// Which bound, and its value.
+        reason: String,
+    },
     /// Connection, protocol or body transfer error (after the retries where retries apply).
     #[error("{url}: {source} (after {attempts} attempt(s))")]
     Http {
@@ -181,6 +191,7 @@ impl Error {
             | Error::BadRedirect { url, .. }
             | Error::TooLarge { url, .. }
             | Error::Timeout { url, .. }
+            | Error::Deadline { url, .. }
             | Error::Http { url, .. }
             | Error::Decode { url, .. }
             | Error::Document { url, .. }

@@ -88,6 +88,17 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The upstream's pass reached its deadline (`[deadlines] pass`, or `run`): what it
+    /// committed is kept and published; the next run goes on from there.
+    #[error(
+        "upstream `{upstream}`: pass stopped at its deadline ({deadline}); what it committed is kept and published, the next run goes on from there"
+    )]
+    PassDeadline {
+        /// The upstream.
+        upstream: String,
+        /// Which deadline, and its value.
+        deadline: String,
+    },
     /// Local I/O (temporary files) failed.
     #[error("{what}: {source}")]
     Io {
@@ -103,5 +114,10 @@ impl Error {
     /// True when another writer fenced this one out (exit code 3).
     pub fn is_fenced(&self) -> bool {
         matches!(self, Error::Store(e) if e.is_fenced())
+    }
+
+    /// True when the pass was cut at its deadline.
+    pub fn is_deadline(&self) -> bool {
+        matches!(self, Error::PassDeadline { .. })
     }
 }

@@ -88,6 +88,7 @@ async fn harvest_into(
 ) -> UpstreamReport {
     let up = &*up_arc;
     let mut report = UpstreamReport::new(&up.name);
+    let deadline = pass_deadline(&ctx);
     let access = match access_of(up) {
         Ok(a) => a,
         Err(e) => {
@@ -96,9 +97,29 @@ async fn harvest_into(
         }
     };
     let entry = up.url.clone();
-    let discovery = match rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await {
-        Ok(d) => d,
-        Err(e) => {
+    let discovering = async {
+        match &deadline {
+            Some((at, _)) => tokio::time::timeout_at(*at, async {
+                rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await
+            })
+            .await
+            .ok(),
+            None => Some(rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await),
+        }
+    };
+    let discovery = match discovering.await {
+        None => {
+            report.fail(
+                Error::PassDeadline {
+                    upstream: up.name.clone(),
+                    deadline: deadline.map(|d| d.1.to_string()).unwrap_or_default(),
+                }
+                .to_string(),
+            );
+            return report;
+        }
+        Some(Ok(d)) => d,
+        Some(Err(e)) => {
             report.fail(format!("discovery from {entry} failed: {e}"));
             return report;
         }
@@ -158,6 +179,7 @@ async fn harvest_into(
         up: up_arc,
         access,
         quarantined: Arc::new(quarantined),
+        deadline,
     };
     for set in &sets {
         if let Err(e) = h.harvest_set(set, &mut report).await {
@@ -165,6 +187,11 @@ async fn harvest_into(
                 report.fenced = true;
                 report.fail(e.to_string());
                 return report;
+            }
+            if e.is_deadline() {
+                // The other sets wait for the next run too.
+                report.fail(format!("set {}: {e}", set.url));
+                break;
             }
             report.fail(format!("set {}: {e}", set.url));
         }
@@ -174,8 +201,23 @@ async fn harvest_into(
         .await
         .map(|t| t.to_utc());
     polled.sets = sets;
-    polled.harvest = Some(h);
+    // Push passes come later, each bounded per resource, not by this poll's deadline.
+    polled.harvest = Some(Harvest { deadline: None, ..h });
     report
+}
+
+/// When a pass starting now must end: `[deadlines] pass` from now, or the run's deadline if
+/// that comes first; with what it is, for the report.
+fn pass_deadline(ctx: &Ctx) -> Option<(tokio::time::Instant, Arc<str>)> {
+    let pass = ctx.deadlines.pass;
+    let own = tokio::time::Instant::now() + pass;
+    let text = |what: &str, d: std::time::Duration| -> Arc<str> {
+        format!("[deadlines] {what} = {}", humantime::format_duration(d)).into()
+    };
+    Some(match (ctx.run_deadline, ctx.deadlines.run) {
+        (Some(run), Some(d)) if run < own => (run, text("run", d)),
+        _ => (own, text("pass", pass)),
+    })
 }
 
 /// The oldest checkpoint instant among `sets` of `upstream`; `None` when some set has none
