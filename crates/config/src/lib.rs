@@ -189,15 +189,15 @@ impl StoreConfig {
     }
 
     fn default_retries() -> u32 {
-        rsagg_store::StoreOptions::READER.retries
+        rsagg_store::StoreOptions::default().retries
     }
 
     fn default_retry_timeout() -> Duration {
-        rsagg_store::StoreOptions::READER.retry_timeout
+        rsagg_store::StoreOptions::default().retry_timeout
     }
 
     fn default_max_failures() -> u32 {
-        rsagg_store::StoreOptions::READER.max_failures
+        rsagg_store::StoreOptions::default().max_failures
     }
 
     fn default_open_timeout() -> Duration {
@@ -352,7 +352,7 @@ pub struct DeadlinesConfig {
     pub pass: Duration,
     /// The harvest of a whole `run --once` (every upstream's pass ends by then), before it
     /// publishes; default: none (each pass is bounded by `pass`).
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, with = "humantime_serde_opt")]
     pub run: Option<Duration>,
 }
 
@@ -1079,6 +1079,75 @@ poll_interval = "5m"
             e.contains(&format!("p.toml:{line}:")) && e.contains("fetch.per_host_rate"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn deadlines_and_store_bounds_parse_and_are_checked() {
+        let d = Pipeline::parse(Path::new("p.toml"), GOOD)
+            .unwrap()
+            .config
+            .deadlines;
+        assert_eq!(
+            (d.body, d.min_rate, d.document, d.pass, d.run),
+            (
+                Duration::from_secs(1800),
+                1024,
+                Duration::from_secs(600),
+                Duration::from_secs(6 * 3600),
+                None
+            )
+        );
+        let text = format!(
+            "{GOOD}\n[deadlines]\nbody = \"2s\"\nmin_rate = 0\ndocument = \"3s\"\npass = \"1m\"\nrun = \"2m\"\n"
+        );
+        let d = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap()
+            .config
+            .deadlines;
+        assert_eq!(
+            (d.body, d.min_rate, d.document, d.pass, d.run),
+            (
+                Duration::from_secs(2),
+                0,
+                Duration::from_secs(3),
+                Duration::from_secs(60),
+                Some(Duration::from_secs(120))
+            )
+        );
+        let text = GOOD.replace(
+            "url = \"file:///tmp/rsagg-test-maps\"",
+            "url = \"file:///tmp/rsagg-test-maps\"\nretries = 1\nretry_timeout = \"5s\"\nmax_failures = 2\nopen_timeout = \"10s\"",
+        );
+        let s = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap()
+            .config
+            .store;
+        let o = s.options();
+        assert_eq!(
+            (o.retries, o.retry_timeout, o.max_failures, s.open_timeout),
+            (1, Duration::from_secs(5), 2, Duration::from_secs(10))
+        );
+        for (bad, key) in [
+            ("[deadlines]\npass = \"0s\"", "deadlines.pass"),
+            ("[deadlines]\nbody = \"0s\"", "deadlines.body"),
+            ("[deadlines]\nrun = \"0s\"", "deadlines.run"),
+            ("[deadlines]\nsoon = \"1s\"", "deadlines"),
+        ] {
+            let e = Pipeline::parse(Path::new("p.toml"), &format!("{GOOD}\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        let e = Pipeline::parse(
+            Path::new("p.toml"),
+            &GOOD.replace(
+                "url = \"file:///tmp/rsagg-test-maps\"",
+                "url = \"file:///tmp/rsagg-test-maps\"\nmax_failures = 0",
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("store.max_failures"), "{e}");
     }
 
     #[test]

@@ -116,9 +116,9 @@ pub struct CountedStore {
 }
 
 impl CountedStore {
-    /// Wraps `inner`, with a breaker of its own at the default threshold.
+    /// Wraps `inner`, without a breaker (one that never trips).
     pub fn new(inner: Arc<dyn ObjectStore>, counters: Arc<StoreCounters>) -> Self {
-        let health = StoreHealth::new(inner.to_string(), StoreHealth::DEFAULT_MAX_FAILURES);
+        let health = StoreHealth::new(inner.to_string(), 0);
         CountedStore::with_health(inner, counters, health)
     }
 

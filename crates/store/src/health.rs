@@ -88,11 +88,12 @@ impl StoreHealth {
     pub const DEFAULT_MAX_FAILURES: u32 = 3;
 
     /// A closed breaker for the store at `store` (its URL, for messages), tripping after
-    /// `max_failures` consecutive failed requests (at least 1).
+    /// `max_failures` consecutive failed requests, or on a refusal; 0: never tripping (for
+    /// long-lived readers, which must outlive an outage).
     pub fn new(store: impl Into<String>, max_failures: u32) -> Arc<StoreHealth> {
         Arc::new(StoreHealth {
             store: store.into(),
-            max_failures: max_failures.max(1),
+            max_failures,
             consecutive: AtomicU32::new(0),
             fault: OnceLock::new(),
             tripped: Notify::new(),
@@ -128,6 +129,9 @@ impl StoreHealth {
 
     /// After a request: counts its outcome.
     pub(crate) fn observe<T>(&self, r: &object_store::Result<T>) {
+        if self.max_failures == 0 {
+            return;
+        }
         let e = match r {
             Ok(_) => {
                 self.consecutive.store(0, Ordering::Relaxed);
@@ -149,8 +153,8 @@ impl StoreHealth {
     }
 
     fn trip(&self, kind: FaultKind, e: &object_store::Error) {
-        // Our own refusal (after the trip) is not a new fault.
-        if self.fault.get().is_some() {
+        // Our own refusal (after the trip) is not a new fault; a disabled breaker never trips.
+        if self.fault.get().is_some() || self.max_failures == 0 {
             return;
         }
         let fault = StoreFault {
@@ -167,8 +171,18 @@ impl StoreHealth {
 }
 
 /// `e` and its sources, `: `-separated, without repeats (wrappers often repeat their
-/// source's text).
+/// source's text), on one line (an S3 error document has several) of at most
+/// [`CAUSE_CHARS`] characters.
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let one_line = full_chain(e);
+    match one_line.char_indices().nth(CAUSE_CHARS) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
+    }
+}
+
+/// `e` and its sources on one line, whole.
+fn full_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut cur = e.source();
     while let Some(s) = cur {
@@ -179,8 +193,11 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         cur = s.source();
     }
-    out
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+/// Longest cause kept in a [`StoreFault`].
+const CAUSE_CHARS: usize = 400;
 
 fn classify(e: &object_store::Error) -> Verdict {
     use object_store::Error as E;
@@ -198,7 +215,7 @@ fn classify(e: &object_store::Error) -> Verdict {
         other => {
             // Stores that report a refusal only in the text of a generic error (S3's XML
             // codes, an HTTP status in the message).
-            let text = chain(other);
+            let text = full_chain(other);
             const DENIED: [&str; 7] = [
                 "AccessDenied",
                 "InvalidAccessKeyId",
@@ -269,5 +286,12 @@ mod tests {
         }));
         h.observe::<()>(&Ok(()));
         assert!(h.fault().is_none());
+        // Disabled (long-lived readers): never trips.
+        let h = StoreHealth::new("s3://b", 0);
+        h.observe::<()>(&Err(object_store::Error::PermissionDenied {
+            path: "x".into(),
+            source: Box::new(std::io::Error::other("AccessDenied")),
+        }));
+        assert!(h.fault().is_none() && h.check().is_ok());
     }
 }

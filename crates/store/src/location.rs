@@ -54,6 +54,7 @@ pub struct StoreOptions {
     pub retry_timeout: Duration,
     /// Consecutive failed requests (each after its retries) after which the store is given
     /// up on for the rest of the process ([`StoreHealth`]); a refusal (401/403) at once.
+    /// 0: never (long-lived readers, `serve` and `hub`, which outlive an outage).
     pub max_failures: u32,
     /// Bytes of recently stored small blob bodies kept in memory ([`RecentBlobs`]); 0 keeps
     /// none.
@@ -72,9 +73,10 @@ pub struct StoreOptions {
 impl StoreOptions {
     /// What readers and tools use: nothing kept in memory beyond the state's defaults.
     pub const READER: StoreOptions = StoreOptions {
-        retries: 3,
-        retry_timeout: Duration::from_secs(30),
-        max_failures: StoreHealth::DEFAULT_MAX_FAILURES,
+        // object_store's own defaults: a reader outlives an outage.
+        retries: 10,
+        retry_timeout: Duration::from_secs(180),
+        max_failures: 0,
         recent_blob_bytes: 0,
         state_block_cache_bytes: StoreOptions::DEFAULT_STATE_BLOCK_CACHE,
         state_meta_cache_bytes: StoreOptions::DEFAULT_STATE_META_CACHE,
@@ -94,6 +96,11 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             recent_blob_bytes: RecentBlobs::DEFAULT_CAPACITY,
+            // A run ends promptly on a dead store rather than fail each request on its own
+            // after minutes of retries.
+            retries: 3,
+            retry_timeout: Duration::from_secs(30),
+            max_failures: StoreHealth::DEFAULT_MAX_FAILURES,
             ..StoreOptions::READER
         }
     }
@@ -109,7 +116,7 @@ impl StoreLocation {
             local_root: None,
             recent: RecentBlobs::none(),
             counters: Arc::new(StoreCounters::default()),
-            health: StoreHealth::new("(unnamed store)", StoreHealth::DEFAULT_MAX_FAILURES),
+            health: StoreHealth::new("(unnamed store)", 0),
         }
     }
 }
