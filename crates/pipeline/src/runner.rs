@@ -80,7 +80,8 @@ async fn open_state(loc: &rsagg_store::StoreLocation, p: &Pipeline) -> Result<St
         "opening the state: waiting for the store to answer (the state database under state/)"
     );
     let started = Instant::now();
-    let opening = State::open_with(loc.objects.clone(), url, &cfg.options());
+    let options = cfg.options();
+    let opening = State::open_with(loc.objects.clone(), url, &options);
     let state = tokio::select! {
         r = tokio::time::timeout(cfg.open_timeout, opening) => match r {
             Ok(r) => r.map_err(|e| store_error(loc, e))?,
