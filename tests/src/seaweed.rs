@@ -305,7 +305,7 @@ fn launch(data_dir: &std::path::Path, p: &[u16], remove_data_on_exit: bool) -> R
     let mut tmps = vec![PathBuf::from("/tmp"), std::env::temp_dir()];
     tmps.dedup();
     for t in &tmps {
-        for port in &p {
+        for port in p {
             cleanup.push(format!("{}/seaweedfs-*-{port}.sock", t.display()));
         }
     }

@@ -41,7 +41,7 @@ fn serve(app: Router) -> Result<SocketAddr> {
     Ok(addr)
 }
 
-/// An upstream whose Resource List never ends: one more entry every 2 ms, each a real
+/// An upstream whose Resource List never ends: 20 more entries every 2 ms, each a real
 /// resource (`/r/N`) answered after 100 ms, so that what bounds the harvest is fetching the
 /// resources, as with a very long list. Every request of the list starts again at entry 0.
 fn endless_upstream() -> Result<SocketAddr> {
@@ -76,18 +76,22 @@ fn endless_upstream() -> Result<SocketAddr> {
                     let head = format!(
                         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset {NS}>\n<rs:ln rel=\"up\" href=\"{base}/capabilitylist.xml\"/>\n<rs:md capability=\"resourcelist\" at=\"{T0}\"/>\n"
                     );
-                    let entries = futures::stream::unfold(0u64, move |i| {
+                    let entries = futures::stream::unfold(0u64, move |first| {
                         let base = base.clone();
                         async move {
                             tokio::time::sleep(Duration::from_millis(2)).await;
-                            let body = resource_body(i);
-                            let item = url_item(
-                                &format!("{base}/r/{i}"),
-                                Some(LASTMOD),
-                                &md_of(body.as_bytes()),
-                                "",
-                            );
-                            Some((Ok::<_, std::io::Error>(item.into_bytes()), i + 1))
+                            let items: String = (first..first + 20)
+                                .map(|i| {
+                                    let body = resource_body(i);
+                                    url_item(
+                                        &format!("{base}/r/{i}"),
+                                        Some(LASTMOD),
+                                        &md_of(body.as_bytes()),
+                                        "",
+                                    )
+                                })
+                                .collect();
+                            Some((Ok::<_, std::io::Error>(items.into_bytes()), first + 20))
                         }
                     });
                     let stream = futures::StreamExt::chain(
@@ -117,8 +121,8 @@ fn resource_body(i: u64) -> String {
 }
 
 #[test]
-fn an_endless_list_stops_at_the_pass_deadline_and_the_healthy_upstream_is_published()
--> Result<()> {
+fn an_endless_list_stops_at_the_pass_deadline_and_the_healthy_upstream_is_published() -> Result<()>
+{
     let slow = endless_upstream()?;
     let site = Site::new()?;
     let res: Vec<(String, Vec<u8>)> = (0..3)
@@ -152,8 +156,14 @@ fn an_endless_list_stops_at_the_pass_deadline_and_the_healthy_upstream_is_publis
         "{error}"
     );
     let created_first = s["created"].as_u64().unwrap_or(0);
-    assert!(created_first > 0, "committed before the deadline; {first:#?}");
-    assert!(first.report.as_ref().unwrap()["publish"].is_object(), "{first:#?}");
+    assert!(
+        created_first > 0,
+        "committed before the deadline; {first:#?}"
+    );
+    assert!(
+        first.report.as_ref().unwrap()["publish"].is_object(),
+        "{first:#?}"
+    );
 
     // Published: the healthy upstream's resources and what the slow one committed.
     let objects = case.store.objects()?;
@@ -185,7 +195,11 @@ fn an_endless_list_stops_at_the_pass_deadline_and_the_healthy_upstream_is_publis
     );
     // Each resource created once, none deleted (the list was never read to its end).
     snap.assert_log_sane();
-    assert!(snap.log.iter().all(|e| e.change != rsagg_model::Change::Deleted));
+    assert!(
+        snap.log
+            .iter()
+            .all(|e| e.change != rsagg_model::Change::Deleted)
+    );
     for uri in snap.records.keys() {
         assert_eq!(snap.log_of(uri), vec!["created".to_string()], "{uri}");
     }
@@ -214,7 +228,10 @@ fn denying_store() -> Result<(SocketAddr, Arc<AtomicUsize>)> {
 fn a_store_answering_403_ends_the_run_with_one_line() -> Result<()> {
     let (store, hits) = denying_store()?;
     let site = Site::new()?;
-    site.standard(&[("resourcelist", "/resourcelist.xml")], &[("/a.txt", b"a")])?;
+    site.standard(
+        &[("resourcelist", "/resourcelist.xml")],
+        &[("/a.txt", b"a")],
+    )?;
     let case = Case::published_at(
         Store::at("s3://denied/prefix"),
         &[upstream(UP, &site.url("/.well-known/resourcesync"), "")],
@@ -285,7 +302,7 @@ fn a_store_stopped_mid_run_ends_it_and_the_rerun_loses_nothing() -> Result<()> {
         .replace("[fetch]\n", "[fetch]\nconcurrency = 4\nper_host = 4\n");
     std::fs::write(&case.toml, toml)?;
     let env = sw.env();
-    let mut child = case.spawn_run(&env)?;
+    let child = case.spawn_run(&env)?;
     // Stop the store once the run has stored something (its progress, not a timer).
     let fetched = || -> usize { res.iter().map(|(p, _)| site.fx.hits(p)).sum() };
     wait_until(Duration::from_secs(60), || Ok(fetched() >= 40))?;
@@ -305,7 +322,10 @@ fn a_store_stopped_mid_run_ends_it_and_the_rerun_loses_nothing() -> Result<()> {
     // It stopped there: not every resource was fetched (no run through the whole list
     // failing each PUT on its own).
     let n = fetched();
-    assert!(n < res.len(), "{n} resources fetched after the store stopped");
+    assert!(
+        n < res.len(),
+        "{n} resources fetched after the store stopped"
+    );
 
     sw.restart()?;
     let rerun = case.run_env(&[], &env)?;
@@ -315,7 +335,11 @@ fn a_store_stopped_mid_run_ends_it_and_the_rerun_loses_nothing() -> Result<()> {
     assert_eq!(snap.records.len(), res.len());
     snap.assert_log_sane();
     for (p, _) in &res {
-        assert_eq!(snap.log_of(&site.url(p)), vec!["created".to_string()], "{p}");
+        assert_eq!(
+            snap.log_of(&site.url(p)),
+            vec!["created".to_string()],
+            "{p}"
+        );
     }
     Ok(())
 }

@@ -234,12 +234,7 @@ impl Fetcher {
                 .bytes_stream()
                 .map_err(move |e| transport_error(&u, e, 1));
             let cfg = &self.inner.cfg;
-            let clock = Clock::new(
-                self.timeout_of(req),
-                cfg.min_rate,
-                cfg.read_timeout,
-                waited,
-            );
+            let clock = Clock::new(self.timeout_of(req), cfg.min_rate, cfg.read_timeout, waited);
             Body::new(
                 url.clone(),
                 Box::pin(raw),

@@ -80,9 +80,12 @@ impl Harvest {
             .is_none();
         let consumer =
             async {
+                // At the pass deadline no more entries are taken (those already read and
+                // waiting in the channel included); the resources in flight finish.
                 let entries = futures::stream::unfold(rx, |mut rx| async move {
                     rx.recv().await.map(|x| (x, rx))
-                });
+                })
+                .take_until(self.deadline_passed());
                 let mut results = std::pin::pin!(
                     entries
                         .map(|(_, e)| {

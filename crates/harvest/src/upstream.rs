@@ -202,7 +202,10 @@ async fn harvest_into(
         .map(|t| t.to_utc());
     polled.sets = sets;
     // Push passes come later, each bounded per resource, not by this poll's deadline.
-    polled.harvest = Some(Harvest { deadline: None, ..h });
+    polled.harvest = Some(Harvest {
+        deadline: None,
+        ..h
+    });
     report
 }
 

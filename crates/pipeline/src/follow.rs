@@ -206,15 +206,12 @@ pub async fn follow(
     let mut queue = opts.inbox.as_ref().and_then(|i| i.take_queue());
     // A store that refuses access or stays unreachable ends the follower at once: its
     // passes would only fail, each resource on its own.
-    let outcome = match crate::runner::unless_tripped(
-        &loc,
-        f.run(&mut stop, &mut queue, &mut on_pass),
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => return Err(e),
-    };
+    let outcome =
+        match crate::runner::unless_tripped(&loc, f.run(&mut stop, &mut queue, &mut on_pass)).await
+        {
+            Ok(r) => r,
+            Err(e) => return Err(e),
+        };
     match &outcome {
         Err(e) if e.is_fenced() => {}
         _ => {

@@ -136,7 +136,10 @@ pub(crate) async fn unless_tripped<T>(
 pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Error> {
     let started = Instant::now();
     let cfg = &p.config;
-    let run_deadline = cfg.deadlines.run.map(|d| tokio::time::Instant::from_std(started) + d);
+    let run_deadline = cfg
+        .deadlines
+        .run
+        .map(|d| tokio::time::Instant::from_std(started) + d);
     let (loc, state, ctx) = open(p, opts, run_deadline).await?;
     let upstreams = unless_tripped(
         &loc,

@@ -48,11 +48,9 @@ impl fmt::Display for StoreFault {
                 "store {} refused access ({}); check its credentials and permissions",
                 self.store, self.cause
             ),
-            FaultKind::Unreachable => write!(
-                f,
-                "store {} is unreachable ({})",
-                self.store, self.cause
-            ),
+            FaultKind::Unreachable => {
+                write!(f, "store {} is unreachable ({})", self.store, self.cause)
+            }
         }
     }
 }
@@ -278,7 +276,9 @@ mod tests {
         }));
         assert_eq!(h.tripped().await.kind, FaultKind::Denied);
         let h = StoreHealth::new("s3://b", 3);
-        h.observe::<()>(&Err(generic("response error \"<Code>AccessDenied</Code>\"")));
+        h.observe::<()>(&Err(generic(
+            "response error \"<Code>AccessDenied</Code>\"",
+        )));
         assert_eq!(h.fault().unwrap().kind, FaultKind::Denied);
         let h = StoreHealth::new("s3://b", 3);
         h.observe::<()>(&Err(object_store::Error::NotSupported {

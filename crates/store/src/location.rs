@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::aws::AmazonS3Builder;
-use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
+use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 
 use crate::Error;
 use crate::counted::{CountedStore, StoreCounters};

@@ -492,10 +492,7 @@ impl Case {
 
     /// `rsagg run PIPELINE --once --json` with `args` and the extra environment `env`.
     pub fn run_env(&self, args: &[&str], env: &[(impl AsRef<str>, String)]) -> Result<Run> {
-        let out = self
-            .command(args, env)?
-            .output()
-            .context("running rsagg")?;
+        let out = self.command(args, env)?.output().context("running rsagg")?;
         Ok(parse_run(out))
     }
 
@@ -516,7 +513,9 @@ impl Case {
     /// [`Case::run_env`] in the background: its output goes to files, read by
     /// [`Running::finish`].
     pub fn spawn_run(&self, env: &[(impl AsRef<str>, String)]) -> Result<Running> {
-        let dir = tempfile::Builder::new().prefix("rsagg-e2e-run-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("rsagg-e2e-run-")
+            .tempdir()?;
         let out = dir.path().join("stdout");
         let err = dir.path().join("stderr");
         let child = self
@@ -810,7 +809,10 @@ impl Running {
 pub fn wait_until(limit: Duration, mut check: impl FnMut() -> Result<bool>) -> Result<()> {
     let start = Instant::now();
     while !check()? {
-        ensure!(start.elapsed() < limit, "condition not reached within {limit:?}");
+        ensure!(
+            start.elapsed() < limit,
+            "condition not reached within {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(())
