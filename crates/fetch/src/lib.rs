@@ -16,7 +16,8 @@
 //!   [`Request`] (per request).
 //! - [`client`]: [`Fetcher`] (`get`, `get_bytes`) and [`Fetched`], the response head.
 //! - [`body`]: [`Body`], the streamed, capped, optionally inflated response body that holds
-//!   the concurrency permits until dropped.
+//!   the concurrency permits until dropped, with its deadline and minimum rate (counted on
+//!   the time spent waiting for the upstream).
 //! - [`guard`]: the address classifier, the resolver that enforces it, and the client
 //!   builder and target check the other outgoing requests of rsagg (the hub's, the
 //!   subscriber's) reuse.

@@ -11,6 +11,10 @@
 //!   Resource List (creates, updates, deletes) and the report says so.
 //! - A baseline or re-sync only records its checkpoint when every listed resource was
 //!   stored, so a resource that failed is retried rather than silently missing.
+//! - A pass ends at its deadline (`[deadlines] pass`, or `run`): no new work is taken, what
+//!   is in flight finishes and is committed, the upstream is reported failed. A baseline or
+//!   re-sync cut short records no checkpoint and deletes nothing (the rest of the list was
+//!   not seen); an incremental pass keeps its checkpoint after the last committed change.
 //!
 //! # Layout
 //!
