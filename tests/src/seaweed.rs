@@ -35,6 +35,8 @@ pub struct Seaweed {
     s3_port: u16,
     filer_port: u16,
     data_dir: PathBuf,
+    /// Every port given to `weed mini` (a restart takes the same).
+    ports: Vec<u16>,
 }
 
 impl Seaweed {
@@ -42,9 +44,38 @@ impl Seaweed {
     /// called from async code too, where it blocks that worker for about a second; or use
     /// [`Seaweed::start_async`]).
     pub fn start() -> Result<Seaweed> {
-        std::thread::spawn(start_blocking)
+        std::thread::spawn(|| start_blocking(true))
             .join()
             .map_err(|_| anyhow!("Seaweed start thread panicked"))?
+    }
+
+    /// [`Seaweed::start`], for a test that stops and restarts the server: its data directory
+    /// is removed when it is dropped, not when the process stops.
+    pub fn start_restartable() -> Result<Seaweed> {
+        std::thread::spawn(|| start_blocking(false))
+            .join()
+            .map_err(|_| anyhow!("Seaweed start thread panicked"))?
+    }
+
+    /// Stops the server (SIGTERM, SIGKILL after 2 s), keeping its data and ports for
+    /// [`Seaweed::restart`]: a store that goes away in the middle of a run. Blocking.
+    pub fn stop(&self) {
+        self.watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stop();
+    }
+
+    /// Starts the server again after [`Seaweed::stop`], on the same ports with the same data;
+    /// blocks until an S3 write succeeds, as [`Seaweed::start`].
+    pub fn restart(&self) -> Result<()> {
+        let ports = self.ports.clone();
+        let dir = self.data_dir.clone();
+        let watched = std::thread::spawn(move || launch(&dir, &ports, false))
+            .join()
+            .map_err(|_| anyhow!("Seaweed restart thread panicked"))??;
+        *self.watched.lock().unwrap_or_else(|e| e.into_inner()) = watched;
+        Ok(())
     }
 
     /// [`Seaweed::start`] on tokio's blocking pool.
@@ -199,8 +230,7 @@ fn weed_binary() -> Result<PathBuf> {
     venv_bin("weed")
 }
 
-fn start_blocking() -> Result<Seaweed> {
-    let weed = weed_binary()?;
+fn start_blocking(remove_data_on_exit: bool) -> Result<Seaweed> {
     // master, volume, filer, s3, admin: http ports whose gRPC port (+10000, weed's default
     // offset, which its embedded worker assumes for the admin server) is free as well
     let base = free_port_pairs(5, GRPC_OFFSET)?;
@@ -210,6 +240,28 @@ fn start_blocking() -> Result<Seaweed> {
         .tempdir()
         .context("create SeaweedFS data dir")?
         .keep();
+    let watched = match launch(&data_dir, &p, remove_data_on_exit) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&data_dir);
+            return Err(e);
+        }
+    };
+    Ok(Seaweed {
+        watched: Mutex::new(watched),
+        s3_port: p[6],
+        filer_port: p[4],
+        data_dir,
+        ports: p,
+    })
+}
+
+/// Runs `weed mini` on ports `p` with its data in `data_dir` and waits until it takes an S3
+/// write. Its watchdog removes its sockets when it exits, and the data directory too with
+/// `remove_data_on_exit` (else the [`Seaweed`] removes it when dropped, so that a stopped
+/// server can be restarted).
+fn launch(data_dir: &std::path::Path, p: &[u16], remove_data_on_exit: bool) -> Result<Watched> {
+    let weed = weed_binary()?;
     let log = data_dir.join("weed.log");
     let store = data_dir.join("data");
     std::fs::create_dir_all(&store)?;
@@ -243,14 +295,17 @@ fn start_blocking() -> Result<Seaweed> {
         .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
         .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
         .env_remove("S3_BUCKET")
-        .current_dir(&data_dir);
+        .current_dir(data_dir);
 
     // weed leaves unix sockets named after its ports in the temp directory
-    let mut cleanup = vec![data_dir.display().to_string()];
+    let mut cleanup = Vec::new();
+    if remove_data_on_exit {
+        cleanup.push(data_dir.display().to_string());
+    }
     let mut tmps = vec![PathBuf::from("/tmp"), std::env::temp_dir()];
     tmps.dedup();
     for t in &tmps {
-        for port in &p {
+        for port in p {
             cleanup.push(format!("{}/seaweedfs-*-{port}.sock", t.display()));
         }
     }
@@ -265,13 +320,11 @@ fn start_blocking() -> Result<Seaweed> {
         if !watched.is_running() {
             let tail = watched.log_tail(30);
             drop(watched);
-            let _ = std::fs::remove_dir_all(&data_dir);
             bail!("weed mini exited during start-up; log:\n{tail}");
         }
         if t0.elapsed() > READY_TIMEOUT {
             let tail = watched.log_tail(30);
             drop(watched);
-            let _ = std::fs::remove_dir_all(&data_dir);
             bail!("SeaweedFS S3 not writable after {READY_TIMEOUT:?} ({last_err}); log:\n{tail}");
         }
         if port_open(p[6]) {
@@ -283,12 +336,7 @@ fn start_blocking() -> Result<Seaweed> {
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(rt);
-    Ok(Seaweed {
-        watched: Mutex::new(watched),
-        s3_port: p[6],
-        filer_port: p[4],
-        data_dir,
-    })
+    Ok(watched)
 }
 
 fn port_open(port: u16) -> bool {

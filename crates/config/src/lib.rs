@@ -103,6 +103,9 @@ pub struct PipelineConfig {
     /// HTTP client limits shared by all upstreams of this pipeline.
     #[serde(default)]
     pub fetch: FetchSection,
+    /// How long a response, a document, an upstream's pass and a run may take.
+    #[serde(default)]
+    pub deadlines: DeadlinesConfig,
     /// Republishing options.
     #[serde(default)]
     pub publish: PublishConfig,
@@ -158,6 +161,27 @@ pub struct StoreConfig {
     /// Default 128 MiB.
     #[serde(default = "StoreConfig::default_state_max_unflushed_bytes")]
     pub state_max_unflushed_bytes: u64,
+    /// Retries of one S3 request (timeouts, connection errors, 5xx) before it counts as
+    /// failed. Default 3.
+    #[serde(default = "StoreConfig::default_retries")]
+    pub retries: u32,
+    /// How long one S3 request is retried at most (default `30s`).
+    #[serde(
+        default = "StoreConfig::default_retry_timeout",
+        with = "humantime_serde"
+    )]
+    pub retry_timeout: Duration,
+    /// Consecutive failed store requests (each after its retries) that end the run with
+    /// exit 1 (default 3); a refusal (401/403: credentials, permissions) ends it at once.
+    #[serde(default = "StoreConfig::default_max_failures")]
+    pub max_failures: u32,
+    /// How long a run waits for the state database to open (default `2m`); past it, or
+    /// when the store refuses access, the run ends with exit 1.
+    #[serde(
+        default = "StoreConfig::default_open_timeout",
+        with = "humantime_serde"
+    )]
+    pub open_timeout: Duration,
 }
 
 impl StoreConfig {
@@ -177,6 +201,22 @@ impl StoreConfig {
         rsagg_store::StoreOptions::DEFAULT_STATE_MAX_UNFLUSHED
     }
 
+    fn default_retries() -> u32 {
+        rsagg_store::StoreOptions::default().retries
+    }
+
+    fn default_retry_timeout() -> Duration {
+        rsagg_store::StoreOptions::default().retry_timeout
+    }
+
+    fn default_max_failures() -> u32 {
+        rsagg_store::StoreOptions::default().max_failures
+    }
+
+    fn default_open_timeout() -> Duration {
+        Duration::from_secs(120)
+    }
+
     /// Every memory bound of the store and its state, as the store opens them.
     pub fn options(&self) -> rsagg_store::StoreOptions {
         rsagg_store::StoreOptions {
@@ -184,6 +224,9 @@ impl StoreConfig {
             state_block_cache_bytes: self.state_block_cache_bytes,
             state_meta_cache_bytes: self.state_meta_cache_bytes,
             state_max_unflushed_bytes: self.state_max_unflushed_bytes,
+            retries: self.retries,
+            retry_timeout: self.retry_timeout,
+            max_failures: self.max_failures,
         }
     }
 }
@@ -295,6 +338,47 @@ pub struct FetchSection {
     /// URL), sent in the `User-Agent` as `(+CONTACT)`, the common crawler form, so that a
     /// Source with a problem writes rather than blocks. Default: none.
     pub contact: Option<String>,
+}
+
+/// `[deadlines]`: every wait of a run is bounded, so that one slow upstream (a body dripping
+/// a byte a second, an endless list) neither keeps a run going forever nor keeps the other
+/// upstreams' harvest from being published.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadlinesConfig {
+    /// One resource's response, headers and body, per attempt (default `30m`). Counted as
+    /// the time spent waiting for the upstream (`read_timeout` only bounds silence).
+    #[serde(with = "humantime_serde")]
+    pub body: Duration,
+    /// Average bytes per second below which a response is abandoned, once it has been
+    /// waited for longer than `read_timeout` (default 1024; 0: no minimum).
+    pub min_rate: u64,
+    /// One ResourceSync document (a list, an index, a Capability List, robots.txt, an HTML
+    /// page) in place of `body` (default `10m`).
+    #[serde(with = "humantime_serde")]
+    pub document: Duration,
+    /// One upstream's pass, discovery to the last commit (default `6h`). When it passes,
+    /// rsagg stops taking new work from the upstream, commits what is done, reports the
+    /// upstream as failed with the reason (exit 1) and publishes what every upstream
+    /// brought; the next run goes on from what was committed.
+    #[serde(with = "humantime_serde")]
+    pub pass: Duration,
+    /// The harvest of a whole `run --once` (every upstream's pass ends by then), before it
+    /// publishes; default: none (each pass is bounded by `pass`).
+    #[serde(default, with = "humantime_serde_opt")]
+    pub run: Option<Duration>,
+}
+
+impl Default for DeadlinesConfig {
+    fn default() -> Self {
+        DeadlinesConfig {
+            body: Duration::from_secs(30 * 60),
+            min_rate: 1024,
+            document: Duration::from_secs(10 * 60),
+            pass: Duration::from_secs(6 * 3600),
+            run: None,
+        }
+    }
 }
 
 /// The `User-Agent` without `user_agent` or `contact`: product, version and where to find out
@@ -727,6 +811,21 @@ impl PipelineConfig {
         if f.concurrency == 0 {
             err("fetch.concurrency", "must be at least 1".into());
         }
+        let d = &self.deadlines;
+        for (key, value) in [
+            ("deadlines.body", Some(d.body)),
+            ("deadlines.document", Some(d.document)),
+            ("deadlines.pass", Some(d.pass)),
+            ("deadlines.run", d.run),
+            ("store.open_timeout", Some(self.store.open_timeout)),
+        ] {
+            if value.is_some_and(|v| v.is_zero()) {
+                err(key, "must be longer than 0s".into());
+            }
+        }
+        if self.store.max_failures == 0 {
+            err("store.max_failures", "must be at least 1".into());
+        }
         if f.per_host == 0 {
             err("fetch.per_host", "must be at least 1".into());
         }
@@ -1020,6 +1119,75 @@ poll_interval = "5m"
             e.contains(&format!("p.toml:{line}:")) && e.contains("fetch.per_host_rate"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn deadlines_and_store_bounds_parse_and_are_checked() {
+        let d = Pipeline::parse(Path::new("p.toml"), GOOD)
+            .unwrap()
+            .config
+            .deadlines;
+        assert_eq!(
+            (d.body, d.min_rate, d.document, d.pass, d.run),
+            (
+                Duration::from_secs(1800),
+                1024,
+                Duration::from_secs(600),
+                Duration::from_secs(6 * 3600),
+                None
+            )
+        );
+        let text = format!(
+            "{GOOD}\n[deadlines]\nbody = \"2s\"\nmin_rate = 0\ndocument = \"3s\"\npass = \"1m\"\nrun = \"2m\"\n"
+        );
+        let d = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap()
+            .config
+            .deadlines;
+        assert_eq!(
+            (d.body, d.min_rate, d.document, d.pass, d.run),
+            (
+                Duration::from_secs(2),
+                0,
+                Duration::from_secs(3),
+                Duration::from_secs(60),
+                Some(Duration::from_secs(120))
+            )
+        );
+        let text = GOOD.replace(
+            "url = \"file:///tmp/rsagg-test-maps\"",
+            "url = \"file:///tmp/rsagg-test-maps\"\nretries = 1\nretry_timeout = \"5s\"\nmax_failures = 2\nopen_timeout = \"10s\"",
+        );
+        let s = Pipeline::parse(Path::new("p.toml"), &text)
+            .unwrap()
+            .config
+            .store;
+        let o = s.options();
+        assert_eq!(
+            (o.retries, o.retry_timeout, o.max_failures, s.open_timeout),
+            (1, Duration::from_secs(5), 2, Duration::from_secs(10))
+        );
+        for (bad, key) in [
+            ("[deadlines]\npass = \"0s\"", "deadlines.pass"),
+            ("[deadlines]\nbody = \"0s\"", "deadlines.body"),
+            ("[deadlines]\nrun = \"0s\"", "deadlines.run"),
+            ("[deadlines]\nsoon = \"1s\"", "deadlines"),
+        ] {
+            let e = Pipeline::parse(Path::new("p.toml"), &format!("{GOOD}\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        let e = Pipeline::parse(
+            Path::new("p.toml"),
+            &GOOD.replace(
+                "url = \"file:///tmp/rsagg-test-maps\"",
+                "url = \"file:///tmp/rsagg-test-maps\"\nmax_failures = 0",
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("store.max_failures"), "{e}");
     }
 
     #[test]

@@ -7,11 +7,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt, TryStreamExt};
 use tokio::io::AsyncRead;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::{Instant, Sleep};
 use tokio_util::io::{ReaderStream, StreamReader};
 use url::Url;
 
@@ -26,14 +28,112 @@ pub(crate) struct Permits {
     pub(crate) _global: OwnedSemaphorePermit,
 }
 
+/// A body's deadline and minimum rate, counted on the time spent waiting for the upstream
+/// (from the moment a read finds nothing ready until data comes): a reader that stops
+/// reading for a while (backpressure) is not charged for it, an upstream that drips is.
+pub(crate) struct Clock {
+    /// Most time waited in all (headers included).
+    limit: Duration,
+    /// Bytes per second at least, on average over the time waited (0: none)...
+    min_rate: u64,
+    /// ... once more than this was waited.
+    grace: Duration,
+    /// Waited so far.
+    waited: Duration,
+    /// Since when the current wait runs.
+    since: Option<Instant>,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl Clock {
+    /// A clock with `waited` already spent (the wait for the headers).
+    pub(crate) fn new(limit: Duration, min_rate: u64, grace: Duration, waited: Duration) -> Clock {
+        Clock {
+            limit,
+            min_rate,
+            grace,
+            waited,
+            since: None,
+            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+        }
+    }
+
+    /// How long the reader may wait in all, having read `read` bytes: the deadline, or less
+    /// when the average rate would fall below the minimum.
+    fn allowed(&self, read: u64) -> (Duration, bool) {
+        if self.min_rate == 0 {
+            return (self.limit, false);
+        }
+        // The average stays at or above `min_rate` while waited <= read / min_rate.
+        let by_rate = self
+            .grace
+            .max(Duration::from_secs_f64(read as f64 / self.min_rate as f64));
+        if by_rate < self.limit {
+            (by_rate, true)
+        } else {
+            (self.limit, false)
+        }
+    }
+
+    /// Data came: the wait ends.
+    fn ready(&mut self) {
+        if let Some(s) = self.since.take() {
+            self.waited += s.elapsed();
+        }
+    }
+
+    /// Nothing ready: `Err(reason)` when the wait is over its bound, else the timer is armed.
+    fn pending(&mut self, cx: &mut Context<'_>, read: u64) -> Result<(), String> {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        let (allowed, by_rate) = self.allowed(read);
+        let left = allowed.saturating_sub(self.waited);
+        let at = since + left;
+        if now >= at || {
+            self.timer.as_mut().reset(at);
+            self.timer.as_mut().poll(cx).is_ready()
+        } {
+            let waited = self.waited + now.saturating_duration_since(since);
+            return Err(if by_rate {
+                format!(
+                    "transfer slower than the minimum rate of {} bytes/s ({read} bytes in {:.1}s of waiting)",
+                    self.min_rate,
+                    waited.as_secs_f64()
+                )
+            } else {
+                format!(
+                    "not read within its deadline of {} ({read} bytes read)",
+                    humanize(self.limit)
+                )
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `90s` → `1m 30s`.
+pub(crate) fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, _) if d.subsec_millis() > 0 => format!("{}ms", d.as_millis()),
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m {s}s"),
+        (h, 0, 0) => format!("{h}h"),
+        (h, m, _) => format!("{h}h {m}m"),
+    }
+}
+
 /// A response body: `Stream<Item = Result<Bytes, Error>>`, or an `AsyncRead` through
 /// [`Body::into_async_read`]. Fails with [`Error::TooLarge`] as soon as more than the cap has
-/// been read; ends after the first error.
+/// been read, with [`Error::Deadline`] past its deadline or below its minimum rate; ends
+/// after the first error.
 pub struct Body {
     inner: Option<ChunkStream>,
     url: Url,
     read: u64,
     limit: u64,
+    clock: Option<Clock>,
     _permits: Option<Permits>,
     /// The fetcher's byte counter, added to when the body is dropped.
     counted: Option<Arc<AtomicU64>>,
@@ -98,6 +198,7 @@ impl Body {
             url,
             read: 0,
             limit: 0,
+            clock: None,
             _permits: None,
             counted: None,
         }
@@ -112,6 +213,7 @@ impl Body {
         limit: u64,
         inflate_gzip: bool,
         permits: Option<Permits>,
+        clock: Option<Clock>,
     ) -> Result<Body, Error> {
         let mut raw = raw;
         let stream: ChunkStream = if inflate_gzip {
@@ -164,6 +266,7 @@ impl Body {
             url,
             read: 0,
             limit,
+            clock,
             _permits: permits,
             counted: None,
         })
@@ -217,7 +320,23 @@ impl Stream for Body {
         let Some(inner) = self.inner.as_mut() else {
             return Poll::Ready(None);
         };
-        match inner.as_mut().poll_next(cx) {
+        let polled = inner.as_mut().poll_next(cx);
+        let read = self.read;
+        if let Some(clock) = self.clock.as_mut() {
+            if polled.is_pending() {
+                if let Err(reason) = clock.pending(cx, read) {
+                    self.inner = None;
+                    self._permits = None;
+                    return Poll::Ready(Some(Err(Error::Deadline {
+                        url: self.url.clone(),
+                        reason,
+                    })));
+                }
+            } else {
+                clock.ready();
+            }
+        }
+        match polled {
             Poll::Ready(Some(Ok(b))) => {
                 self.read += b.len() as u64;
                 if self.read > self.limit {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 use tracing::warn;
 use url::Url;
 
-use crate::body::{Body, Permits};
+use crate::body::{Body, Clock, Permits};
 use crate::config::{Access, Auth, FetchConfig, Request};
 use crate::counters::{Counters, FetchCounts, Outcome as Counted};
 use crate::guard::{check_target, client_builder, find_refusal};
@@ -90,7 +90,8 @@ impl std::fmt::Debug for Fetcher {
 
 /// What one attempt ended with, for the retry decision.
 enum Outcome {
-    Done(reqwest::Response, Permits),
+    /// The response, its permits, and how long its headers took.
+    Done(reqwest::Response, Permits, Duration),
     Retry {
         reason: String,
         retry_after: Option<Duration>,
@@ -134,6 +135,11 @@ impl Fetcher {
         self.inner.counters.snapshot()
     }
 
+    /// The deadline of one response to `req`.
+    fn timeout_of(&self, req: &Request) -> Duration {
+        req.timeout.unwrap_or(self.inner.cfg.body_timeout)
+    }
+
     /// GET with retries; returns once headers arrived (status 2xx or 304). Redirects
     /// (301, 302, 303, 307, 308) are followed up to `max_redirects`, each hop checked by the
     /// guard and given credentials only if its host is in `access.auth_hosts`.
@@ -145,7 +151,7 @@ impl Fetcher {
         let mut current = url.clone();
         let mut redirects = 0usize;
         loop {
-            let (resp, permits) = self.send_retrying(&current, access, req).await?;
+            let (resp, permits, waited) = self.send_retrying(&current, access, req).await?;
             let status = resp.status();
             if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
                 let next = resp
@@ -171,7 +177,7 @@ impl Fetcher {
                 current = next;
                 continue;
             }
-            return self.fetched(current, resp, permits, req).await;
+            return self.fetched(current, resp, permits, req, waited).await;
         }
     }
 
@@ -186,6 +192,7 @@ impl Fetcher {
     ) -> Result<(Fetched, Bytes), Error> {
         let req = Request {
             max_bytes,
+            timeout: Some(self.inner.cfg.document_timeout),
             ..Request::default()
         };
         let mut f = self.get(url, access, &req).await?;
@@ -200,6 +207,7 @@ impl Fetcher {
         resp: reqwest::Response,
         permits: Permits,
         req: &Request,
+        waited: Duration,
     ) -> Result<Fetched, Error> {
         let h = resp.headers();
         let text = |name: header::HeaderName| {
@@ -242,12 +250,15 @@ impl Fetcher {
                 };
                 futures::future::ready(Some(chunk))
             });
+            let cfg = &self.inner.cfg;
+            let clock = Clock::new(self.timeout_of(req), cfg.min_rate, cfg.read_timeout, waited);
             Body::new(
                 url.clone(),
                 Box::pin(raw),
                 req.max_bytes,
                 req.inflate_gzip,
                 Some(permits),
+                Some(clock),
             )
             .await?
             .counting(self.inner.counters.bytes.clone())
@@ -271,13 +282,13 @@ impl Fetcher {
         url: &Url,
         access: &Access,
         req: &Request,
-    ) -> Result<(reqwest::Response, Permits), Error> {
+    ) -> Result<(reqwest::Response, Permits, Duration), Error> {
         let cfg = &self.inner.cfg;
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
             match self.attempt(url, access, req, attempt).await {
-                Outcome::Done(resp, permits) => return Ok((resp, permits)),
+                Outcome::Done(resp, permits, waited) => return Ok((resp, permits, waited)),
                 Outcome::Fail(e) => return Err(e),
                 Outcome::Retry {
                     reason,
@@ -327,34 +338,50 @@ impl Fetcher {
             Some(Auth::Basic { user, password }) => rb = rb.basic_auth(user, Some(password)),
             None => {}
         }
-        let sent = Instant::now();
-        let answer = rb.send().await;
+        // The headers count towards the response's deadline (a server may drip them too).
+        let limit = self.timeout_of(req);
+        let started = tokio::time::Instant::now();
+        let answer = match tokio::time::timeout(limit, rb.send()).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.inner
+                    .counters
+                    .attempt(Counted::Transport, started.elapsed(), attempt);
+                return Outcome::Fail(Error::Deadline {
+                    url: url.clone(),
+                    reason: format!(
+                        "no response headers within the deadline of {}",
+                        crate::body::humanize(limit)
+                    ),
+                });
+            }
+        };
+        let waited = started.elapsed();
         let counted = match &answer {
             Ok(resp) => Counted::of(resp.status().as_u16()),
             Err(e) if e.is_builder() || find_refusal(e).is_some() => {
-                return self.answer(url, answer, permits, attempt);
+                return self.answer(url, answer, permits, attempt, waited);
             }
             Err(_) => Counted::Transport,
         };
-        self.inner
-            .counters
-            .attempt(counted, sent.elapsed(), attempt);
-        self.answer(url, answer, permits, attempt)
+        self.inner.counters.attempt(counted, waited, attempt);
+        self.answer(url, answer, permits, attempt, waited)
     }
 
-    /// The retry decision on what one attempt got.
+    /// The retry decision on what one attempt got (`waited`: how long its headers took).
     fn answer(
         &self,
         url: &Url,
         answer: Result<reqwest::Response, reqwest::Error>,
         permits: Permits,
         attempt: u32,
+        waited: Duration,
     ) -> Outcome {
         match answer {
             Ok(resp) => {
                 let status = resp.status();
                 if status.is_success() || status.is_redirection() {
-                    return Outcome::Done(resp, permits);
+                    return Outcome::Done(resp, permits, waited);
                 }
                 let code = status.as_u16();
                 let last = Error::Status {

@@ -18,6 +18,18 @@ pub struct FetchConfig {
     pub connect_timeout: Duration,
     /// Longest silence allowed while waiting for headers or the next part of a body.
     pub read_timeout: Duration,
+    /// Longest time one response may take, headers and body, per attempt (unless the
+    /// request gives its own, [`Request::timeout`]). Counted as the time spent waiting for
+    /// the upstream, so a caller that pauses reading (a Resource List streamed while its
+    /// resources are fetched) is not charged for it. `read_timeout` only bounds silence: an
+    /// upstream dripping a byte a second passes it forever, this does not.
+    pub body_timeout: Duration,
+    /// The deadline of one ResourceSync document, robots.txt or HTML page (discovery and
+    /// every list read), in place of `body_timeout`.
+    pub document_timeout: Duration,
+    /// Average bytes per second below which a body is abandoned, once it has been waited for
+    /// longer than `read_timeout` (0: no minimum).
+    pub min_rate: u64,
     /// Retries after the first attempt, for timeouts, connection errors, 5xx, 408 and 429.
     pub retries: u32,
     /// First backoff step; the step doubles per retry, the wait is drawn uniformly from
@@ -53,6 +65,9 @@ impl Default for FetchConfig {
             per_host: 8,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30 * 60),
+            document_timeout: Duration::from_secs(10 * 60),
+            min_rate: 1024,
             retries: 4,
             backoff_base: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
@@ -162,11 +177,15 @@ pub struct Request {
     /// say `Content-Encoding: gzip` (a `.xml.gz` served as `application/gzip`). For documents,
     /// not for resources, whose bytes must stay as served.
     pub inflate_gzip: bool,
+    /// The deadline of this response (headers and body); `None`: the client's
+    /// [`FetchConfig::body_timeout`]. Documents have their own (`[deadlines] document`).
+    pub timeout: Option<Duration>,
 }
 
 impl Default for Request {
     fn default() -> Self {
         Request {
+            timeout: None,
             max_bytes: 1 << 30,
             if_none_match: None,
             if_modified_since: None,

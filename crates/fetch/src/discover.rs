@@ -361,6 +361,7 @@ impl<'a> Cx<'a> {
         let req = Request {
             max_bytes: MAX_DOCUMENT_BYTES,
             inflate_gzip: true,
+            timeout: Some(self.f.config().document_timeout),
             ..Request::default()
         };
         let fetched = self.f.get(url, self.access, &req).await?;

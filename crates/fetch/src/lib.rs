@@ -16,7 +16,8 @@
 //!   [`Request`] (per request).
 //! - [`client`]: [`Fetcher`] (`get`, `get_bytes`) and [`Fetched`], the response head.
 //! - [`body`]: [`Body`], the streamed, capped, optionally inflated response body that holds
-//!   the concurrency permits until dropped.
+//!   the concurrency permits until dropped, with its deadline and minimum rate (counted on
+//!   the time spent waiting for the upstream).
 //! - [`cause`]: [`Cause`], what a transport failure was (DNS, refused, reset, TLS, …), read
 //!   from the causes reqwest hides behind `error sending request`, and the chain written out.
 //! - [`guard`]: the address classifier, the resolver that enforces it, and the client
@@ -122,6 +123,16 @@ pub enum Error {
         /// What the transport said, its causes written out.
         transport: Box<Transport>,
     },
+    /// The response was not read within its deadline (headers and body, counting the time
+    /// spent waiting for the upstream), or it came slower than the minimum transfer rate.
+    /// Not retried: a Source that slow is not asked again in the same pass.
+    #[error("{url}: {reason}")]
+    Deadline {
+        /// The URL.
+        url: Url,
+        /// Which bound, and its value.
+        reason: String,
+    },
     /// Connection, protocol or body transfer error (after the retries where retries apply).
     /// reqwest's own message hides what happened (`error sending request`), so the message
     /// names the [`Cause`] and writes out the chain of causes.
@@ -203,6 +214,7 @@ impl Error {
             | Error::BadRedirect { url, .. }
             | Error::TooLarge { url, .. }
             | Error::Timeout { url, .. }
+            | Error::Deadline { url, .. }
             | Error::Http { url, .. }
             | Error::Truncated { url, .. }
             | Error::Decode { url, .. }

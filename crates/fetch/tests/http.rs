@@ -1021,3 +1021,117 @@ async fn a_failed_tls_handshake_is_named() {
     eprintln!("tls: {err}");
     assert!(err.to_string().contains("TLS handshake failed"), "{err}");
 }
+
+/// `n` bytes, one every `gap`: never silent for long, always slow.
+fn dripping(n: usize, gap: Duration) -> AxBody {
+    AxBody::from_stream(futures::stream::unfold(0usize, move |i| async move {
+        if i >= n {
+            return None;
+        }
+        tokio::time::sleep(gap).await;
+        Some((Ok::<_, std::io::Error>(vec![b'd']), i + 1))
+    }))
+}
+
+#[tokio::test]
+async fn a_dripping_body_falls_below_the_minimum_rate() {
+    let app = Router::new().route(
+        "/",
+        get(|| async { dripping(10_000, Duration::from_millis(100)) }),
+    );
+    let addr = serve(app).await;
+    // 10 bytes/s against a minimum of 100, once 500 ms were waited; the silence between
+    // bytes (100 ms) never reaches read_timeout.
+    let f = Fetcher::new(FetchConfig {
+        read_timeout: Duration::from_millis(500),
+        min_rate: 100,
+        body_timeout: Duration::from_secs(600),
+        ..cfg()
+    })
+    .unwrap();
+    let err = read_all(get_root(&f, addr).await.unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Deadline { reason, .. } if reason.contains("minimum rate of 100 bytes/s")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_body_past_its_deadline_fails_although_never_silent() {
+    let app = Router::new().route(
+        "/",
+        get(|| async { dripping(10_000, Duration::from_millis(20)) }),
+    );
+    let addr = serve(app).await;
+    let f = Fetcher::new(FetchConfig {
+        read_timeout: Duration::from_secs(5),
+        min_rate: 0,
+        body_timeout: Duration::from_millis(700),
+        ..cfg()
+    })
+    .unwrap();
+    let err = read_all(get_root(&f, addr).await.unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Deadline { reason, .. } if reason.contains("deadline of 700ms")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_request_deadline_bounds_the_wait_for_headers() {
+    let hits = Hits::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(h): State<Hits>| async move {
+                h.inc();
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                "late"
+            }),
+        )
+        .with_state(hits.clone());
+    let addr = serve(app).await;
+    let f = fetcher();
+    // A document's own deadline, shorter than read_timeout (5 s): not retried.
+    let req = Request {
+        timeout: Some(Duration::from_millis(300)),
+        ..Request::default()
+    };
+    let err = f.get(&url(addr, "/"), &open(), &req).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Deadline { reason, .. } if reason.contains("no response headers")),
+        "{err:?}"
+    );
+    assert_eq!(hits.get(), 1);
+}
+
+#[tokio::test]
+async fn a_reader_that_pauses_is_not_charged_for_it() {
+    // The whole body is sent at once; the reader takes its time (backpressure, as a
+    // Resource List read while its resources are fetched).
+    let app = Router::new().route(
+        "/",
+        get(|| async {
+            AxBody::from_stream(futures::stream::iter(
+                (0..10).map(|_| Ok::<_, std::io::Error>(vec![b'p'; 1000])),
+            ))
+        }),
+    );
+    let addr = serve(app).await;
+    let f = Fetcher::new(FetchConfig {
+        body_timeout: Duration::from_millis(400),
+        ..cfg()
+    })
+    .unwrap();
+    let mut body = get_root(&f, addr).await.unwrap().body;
+    let mut n = 0;
+    while let Some(c) = body.next().await {
+        n += c.unwrap().len();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(n, 10_000);
+}

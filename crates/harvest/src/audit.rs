@@ -489,7 +489,7 @@ pub async fn audit(
             ..UpstreamAudit::default()
         });
         let mut discovered = UpstreamReport::new(&up.name);
-        let Some((access, sets)) = discover_sets(&ctx, up, &mut discovered).await else {
+        let Some((access, sets)) = discover_sets(&ctx, up, &mut discovered, None).await else {
             let errors = discovered.error.into_iter().collect();
             if let Some(u) = report.upstreams.last_mut() {
                 u.errors = errors;
@@ -501,6 +501,7 @@ pub async fn audit(
             up: Arc::new(up.clone()),
             access,
             quarantined: Arc::default(),
+            deadline: None,
         };
         let mut all_read = true;
         for set in &sets {

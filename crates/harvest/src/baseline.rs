@@ -30,7 +30,7 @@ impl Harvest {
         if self.up.baseline == BaselineSource::Dump {
             match self.baseline_dump(set, report).await {
                 Ok(cp) => return Ok(cp),
-                Err(e) if e.is_fenced() => return Err(e),
+                Err(e) if e.is_fenced() || e.is_deadline() => return Err(e),
                 Err(e) => report.warn(format!(
                     "{}: Resource Dump unusable ({e}); falling back to the Resource List",
                     set.url
@@ -60,7 +60,9 @@ impl Harvest {
         let shared_set = Arc::new(set.clone());
         let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
         let docs = self.docs();
-        let producer = docs.stream_entries(&list_url, tx);
+        // The list is read until the pass deadline at most: then the channel closes, the
+        // resources in flight finish (each bounded by its own deadline) and are committed.
+        let producer = self.bounded(docs.stream_entries(&list_url, tx));
         let mut listed: HashSet<u128> = HashSet::new();
         let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
@@ -78,9 +80,12 @@ impl Harvest {
             .is_none();
         let consumer =
             async {
+                // At the pass deadline no more entries are taken (those already read and
+                // waiting in the channel included); the resources in flight finish.
                 let entries = futures::stream::unfold(rx, |mut rx| async move {
                     rx.recv().await.map(|x| (x, rx))
-                });
+                })
+                .take_until(self.deadline_passed());
                 let mut results = std::pin::pin!(
                     entries
                         .map(|(_, e)| {
@@ -112,7 +117,17 @@ impl Harvest {
             };
         let (header, consumed) = futures::join!(producer, consumer);
         consumed?;
-        let header = header?;
+        let header = match header {
+            Ok(h) => h,
+            Err(e) => {
+                // The list was not read to its end (its deadline, the pass's, an error): what
+                // was stored is committed, but nothing is deleted (the rest of the list was
+                // not seen) and no checkpoint is recorded, so the next run takes the list up
+                // again, skipping what is stored.
+                committer.flush().await?;
+                return Err(e);
+            }
+        };
         let at = header.md.as_ref().and_then(|m| m.at);
         self.finish_sync(
             set, &list_url, listed, committer, all_ok, at, started, counted, fresh, report,

@@ -5,9 +5,11 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use rsagg_config::{FetchSection, UpstreamConfig};
+use rsagg_config::{DeadlinesConfig, FetchSection, UpstreamConfig};
 use rsagg_fetch::{Access, Fetcher};
 use rsagg_store::{Blobs, State};
+
+use crate::Error;
 
 /// Shared by every upstream of a run.
 pub struct Ctx {
@@ -25,6 +27,11 @@ pub struct Ctx {
     /// checkpoint, and every listed resource is fetched again (unconditionally, nothing
     /// skipped as unchanged), so stored bytes that went missing or bad are written again.
     pub baseline: bool,
+    /// The pipeline's `[deadlines]` (each upstream's pass is bounded by `pass`).
+    pub deadlines: DeadlinesConfig,
+    /// When the run's harvest must be over (`[deadlines] run` of `run --once`): every pass
+    /// ends by then at the latest.
+    pub run_deadline: Option<tokio::time::Instant>,
 }
 
 /// One upstream's harvest; cheap to clone, so each resource's work can run as its own task
@@ -37,4 +44,48 @@ pub struct Harvest {
     /// URIs of this upstream in quarantine when the run started (few): a verified copy
     /// releases them.
     pub(crate) quarantined: Arc<HashSet<String>>,
+    /// When this pass must end (`[deadlines] pass`, or the run's deadline if sooner), and
+    /// which of the two it is; `None` for push passes (bounded per resource).
+    pub(crate) deadline: Option<(tokio::time::Instant, Arc<str>)>,
+}
+
+impl Harvest {
+    /// The error of a pass cut short by its deadline.
+    pub(crate) fn deadline_error(&self) -> Error {
+        Error::PassDeadline {
+            upstream: self.up.name.clone(),
+            deadline: self
+                .deadline
+                .as_ref()
+                .map_or_else(String::new, |(_, what)| what.to_string()),
+        }
+    }
+
+    /// True once the pass deadline passed.
+    pub(crate) fn past_deadline(&self) -> bool {
+        self.deadline
+            .as_ref()
+            .is_some_and(|(at, _)| tokio::time::Instant::now() >= *at)
+    }
+
+    /// Resolves when the pass deadline passes (never without one).
+    pub(crate) async fn deadline_passed(&self) {
+        match &self.deadline {
+            Some((at, _)) => tokio::time::sleep_until(*at).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// `work`, unless the pass deadline passes first (then [`Error::PassDeadline`]; `work` is
+    /// dropped, so only what commits by itself in order may be cut this way: reading
+    /// documents, not applying changes).
+    pub(crate) async fn bounded<T>(
+        &self,
+        work: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        tokio::select! {
+            r = work => r,
+            () = self.deadline_passed() => Err(self.deadline_error()),
+        }
+    }
 }

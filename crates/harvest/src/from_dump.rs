@@ -68,11 +68,17 @@ impl Harvest {
             });
         };
         let started = W3cDateTime::now();
-        let (header, packages) = self.dump_packages(&dump_url).await?;
+        let (header, packages) = self.bounded(self.dump_packages(&dump_url)).await?;
         let mut listed = HashSet::new();
         let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
         for (base, entry) in &packages {
+            if self.past_deadline() {
+                // What was stored is committed; no deletions, no checkpoint (as for a list
+                // not read to its end): the next run takes the dump up again.
+                committer.flush().await?;
+                return Err(self.deadline_error());
+            }
             let mut pkg = self.open_package(base, entry).await?;
             let mut seen = 0usize;
             while let Some(next) = pkg.next().await {
@@ -110,7 +116,7 @@ impl Harvest {
         check_gap: bool,
         report: &mut UpstreamReport,
     ) -> Result<Incremental, Error> {
-        let (header, mut packages) = self.dump_packages(cd).await?;
+        let (header, mut packages) = self.bounded(self.dump_packages(cd)).await?;
         let key = |e: &UrlEntry| e.md.as_ref().and_then(|m| m.from);
         packages.sort_by(|a, b| match (key(&a.1), key(&b.1)) {
             (Some(x), Some(y)) => x.cmp_instant(&y),
@@ -136,6 +142,10 @@ impl Harvest {
                 && u.cmp_instant(&c).is_lt()
             {
                 continue;
+            }
+            if self.past_deadline() {
+                // Every earlier package's changes are committed with the checkpoint.
+                return Err(self.deadline_error());
             }
             let mut pkg = self.open_package(base, entry).await?;
             let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());

@@ -98,7 +98,7 @@ impl Harvest {
         report: &mut UpstreamReport,
     ) -> Result<Incremental, Error> {
         let docs = self.docs();
-        let mut doc = match docs.open(cl).await {
+        let mut doc = match self.bounded(docs.open(cl)).await {
             Ok(d) => d,
             Err(Error::Fetch(err)) if err.status().is_some_and(|s| s >= 500) => {
                 // resync-simulator answers 500 until its first change. Nothing is lost by
@@ -116,7 +116,7 @@ impl Harvest {
         let archive = archive_of(doc.header());
         match doc.header().root {
             _ if archive.is_some() => {
-                let listed = docs.archive_entries(doc).await?;
+                let listed = self.bounded(docs.archive_entries(doc)).await?;
                 // Discovery already warned of the legacy value in the Capability List.
                 if let Some(l) = archive {
                     tracing::info!(upstream = %self.up.name, url = %cl, "{}", l.message());
@@ -145,7 +145,7 @@ impl Harvest {
             Root::Sitemapindex => {
                 let index_url = doc.url.clone();
                 let mut parts = Vec::new();
-                while let Some(p) = doc.next().await? {
+                while let Some(p) = self.bounded(doc.next()).await? {
                     let url = index_url.join(p.loc.trim()).map_err(|e| Error::Upstream {
                         url: index_url.to_string(),
                         section: "12.2",
@@ -179,7 +179,7 @@ impl Harvest {
         for list in lists {
             let mut d = match first_doc.take() {
                 Some(d) => d,
-                None => docs.open(&list).await?,
+                None => self.bounded(docs.open(&list)).await?,
             };
             let header = d.header().clone();
             // What an index or archive lists must be Change Lists: reading an index as one
@@ -196,7 +196,7 @@ impl Harvest {
                 });
             }
             let mut entries = Vec::new();
-            while let Some(e) = d.next().await? {
+            while let Some(e) = self.bounded(d.next()).await? {
                 if entries.len() >= MAX_CHANGES_PER_LIST {
                     return Err(Error::Upstream {
                         url: list.to_string(),
@@ -316,7 +316,19 @@ impl Harvest {
             // In order: the checkpoint only ever moves past committed changes.
             .buffered(concurrency);
         let mut completed = true;
-        while let Some((t, key, outcome)) = results.next().await {
+        let mut cut = false;
+        loop {
+            // At the pass deadline the changes not yet done are dropped (the checkpoint is
+            // before them; the next run does them) and what is done is committed.
+            let next = tokio::select! {
+                biased;
+                n = results.next() => n,
+                () = self.deadline_passed() => {
+                    cut = true;
+                    None
+                }
+            };
+            let Some((t, key, outcome)) = next else { break };
             if !committer.add(outcome, report).await? {
                 completed = false;
                 break;
@@ -329,6 +341,9 @@ impl Harvest {
         }
         drop(results);
         committer.flush().await?;
+        if cut {
+            return Err(self.deadline_error());
+        }
         Ok(completed)
     }
 }

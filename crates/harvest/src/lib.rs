@@ -11,6 +11,10 @@
 //!   Resource List (creates, updates, deletes) and the report says so.
 //! - A baseline or re-sync only records its checkpoint when every listed resource was
 //!   stored, so a resource that failed is retried rather than silently missing.
+//! - A pass ends at its deadline (`[deadlines] pass`, or `run`): no new work is taken, what
+//!   is in flight finishes and is committed, the upstream is reported failed. A baseline or
+//!   re-sync cut short records no checkpoint and deletes nothing (the rest of the list was
+//!   not seen); an incremental pass keeps its checkpoint after the last committed change.
 //!
 //! # Layout
 //!
@@ -46,8 +50,8 @@ mod from_dump;
 mod incremental;
 mod lists;
 mod packages;
-mod progress;
 pub mod plan;
+mod progress;
 pub mod push;
 mod resource;
 mod retry;
@@ -102,6 +106,17 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The upstream's pass reached its deadline (`[deadlines] pass`, or `run`): what it
+    /// committed is kept and published; the next run goes on from there.
+    #[error(
+        "upstream `{upstream}`: pass stopped at its deadline ({deadline}); what it committed is kept and published, the next run goes on from there"
+    )]
+    PassDeadline {
+        /// The upstream.
+        upstream: String,
+        /// Which deadline, and its value.
+        deadline: String,
+    },
     /// Local I/O (temporary files) failed.
     #[error("{what}: {source}")]
     Io {
@@ -117,5 +132,10 @@ impl Error {
     /// True when another writer fenced this one out (exit code 3).
     pub fn is_fenced(&self) -> bool {
         matches!(self, Error::Store(e) if e.is_fenced())
+    }
+
+    /// True when the pass was cut at its deadline.
+    pub fn is_deadline(&self) -> bool {
+        matches!(self, Error::PassDeadline { .. })
     }
 }

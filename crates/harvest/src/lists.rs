@@ -121,6 +121,7 @@ impl Docs<'_> {
         let req = Request {
             max_bytes: self.max_bytes,
             inflate_gzip: true,
+            timeout: Some(self.fetcher.config().document_timeout),
             ..Request::default()
         };
         let fetched = self.fetcher.get(url, self.access, &req).await?;

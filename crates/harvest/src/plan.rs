@@ -204,7 +204,7 @@ pub async fn plan(
             ..UpstreamPlan::default()
         });
         let mut discovered = UpstreamReport::new(&up.name);
-        let found = discover_sets(&ctx, up, &mut discovered).await;
+        let found = discover_sets(&ctx, up, &mut discovered, None).await;
         let Some((access, sets)) = found else {
             if let Some(u) = report.upstreams.last_mut() {
                 u.errors = discovered.error.into_iter().collect();
@@ -216,6 +216,7 @@ pub async fn plan(
             up: Arc::new(up.clone()),
             access,
             quarantined: Arc::default(),
+            deadline: None,
         };
         for set in &sets {
             if let Err(e) = plan_set(&h, set, max_items, &mut report).await

@@ -125,6 +125,7 @@ impl Harvest {
                 if_modified_since: conditional
                     .and_then(|p| p.upstream_meta.http_last_modified.clone()),
                 inflate_gzip: false,
+                timeout: None,
             };
             let fetched = match self.ctx.fetcher.get(&url, &self.access, &req).await {
                 Ok(f) => f,

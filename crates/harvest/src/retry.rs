@@ -55,7 +55,7 @@ pub async fn retry_quarantined(
     if wanted.is_empty() {
         return report;
     }
-    let Some((access, sets)) = discover_sets(&ctx, &up, &mut report).await else {
+    let Some((access, sets)) = discover_sets(&ctx, &up, &mut report, None).await else {
         return report;
     };
     let h = Harvest {
@@ -63,6 +63,7 @@ pub async fn retry_quarantined(
         up,
         access,
         quarantined: Arc::new(wanted.clone()),
+        deadline: None,
     };
     let mut pending = wanted;
     for set in &sets {

@@ -83,12 +83,14 @@ pub async fn harvest_upstream(
 }
 
 /// Discovery of `up`'s sets of resources (those `capability_lists` selects), with its
-/// access settings; `None` after recording the failure in `report`. Shared by the harvest
-/// and the operator commands (`audit`, `run --dry-run`, `quarantine retry`).
+/// access settings, bounded by `deadline` (a pass's); `None` after recording the failure in
+/// `report`. Shared by the harvest and the operator commands (`audit`, `run --dry-run`,
+/// `quarantine retry`).
 pub(crate) async fn discover_sets(
     ctx: &Ctx,
     up: &UpstreamConfig,
     report: &mut UpstreamReport,
+    deadline: Option<&(tokio::time::Instant, Arc<str>)>,
 ) -> Option<(Access, Vec<CapabilitySet>)> {
     let access = match access_of(up) {
         Ok(a) => a,
@@ -98,9 +100,29 @@ pub(crate) async fn discover_sets(
         }
     };
     let entry = up.url.clone();
-    let discovery = match rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await {
-        Ok(d) => d,
-        Err(e) => {
+    let discovering = async {
+        match deadline {
+            Some((at, _)) => tokio::time::timeout_at(*at, async {
+                rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await
+            })
+            .await
+            .ok(),
+            None => Some(rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await),
+        }
+    };
+    let discovery = match discovering.await {
+        None => {
+            report.fail(
+                Error::PassDeadline {
+                    upstream: up.name.clone(),
+                    deadline: deadline.map(|d| d.1.to_string()).unwrap_or_default(),
+                }
+                .to_string(),
+            );
+            return None;
+        }
+        Some(Ok(d)) => d,
+        Some(Err(e)) => {
             report.fail_at(
                 Some(entry.as_str()),
                 "discovery failed",
@@ -149,7 +171,8 @@ async fn harvest_into(
 ) -> UpstreamReport {
     let up = &*up_arc;
     let mut report = UpstreamReport::new(&up.name);
-    let Some((access, sets)) = discover_sets(&ctx, up, &mut report).await else {
+    let deadline = pass_deadline(&ctx);
+    let Some((access, sets)) = discover_sets(&ctx, up, &mut report, deadline.as_ref()).await else {
         return report;
     };
     let mut quarantined = HashSet::new();
@@ -177,6 +200,7 @@ async fn harvest_into(
         up: up_arc,
         access,
         quarantined: Arc::new(quarantined),
+        deadline,
     };
     for set in &sets {
         if let Err(e) = h.harvest_set(set, &mut report).await {
@@ -190,6 +214,10 @@ async fn harvest_into(
                 "harvesting the set failed",
                 &ErrorChain(&e).to_string(),
             );
+            if e.is_deadline() {
+                // The other sets wait for the next run too.
+                break;
+            }
         }
     }
     // Written in UTC (the instant may come from an upstream's zone-less `at`).
@@ -197,8 +225,26 @@ async fn harvest_into(
         .await
         .map(|t| t.to_utc());
     polled.sets = sets;
-    polled.harvest = Some(h);
+    // Push passes come later, each bounded per resource, not by this poll's deadline.
+    polled.harvest = Some(Harvest {
+        deadline: None,
+        ..h
+    });
     report
+}
+
+/// When a pass starting now must end: `[deadlines] pass` from now, or the run's deadline if
+/// that comes first; with what it is, for the report.
+fn pass_deadline(ctx: &Ctx) -> Option<(tokio::time::Instant, Arc<str>)> {
+    let pass = ctx.deadlines.pass;
+    let own = tokio::time::Instant::now() + pass;
+    let text = |what: &str, d: std::time::Duration| -> Arc<str> {
+        format!("[deadlines] {what} = {}", humantime::format_duration(d)).into()
+    };
+    Some(match (ctx.run_deadline, ctx.deadlines.run) {
+        (Some(run), Some(d)) if run < own => (run, text("run", d)),
+        _ => (own, text("pass", pass)),
+    })
 }
 
 /// The oldest checkpoint instant among `sets` of `upstream`; `None` when some set has none

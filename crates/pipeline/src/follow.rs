@@ -177,7 +177,7 @@ pub async fn follow(
 ) -> Result<i32, Error> {
     let cfg = &p.config;
     let opened = Instant::now();
-    let (loc, state, ctx) = crate::runner::open(p, &opts.run).await?;
+    let (loc, state, ctx) = crate::runner::open(p, &opts.run, None).await?;
     tracing::info!(
         ms = opened.elapsed().as_millis() as u64,
         "follow: state and HTTP client opened (once for the whole follow)"
@@ -208,7 +208,14 @@ pub async fn follow(
     };
     f.restore().await;
     let mut queue = opts.inbox.as_ref().and_then(|i| i.take_queue());
-    let outcome = f.run(&mut stop, &mut queue, &mut on_pass).await;
+    // A store that refuses access or stays unreachable ends the follower at once: its
+    // passes would only fail, each resource on its own.
+    let outcome =
+        match crate::runner::unless_tripped(&loc, f.run(&mut stop, &mut queue, &mut on_pass)).await
+        {
+            Ok(r) => r,
+            Err(e) => return Err(e),
+        };
     match &outcome {
         Err(e) if e.is_fenced() => {}
         _ => {

@@ -27,7 +27,7 @@ async fn close(state: Arc<State>) -> Result<(), Error> {
 
 /// `rsagg audit`: the store against every upstream's lists (state read-only).
 pub async fn audit(p: &Pipeline, opts: AuditOptions) -> Result<AuditReport, Error> {
-    let (_loc, state, ctx) = open_as(p, &RunOptions::default(), true).await?;
+    let (_loc, state, ctx) = open_as(p, &RunOptions::default(), true, None).await?;
     let mut report = rsagg_harvest::audit::audit(ctx, &p.config.upstreams, opts).await?;
     report.collection = p.config.collection.name.clone();
     close(state).await?;
@@ -40,7 +40,7 @@ pub async fn dry_run(
     opts: &RunOptions,
     max_items: usize,
 ) -> Result<PlanReport, Error> {
-    let (_loc, state, ctx) = open_as(p, opts, true).await?;
+    let (_loc, state, ctx) = open_as(p, opts, true, None).await?;
     let mut report = rsagg_harvest::plan::plan(ctx, &p.config.upstreams, max_items).await?;
     report.collection = p.config.collection.name.clone();
     close(state).await?;
@@ -53,7 +53,7 @@ pub async fn quarantine_list(
     p: &Pipeline,
     mut each: impl FnMut(QuarantineRecord),
 ) -> Result<u64, Error> {
-    let (_loc, state, ctx) = open_as(p, &RunOptions::default(), true).await?;
+    let (_loc, state, ctx) = open_as(p, &RunOptions::default(), true, None).await?;
     drop(ctx);
     let mut n = 0;
     let mut q = state.quarantine().await?;
@@ -78,7 +78,7 @@ pub async fn quarantine_retry(
 ) -> Result<RunReport, Error> {
     let started = std::time::Instant::now();
     let cfg = &p.config;
-    let (loc, state, ctx) = open_as(p, opts, false).await?;
+    let (loc, state, ctx) = open_as(p, opts, false, None).await?;
     let mut report = RunReport {
         collection: cfg.collection.name.clone(),
         upstreams: Vec::new(),
@@ -115,7 +115,7 @@ pub async fn quarantine_retry(
 /// `force`); `None` when it is not due. Opens the state as the writer (collection reads
 /// what is still referenced and must not race a harvest adding references).
 pub async fn gc(p: &Pipeline, force: bool) -> Result<Option<GcReport>, Error> {
-    let (loc, state, ctx) = open_as(p, &RunOptions::default(), false).await?;
+    let (loc, state, ctx) = open_as(p, &RunOptions::default(), false, None).await?;
     drop(ctx);
     let collected =
         rsagg_publish::gc::collect(&state, &loc.objects, &p.config.publish, force).await;

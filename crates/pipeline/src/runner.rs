@@ -42,8 +42,9 @@ pub struct RunOptions {
 pub(crate) async fn open(
     p: &Pipeline,
     opts: &RunOptions,
+    run_deadline: Option<tokio::time::Instant>,
 ) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
-    open_as(p, opts, false).await
+    open_as(p, opts, false, run_deadline).await
 }
 
 /// [`open`], with the state opened read-only when `read_only` (`audit`, `run --dry-run`:
@@ -52,21 +53,24 @@ pub(crate) async fn open_as(
     p: &Pipeline,
     opts: &RunOptions,
     read_only: bool,
+    run_deadline: Option<tokio::time::Instant>,
 ) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
     let cfg = &p.config;
     let options = cfg.store.options();
     let loc = open_store(cfg.store.url.as_str(), &options)?;
-    let url = cfg.store.url.as_str();
     let state = Arc::new(if read_only {
-        State::open_read_only(loc.objects.clone(), url).await?
+        State::open_read_only(loc.objects.clone(), cfg.store.url.as_str()).await?
     } else {
-        State::open_with(loc.objects.clone(), url, &options).await?
+        open_state(&loc, p).await?
     });
     let fetcher = Fetcher::new(FetchConfig {
         max_connections: cfg.fetch.concurrency,
         per_host: cfg.fetch.per_host,
         connect_timeout: cfg.fetch.connect_timeout,
         read_timeout: cfg.fetch.read_timeout,
+        body_timeout: cfg.deadlines.body,
+        document_timeout: cfg.deadlines.document,
+        min_rate: cfg.deadlines.min_rate,
         retries: cfg.fetch.retries,
         backoff_max: Duration::from_secs(30),
         per_host_rate: cfg.fetch.per_host_rate,
@@ -80,8 +84,73 @@ pub(crate) async fn open_as(
         fetch: cfg.fetch.clone(),
         progress: opts.progress.clone(),
         baseline: opts.baseline,
+        deadlines: cfg.deadlines.clone(),
+        run_deadline,
     });
     Ok((loc, state, ctx))
+}
+
+/// Opens the collection's state as the writer, bounded: the state database retries its
+/// store without end, so a store that refuses access (401/403) or that does not answer ends
+/// the run here (the store's breaker, or `[store] open_timeout`) instead of hanging.
+async fn open_state(loc: &rsagg_store::StoreLocation, p: &Pipeline) -> Result<State, Error> {
+    let cfg = &p.config.store;
+    let url = cfg.url.as_str();
+    tracing::info!(
+        store = %url,
+        timeout = %humantime::format_duration(cfg.open_timeout),
+        "opening the state: waiting for the store to answer (the state database under state/)"
+    );
+    let started = Instant::now();
+    let options = cfg.options();
+    let opening = State::open_with(loc.objects.clone(), url, &options);
+    let state = tokio::select! {
+        r = tokio::time::timeout(cfg.open_timeout, opening) => match r {
+            Ok(r) => r.map_err(|e| store_error(loc, e))?,
+            Err(_) => {
+                return Err(Error::Store(rsagg_store::Error::Unavailable(
+                    rsagg_store::StoreFault {
+                        store: url.to_owned(),
+                        kind: rsagg_store::FaultKind::Unreachable,
+                        cause: format!(
+                            "the state was not opened within {} ([store] open_timeout)",
+                            humantime::format_duration(cfg.open_timeout)
+                        ),
+                    },
+                )));
+            }
+        },
+        fault = loc.health.tripped() => {
+            return Err(Error::Store(rsagg_store::Error::Unavailable(fault)));
+        }
+    };
+    tracing::info!(
+        store = %url,
+        ms = started.elapsed().as_millis() as u64,
+        "state opened"
+    );
+    Ok(state)
+}
+
+/// A store error, or the breaker's fault when it tripped (which says why, in one line).
+pub(crate) fn store_error(loc: &rsagg_store::StoreLocation, e: rsagg_store::Error) -> Error {
+    match loc.health.fault() {
+        Some(f) if !e.is_fenced() => Error::Store(rsagg_store::Error::Unavailable(f.clone())),
+        _ => Error::Store(e),
+    }
+}
+
+/// Runs `work` unless the store's breaker trips first: then the run ends at once with the
+/// fault (what was committed stays; the next run resumes from it).
+pub(crate) async fn unless_tripped<T>(
+    loc: &rsagg_store::StoreLocation,
+    work: impl Future<Output = T>,
+) -> Result<T, Error> {
+    tokio::select! {
+        biased;
+        fault = loc.health.tripped() => Err(Error::Store(rsagg_store::Error::Unavailable(fault))),
+        r = work => Ok(r),
+    }
 }
 
 /// Runs the pipeline once. Errors are reserved for what stops the whole run (store cannot be
@@ -90,13 +159,20 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
     let started = Instant::now();
     let started_at = W3cDateTime::now();
     let cfg = &p.config;
-    let (loc, state, ctx) = open(p, opts).await?;
-    let upstreams = futures::future::join_all(
-        cfg.upstreams
-            .iter()
-            .map(|u| harvest(ctx.clone(), Arc::new(u.clone()))),
+    let run_deadline = cfg
+        .deadlines
+        .run
+        .map(|d| tokio::time::Instant::from_std(started) + d);
+    let (loc, state, ctx) = open(p, opts, run_deadline).await?;
+    let upstreams = unless_tripped(
+        &loc,
+        futures::future::join_all(
+            cfg.upstreams
+                .iter()
+                .map(|u| harvest(ctx.clone(), Arc::new(u.clone()))),
+        ),
     )
-    .await;
+    .await?;
     let harvest_seconds = started.elapsed().as_secs_f64();
     let fetcher = ctx.fetcher.clone();
     drop(ctx);
@@ -116,12 +192,16 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
     if fenced.is_none() {
         // Then publish: what was committed, whichever upstreams failed.
         let published_seq = state.last_seq().await;
-        let published = publish(&state, &loc, p, opts.publish).await;
+        let published = unless_tripped(&loc, publish(&state, &loc, p, opts.publish)).await?;
         // Then notify: only of what that publish made fetchable (see `notify::after_publish`).
         report.notify = match Notifier::new(loc.objects.clone(), p) {
-            Ok(Some(n)) => {
-                Some(rsagg_notify::after_publish(&n, &state, published_seq, &published).await)
-            }
+            Ok(Some(n)) => Some(
+                unless_tripped(
+                    &loc,
+                    rsagg_notify::after_publish(&n, &state, published_seq, &published),
+                )
+                .await?,
+            ),
             Ok(None) => None,
             Err(e) => Some(NotifyReport {
                 errors: vec![e.to_string()],
@@ -131,23 +211,28 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         report.publish = Some(published);
         report.seconds = started.elapsed().as_secs_f64();
         report.store = Some(loc.counters.snapshot());
-        write_stats(&loc.objects, &state, &report).await;
+        unless_tripped(&loc, write_stats(&loc.objects, &state, &report)).await?;
         let times = RunTimes {
             started: started_at,
             finished: W3cDateTime::now(),
             harvest_seconds,
         };
-        record_history(
-            &loc.objects,
-            &report,
-            &times,
-            &fetch_stats(&fetcher.counts()),
-            cfg.collection.history_runs,
+        unless_tripped(
+            &loc,
+            record_history(
+                &loc.objects,
+                &report,
+                &times,
+                &fetch_stats(&fetcher.counts()),
+                cfg.collection.history_runs,
+            ),
         )
-        .await;
+        .await?;
     }
     if let Ok(state) = Arc::try_unwrap(state) {
-        state.close().await?;
+        unless_tripped(&loc, state.close())
+            .await?
+            .map_err(|e| store_error(&loc, e))?;
     }
     // The whole run's requests, the stats object and the state's last flush included.
     report.store = Some(loc.counters.snapshot());

@@ -24,6 +24,8 @@ use object_store::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::health::StoreHealth;
+
 /// Entries one LIST request returns at most (S3's page size).
 pub const LIST_PAGE: u64 = 1000;
 
@@ -104,17 +106,60 @@ impl StoreCounters {
     }
 }
 
-/// `inner`, counting every request made through it into `counters`.
+/// `inner`, counting every request made through it into `counters`, and reporting each
+/// outcome to the store's [`StoreHealth`] (which refuses every request once it tripped).
 #[derive(Debug)]
 pub struct CountedStore {
     inner: Arc<dyn ObjectStore>,
     counters: Arc<StoreCounters>,
+    health: Arc<StoreHealth>,
 }
 
 impl CountedStore {
-    /// Wraps `inner`.
+    /// Wraps `inner`, without a breaker (one that never trips).
     pub fn new(inner: Arc<dyn ObjectStore>, counters: Arc<StoreCounters>) -> Self {
-        CountedStore { inner, counters }
+        let health = StoreHealth::new(inner.to_string(), 0);
+        CountedStore::with_health(inner, counters, health)
+    }
+
+    /// Wraps `inner`, reporting to `health`.
+    pub fn with_health(
+        inner: Arc<dyn ObjectStore>,
+        counters: Arc<StoreCounters>,
+        health: Arc<StoreHealth>,
+    ) -> Self {
+        CountedStore {
+            inner,
+            counters,
+            health,
+        }
+    }
+
+    /// `r`, observed by the breaker.
+    fn seen<T>(&self, r: Result<T>) -> Result<T> {
+        self.health.observe(&r);
+        r
+    }
+
+    /// A stream whose errors the breaker observes (and which fails at once when it tripped).
+    fn watched<T: Send + 'static>(
+        &self,
+        s: BoxStream<'static, Result<T>>,
+    ) -> BoxStream<'static, Result<T>> {
+        if let Err(e) = self.health.check() {
+            return futures::stream::once(async move { Err(e) }).boxed();
+        }
+        let health = self.health.clone();
+        let mut first = true;
+        s.inspect(move |r| {
+            // An item is an answer; only its errors and the first item say something about
+            // the store's health (a long listing is not a run of successes).
+            if first || r.is_err() {
+                health.observe(r);
+            }
+            first = false;
+        })
+        .boxed()
     }
 
     /// Counts a listing's pages as its entries go by.
@@ -156,7 +201,8 @@ impl ObjectStore for CountedStore {
             &self.counters.bytes_written,
             payload.content_length() as u64,
         );
-        self.inner.put_opts(location, payload, opts).await
+        self.health.check()?;
+        self.seen(self.inner.put_opts(location, payload, opts).await)
     }
 
     async fn put_multipart_opts(
@@ -165,20 +211,24 @@ impl ObjectStore for CountedStore {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         StoreCounters::add(&self.counters.put, 1);
-        let upload = self.inner.put_multipart_opts(location, opts).await?;
+        self.health.check()?;
+        let upload = self.seen(self.inner.put_multipart_opts(location, opts).await)?;
         Ok(Box::new(CountedUpload {
             upload,
             counters: self.counters.clone(),
+            health: self.health.clone(),
         }))
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         if options.head {
             StoreCounters::add(&self.counters.head, 1);
-            return self.inner.get_opts(location, options).await;
+            self.health.check()?;
+            return self.seen(self.inner.get_opts(location, options).await);
         }
         StoreCounters::add(&self.counters.get, 1);
-        let r = self.inner.get_opts(location, options).await?;
+        self.health.check()?;
+        let r = self.seen(self.inner.get_opts(location, options).await)?;
         let payload = match r.payload {
             GetResultPayload::File(file, path) => {
                 // Read as a file by the caller: counted as the range it will read.
@@ -187,9 +237,13 @@ impl ObjectStore for CountedStore {
             }
             GetResultPayload::Stream(s) => {
                 let counters = self.counters.clone();
+                let health = self.health.clone();
                 GetResultPayload::Stream(
-                    s.inspect_ok(move |b| StoreCounters::add(&counters.bytes_read, b.len() as u64))
-                        .boxed(),
+                    s.inspect(move |r| match r {
+                        Ok(b) => StoreCounters::add(&counters.bytes_read, b.len() as u64),
+                        Err(_) => health.observe(r),
+                    })
+                    .boxed(),
                 )
             }
         };
@@ -198,7 +252,8 @@ impl ObjectStore for CountedStore {
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         StoreCounters::add(&self.counters.get, ranges.len() as u64);
-        let out = self.inner.get_ranges(location, ranges).await?;
+        self.health.check()?;
+        let out = self.seen(self.inner.get_ranges(location, ranges).await)?;
         let n: usize = out.iter().map(Bytes::len).sum();
         StoreCounters::add(&self.counters.bytes_read, n as u64);
         Ok(out)
@@ -212,11 +267,11 @@ impl ObjectStore for CountedStore {
         let counted = locations
             .inspect_ok(move |_| StoreCounters::add(&counters.delete, 1))
             .boxed();
-        self.inner.delete_stream(counted)
+        self.watched(self.inner.delete_stream(counted))
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.counted_list(self.inner.list(prefix))
+        self.watched(self.counted_list(self.inner.list(prefix)))
     }
 
     fn list_with_offset(
@@ -224,11 +279,12 @@ impl ObjectStore for CountedStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.counted_list(self.inner.list_with_offset(prefix, offset))
+        self.watched(self.counted_list(self.inner.list_with_offset(prefix, offset)))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        let r = self.inner.list_with_delimiter(prefix).await?;
+        self.health.check()?;
+        let r = self.seen(self.inner.list_with_delimiter(prefix).await)?;
         let entries = (r.objects.len() + r.common_prefixes.len()) as u64;
         StoreCounters::add(&self.counters.list, entries.div_ceil(LIST_PAGE).max(1));
         Ok(r)
@@ -236,12 +292,14 @@ impl ObjectStore for CountedStore {
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         StoreCounters::add(&self.counters.copy, 1);
-        self.inner.copy_opts(from, to, options).await
+        self.health.check()?;
+        self.seen(self.inner.copy_opts(from, to, options).await)
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         StoreCounters::add(&self.counters.copy, 1);
-        self.inner.rename_opts(from, to, options).await
+        self.health.check()?;
+        self.seen(self.inner.rename_opts(from, to, options).await)
     }
 }
 
@@ -250,6 +308,7 @@ impl ObjectStore for CountedStore {
 struct CountedUpload {
     upload: Box<dyn MultipartUpload>,
     counters: Arc<StoreCounters>,
+    health: Arc<StoreHealth>,
 }
 
 #[async_trait]
@@ -257,16 +316,29 @@ impl MultipartUpload for CountedUpload {
     fn put_part(&mut self, data: PutPayload) -> UploadPart {
         StoreCounters::add(&self.counters.put, 1);
         StoreCounters::add(&self.counters.bytes_written, data.content_length() as u64);
-        self.upload.put_part(data)
+        if let Err(e) = self.health.check() {
+            return Box::pin(async move { Err(e) });
+        }
+        let part = self.upload.put_part(data);
+        let health = self.health.clone();
+        Box::pin(async move {
+            let r = part.await;
+            health.observe(&r);
+            r
+        })
     }
 
     async fn complete(&mut self) -> Result<PutResult> {
         StoreCounters::add(&self.counters.put, 1);
-        self.upload.complete().await
+        self.health.check()?;
+        let r = self.upload.complete().await;
+        self.health.observe(&r);
+        r
     }
 
     async fn abort(&mut self) -> Result<()> {
         StoreCounters::add(&self.counters.delete, 1);
+        // An abort is cleanup: it goes out even after a trip (it may well fail then).
         self.upload.abort().await
     }
 }

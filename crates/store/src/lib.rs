@@ -21,7 +21,10 @@
 //! - `location.rs`: store URLs → `ObjectStore` (`file://`, `s3://` with `AWS_*` variables,
 //!   `memory://` for tests).
 //! - `counted.rs`: every object-store request counted by kind, with its bytes (the run
-//!   report's `store`; in the cloud requests are money).
+//!   report's `store`; in the cloud requests are money), and its outcome reported to the
+//!   store's health.
+//! - `health.rs`: object-store errors classified, and the circuit breaker that gives up on a
+//!   store refusing access or staying unreachable (the run ends promptly, exit 1).
 //! - `verified.rs`: reading a blob back checked against its address and length.
 //! - `blobs.rs`: content-addressed bodies, hashed (md5, sha-256, optionally sha-1) while they
 //!   stream in.
@@ -40,6 +43,7 @@ mod blobs;
 pub mod conformance;
 mod counted;
 pub mod documents;
+mod health;
 mod local;
 mod location;
 mod recent;
@@ -49,6 +53,7 @@ mod verified;
 
 pub use blobs::{BlobInfo, Blobs};
 pub use counted::{CountedStore, LIST_PAGE, StoreCounters, StoreRequests};
+pub use health::{FaultKind, StoreFault, StoreHealth};
 pub use location::{StoreLocation, StoreOptions, open_object_store, open_store};
 pub use recent::RecentBlobs;
 pub use records::{
@@ -117,6 +122,10 @@ pub enum Error {
         #[source]
         source: slatedb::Error,
     },
+    /// The store was given up on: it refused access, or stayed unreachable (the circuit
+    /// breaker tripped), or the state could not be opened in time.
+    #[error("{0}")]
+    Unavailable(StoreFault),
     /// A stored record could not be read back.
     #[error("state record `{key}`: {source}")]
     Record {

@@ -3,14 +3,17 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use object_store::ObjectStore;
+use std::time::Duration;
+
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
+use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 
 use crate::Error;
 use crate::counted::{CountedStore, StoreCounters};
+use crate::health::StoreHealth;
 use crate::recent::RecentBlobs;
 
 /// An opened store URL: the object store rooted at the URL's prefix.
@@ -33,6 +36,10 @@ pub struct StoreLocation {
     /// Requests made through `objects` since the store was opened, by kind (a store opened
     /// by [`open_store`] counts every request; one built by [`StoreLocation::new`] none).
     pub counters: Arc<StoreCounters>,
+    /// The store's circuit breaker: trips on a refusal (401/403) or after
+    /// [`StoreOptions::max_failures`] consecutive failed requests; a run waits on it to end
+    /// promptly rather than fail every request on its own.
+    pub health: Arc<StoreHealth>,
 }
 
 /// How a store is opened: every memory bound and setting of a [`StoreLocation`] and of the
@@ -40,6 +47,15 @@ pub struct StoreLocation {
 /// by these plus its fixed buffers (see `pipelines/reference.toml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreOptions {
+    /// Retries of one request by the S3 client (timeouts, connection errors, 5xx) before it
+    /// fails; each failure counts towards `max_failures`.
+    pub retries: u32,
+    /// How long the S3 client retries one request at most.
+    pub retry_timeout: Duration,
+    /// Consecutive failed requests (each after its retries) after which the store is given
+    /// up on for the rest of the process ([`StoreHealth`]); a refusal (401/403) at once.
+    /// 0: never (long-lived readers, `serve` and `hub`, which outlive an outage).
+    pub max_failures: u32,
     /// Bytes of recently stored small blob bodies kept in memory ([`RecentBlobs`]); 0 keeps
     /// none.
     pub recent_blob_bytes: u64,
@@ -57,6 +73,10 @@ pub struct StoreOptions {
 impl StoreOptions {
     /// What readers and tools use: nothing kept in memory beyond the state's defaults.
     pub const READER: StoreOptions = StoreOptions {
+        // object_store's own defaults: a reader outlives an outage.
+        retries: 10,
+        retry_timeout: Duration::from_secs(180),
+        max_failures: 0,
         recent_blob_bytes: 0,
         state_block_cache_bytes: StoreOptions::DEFAULT_STATE_BLOCK_CACHE,
         state_meta_cache_bytes: StoreOptions::DEFAULT_STATE_META_CACHE,
@@ -76,6 +96,11 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             recent_blob_bytes: RecentBlobs::DEFAULT_CAPACITY,
+            // A run ends promptly on a dead store rather than fail each request on its own
+            // after minutes of retries.
+            retries: 3,
+            retry_timeout: Duration::from_secs(30),
+            max_failures: StoreHealth::DEFAULT_MAX_FAILURES,
             ..StoreOptions::READER
         }
     }
@@ -91,6 +116,7 @@ impl StoreLocation {
             local_root: None,
             recent: RecentBlobs::none(),
             counters: Arc::new(StoreCounters::default()),
+            health: StoreHealth::new("(unnamed store)", 0),
         }
     }
 }
@@ -140,6 +166,11 @@ pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Er
                 .ok_or_else(|| err("no bucket name".into()))?;
             let s3 = AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)
+                .with_retry(RetryConfig {
+                    backoff: BackoffConfig::default(),
+                    max_retries: options.retries as usize,
+                    retry_timeout: options.retry_timeout,
+                })
                 .build()
                 .map_err(|e| err(e.to_string()))?;
             let prefix = parsed.path().trim_matches('/');
@@ -157,12 +188,18 @@ pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Er
         }
     };
     let counters = Arc::new(StoreCounters::default());
+    let health = StoreHealth::new(url, options.max_failures);
     Ok(StoreLocation {
         url: url.to_owned(),
-        objects: Arc::new(CountedStore::new(objects, counters.clone())),
+        objects: Arc::new(CountedStore::with_health(
+            objects,
+            counters.clone(),
+            health.clone(),
+        )),
         local_root,
         recent: RecentBlobs::with_capacity(options.recent_blob_bytes),
         counters,
+        health,
     })
 }
 

@@ -266,6 +266,16 @@ impl Store {
         })
     }
 
+    /// A store at `url` the test reaches by itself (its own server, a refusing one); the
+    /// run's environment is given to [`Case::run_env`].
+    pub fn at(url: &str) -> Store {
+        Store {
+            url: url.to_owned(),
+            prefix: None,
+            _dir: None,
+        }
+    }
+
     /// A fresh client (one per runtime).
     pub fn objects(&self) -> Result<Arc<dyn ObjectStore>> {
         match &self.prefix {
@@ -478,6 +488,48 @@ impl Case {
 
     pub fn run(&self) -> Result<Run> {
         self.run_with(&[])
+    }
+
+    /// `rsagg run PIPELINE --once --json` with `args` and the extra environment `env`.
+    pub fn run_env(&self, args: &[&str], env: &[(impl AsRef<str>, String)]) -> Result<Run> {
+        let out = self.command(args, env)?.output().context("running rsagg")?;
+        Ok(parse_run(out))
+    }
+
+    fn command(&self, args: &[&str], env: &[(impl AsRef<str>, String)]) -> Result<Command> {
+        let mut cmd = Command::new(rsagg_bin()?);
+        cmd.arg("run")
+            .arg(&self.toml)
+            .args(["--once", "--json"])
+            .args(args)
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env("RUST_LOG", "info")
+            .envs(self.store.env()?)
+            .envs(env.iter().map(|(k, v)| (k.as_ref().to_owned(), v.clone())));
+        Ok(cmd)
+    }
+
+    /// [`Case::run_env`] in the background: its output goes to files, read by
+    /// [`Running::finish`].
+    pub fn spawn_run(&self, env: &[(impl AsRef<str>, String)]) -> Result<Running> {
+        let dir = tempfile::Builder::new()
+            .prefix("rsagg-e2e-run-")
+            .tempdir()?;
+        let out = dir.path().join("stdout");
+        let err = dir.path().join("stderr");
+        let child = self
+            .command(&[], env)?
+            .stdout(std::fs::File::create(&out)?)
+            .stderr(std::fs::File::create(&err)?)
+            .spawn()
+            .context("spawning rsagg")?;
+        Ok(Running {
+            child: KillOnDrop(child),
+            out,
+            err,
+            _dir: dir,
+        })
     }
 
     /// Everything the state holds about upstream `up` (opens the state as writer: only
@@ -721,6 +773,50 @@ pub fn http_get(url: &str) -> Result<(u16, Vec<u8>)> {
 
 // ---------------------------------------------------------------------------------------
 // Followers (`rsagg run P --follow --listen`)
+
+/// A `run --once` in the background ([`Case::spawn_run`]).
+pub struct Running {
+    child: KillOnDrop,
+    out: PathBuf,
+    err: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    /// Waits for the run to exit (killed after `limit`: then an error) and reads its output.
+    pub fn finish(mut self, limit: Duration) -> Result<Run> {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.0.try_wait()? {
+                break s;
+            }
+            if start.elapsed() > limit {
+                let err = std::fs::read_to_string(&self.err).unwrap_or_default();
+                anyhow::bail!("rsagg still running after {limit:?}:\n{}", tail(&err, 40));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let output = std::process::Output {
+            status,
+            stdout: std::fs::read(&self.out)?,
+            stderr: std::fs::read(&self.err)?,
+        };
+        Ok(parse_run(output))
+    }
+}
+
+/// Waits until `check` holds (checked every 50 ms), or fails after `limit`.
+pub fn wait_until(limit: Duration, mut check: impl FnMut() -> Result<bool>) -> Result<()> {
+    let start = Instant::now();
+    while !check()? {
+        ensure!(
+            start.elapsed() < limit,
+            "condition not reached within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
 
 /// Kills the child (by PID) if the test ends before it exits.
 pub struct KillOnDrop(pub Child);
