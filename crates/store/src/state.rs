@@ -256,6 +256,17 @@ impl State {
         })
     }
 
+    /// How many resources are present (a pass over the slot index's keys, not the records):
+    /// what a Resource List rebuilt from scratch is sized by.
+    pub async fn count_present(&self) -> Result<u64, Error> {
+        let mut members = self.present_in_slots(0..=u16::MAX).await?;
+        let mut n = 0;
+        while members.next().await?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// The record of every present resource whose slot is in `slots`, in slot order, with
     /// its upstream: [`State::present_in_slots`] with each member's record looked up
     /// `ahead` at a time (a lookup that misses the caches is a GET to the store; one after
