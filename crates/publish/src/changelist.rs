@@ -159,7 +159,11 @@ pub async fn publish(
     let mut with_records = std::pin::pin!(
         entries
             .map_ok(|e| async move {
-                let current = state.resource(&e.upstream, &e.uri).await?;
+                // Entries logged by an older rsagg need the record (see `change_entry`).
+                let current = match e.upstream_meta {
+                    Some(_) => None,
+                    None => state.resource(&e.upstream, &e.uri).await?,
+                };
                 Ok::<_, rsagg_store::Error>((e, current))
             })
             .try_buffered(crate::resourcelist::LOOKUPS_AHEAD)
@@ -776,8 +780,7 @@ pub mod tests {
             .await;
         assert_eq!(f.publish(&c).await.open_entries, 3);
         let second = f.get(CHANGE_LIST_OPEN).await.unwrap();
-        // Appended to: the first entry keeps its bytes although the record moved on (a
-        // list rendered from the log would now describe that past version by its URI only).
+        // Appended to: the first entry keeps its bytes although the record moved on.
         assert_eq!(entry_of(&second), a1);
         let meta = f.meta().await;
         assert_eq!(meta.open.as_ref().unwrap().last.map(|l| l.0), Some(3));
@@ -1023,12 +1026,14 @@ pub mod tests {
                 (Some(e.at), Some(e.at))
             );
         }
-        // a@v1 and b@created are past versions: the via link names the upstream URI only.
-        for i in [0, 2] {
-            assert_eq!(entries[i].links.len(), 1);
+        // a@v1 and b@created are past versions: the via link still describes the upstream
+        // representation of each one's own version, as the log kept it (not the latest).
+        for (i, e) in [(0, &v1[0]), (2, &v2[1])] {
+            assert_eq!(entries[i].links.len(), 2);
             let via = &entries[i].links[0];
             assert_eq!(via.rel, "via");
-            assert_eq!((via.modified, via.length), (None, None));
+            assert_eq!(via.length, e.copy.as_ref().map(|c| c.length));
+            assert!(via.modified.is_some());
         }
         assert_eq!(entries[0].links[0].href, uri("a"));
         // a@v2 is the current version: via describes the upstream, inherited links follow

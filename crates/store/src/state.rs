@@ -364,6 +364,7 @@ impl State {
                     change: applied.change,
                     copy: record.copy.clone(),
                     mime_type: record.mime_type.clone(),
+                    upstream_meta: Some(record.upstream_meta.clone()),
                 };
                 batch.put(resource_key(&record.upstream, &record.uri), json(&record));
                 index_slot(&mut batch, &record);
