@@ -460,6 +460,11 @@ pub struct PublishConfig {
     /// Closed Change Lists kept (with their Change Dumps); older ones are dropped from the
     /// Change List Index and deleted after the grace period. Default: all are kept.
     pub changelist_retain: Option<u64>,
+    /// Most entries in one part of the Resource List (default 200; 2 to 50,000). Beyond it
+    /// the collection is re-cut into twice as many parts per doubling, aiming at half of
+    /// this per part. Small parts keep an incremental run's cost proportional to its changes
+    /// (each touched part is rewritten whole); a Destination makes one request per part.
+    pub resourcelist_part_entries: u64,
     /// Publish a Change Dump package for every closed Change List (default true).
     pub change_dumps: bool,
     /// Publish a Resource Dump (default true), rebuilt at most this often.
@@ -490,6 +495,7 @@ impl Default for PublishConfig {
             changelist_max_entries: 10_000,
             changelist_max_age: Duration::from_secs(86_400),
             changelist_retain: None,
+            resourcelist_part_entries: 200,
             change_dumps: true,
             resource_dump: true,
             resource_dump_interval: Duration::from_secs(86_400),
@@ -861,6 +867,15 @@ impl PipelineConfig {
                     format!("{n}: must be 1..=50000 (spec 4: at most 50,000 entries per list)"),
                 );
             }
+        }
+        if !(2..=50_000).contains(&pc.resourcelist_part_entries) {
+            err(
+                "publish.resourcelist_part_entries",
+                format!(
+                    "{}: must be 2..=50000 (spec 4: at most 50,000 entries per list)",
+                    pc.resourcelist_part_entries
+                ),
+            );
         }
         if pc.dump_package_bytes == 0 {
             err("publish.dump_package_bytes", "must be at least 1".into());

@@ -37,6 +37,12 @@ pub struct OpenList {
     pub from: W3cDateTime,
     /// Number of entries.
     pub entries: u64,
+    /// Sequence number and datetime of the last change it took in: the next publish appends
+    /// what follows to its entries as published (they are frozen when first listed). `None`
+    /// while it took in none, and in metadata written before the open list was appended to
+    /// (the next publish then renders it from the change log once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<(u64, W3cDateTime)>,
 }
 
 /// Content of [`crate::paths::CHANGE_LISTS_META`].
@@ -184,6 +190,11 @@ pub struct ResourceListMeta {
     /// Parts no longer named (by name, as in `parts`), with when they were retired (unix
     /// seconds).
     pub retired: Vec<(String, i64)>,
+    /// What the published entries were rendered with (base URL and link policy): when it
+    /// differs from the pipeline's now, every part is rebuilt from the state rather than
+    /// patched. Empty in metadata written before parts were patched.
+    #[serde(default)]
+    pub rendered_with: String,
 }
 
 /// One package as published, kept in the dumps' meta objects.

@@ -287,7 +287,11 @@ impl Notifier {
             }
             channel.seq = e.seq;
             last_at = Some(e.at);
-            let current = state.resource(&e.upstream, &e.uri).await?;
+            // Entries logged by an older rsagg need the record (see `change_entry`).
+            let current = match e.upstream_meta {
+                Some(_) => None,
+                None => state.resource(&e.upstream, &e.uri).await?,
+            };
             let Some(url) = change_entry(&self.base_url, &e, current.as_ref(), &self.policy) else {
                 tracing::warn!(uri = %e.uri, "change of a URI rsagg has no URI of its own for: not notified");
                 continue;

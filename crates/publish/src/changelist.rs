@@ -63,7 +63,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStore, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{LogEntry, ResourceRecord, State};
@@ -141,8 +141,16 @@ pub async fn publish(
 
     let mut report = ChangeListReport::default();
     let mut closed_now = Vec::new();
-    let mut list = ListBody::new(first_seq, from);
-    let log = state.log(first_seq).await?;
+    // The open list as published, its entries frozen: only the changes after its last one
+    // are rendered and appended (its entries are neither looked up nor re-rendered).
+    let mut list = match &meta.open {
+        Some(o) => frozen(store, o).await?,
+        None => None,
+    }
+    .unwrap_or_else(|| ListBody::new(first_seq, from));
+    let log = state
+        .log(list.last.map_or(list.first_seq, |(seq, _)| seq + 1))
+        .await?;
     // Each change's current record, looked up LOOKUPS_AHEAD at a time in log order (see
     // `resourcelist::write_part`).
     let entries = futures::stream::try_unfold(log, |mut l| async move {
@@ -151,7 +159,11 @@ pub async fn publish(
     let mut with_records = std::pin::pin!(
         entries
             .map_ok(|e| async move {
-                let current = state.resource(&e.upstream, &e.uri).await?;
+                // Entries logged by an older rsagg need the record (see `change_entry`).
+                let current = match e.upstream_meta {
+                    Some(_) => None,
+                    None => state.resource(&e.upstream, &e.uri).await?,
+                };
                 Ok::<_, rsagg_store::Error>((e, current))
             })
             .try_buffered(crate::resourcelist::LOOKUPS_AHEAD)
@@ -201,6 +213,7 @@ pub async fn publish(
         first_seq: list.first_seq,
         from: list.from,
         entries: list.entries,
+        last: list.last,
     };
     if let Some((seq, _)) = list.last {
         meta.seq = meta.seq.max(seq);
@@ -263,6 +276,43 @@ async fn retire_interrupted(
         }
     }
     Ok(())
+}
+
+/// The open list `o` as published, to append to: its entries' bytes as they are, with what
+/// the metadata says of them. `None` when it cannot be appended to (metadata of an older
+/// rsagg without `last`, the object gone or not in the form rsagg writes): the caller then
+/// renders it from the change log.
+async fn frozen(store: &dyn ObjectStore, o: &OpenList) -> Result<Option<ListBody>, Error> {
+    if o.last.is_none() && o.entries > 0 {
+        return Ok(None);
+    }
+    let path = object_store::path::Path::from(format!("{CHANGE_LIST_DIR}/{}", o.name));
+    let doc = match store.get(&path).await {
+        Ok(r) => r
+            .bytes()
+            .await
+            .map_err(|e| rsagg_store::Error::object_store(path.as_ref(), e))?,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(rsagg_store::Error::object_store(path.as_ref(), e).into()),
+    };
+    let Some(end) = memchr::memmem::rfind(&doc, end_tag(Root::Urlset)) else {
+        return Ok(None);
+    };
+    let start = if o.entries == 0 {
+        end
+    } else {
+        match memchr::memmem::find(&doc[..end], b"  <url>\n") {
+            Some(start) => start,
+            None => return Ok(None),
+        }
+    };
+    Ok(Some(ListBody {
+        first_seq: o.first_seq,
+        from: o.from,
+        last: o.last,
+        entries: o.entries,
+        xml: doc[start..end].to_vec(),
+    }))
 }
 
 /// The generation in an object name `…-g{n}.xml`.
@@ -707,6 +757,49 @@ pub mod tests {
     }
 
     #[tokio::test]
+    async fn the_open_list_is_appended_to_with_its_entries_frozen() {
+        let f = fixture().await;
+        let c = cfg(10, HOUR, None, HOUR);
+        f.commit(&[("a", Change::Created)]).await;
+        f.publish(&c).await;
+        let first = f.get(CHANGE_LIST_OPEN).await.unwrap();
+        let entry_of = |doc: &[u8]| {
+            let start = memchr::memmem::find(doc, b"  <url>\n").unwrap();
+            let end = memchr::memmem::find(doc, b"</url>\n").unwrap() + 7;
+            doc[start..end].to_vec()
+        };
+        // As first listed, a's creation is the current version: its via link describes
+        // the upstream representation.
+        let a1 = entry_of(&first);
+        assert!(
+            String::from_utf8_lossy(&a1).contains("modified="),
+            "{}",
+            String::from_utf8_lossy(&a1)
+        );
+        f.commit(&[("a", Change::Updated), ("b", Change::Created)])
+            .await;
+        assert_eq!(f.publish(&c).await.open_entries, 3);
+        let second = f.get(CHANGE_LIST_OPEN).await.unwrap();
+        // Appended to: the first entry keeps its bytes although the record moved on.
+        assert_eq!(entry_of(&second), a1);
+        let meta = f.meta().await;
+        assert_eq!(meta.open.as_ref().unwrap().last.map(|l| l.0), Some(3));
+        let (all, entries) = f.check().await;
+        assert_eq!((all.len(), entries.len()), (3, 3));
+        // An open list gone from the store (or metadata of an older rsagg) is rendered from
+        // the change log instead.
+        let name = format!("{CHANGE_LIST_DIR}/{}", meta.open.unwrap().name);
+        f.objects
+            .delete(&object_store::path::Path::from(name))
+            .await
+            .unwrap();
+        f.commit(&[("c", Change::Created)]).await;
+        assert_eq!(f.publish(&c).await.open_entries, 4);
+        let (all, _) = f.check().await;
+        assert_eq!(all.len(), 4);
+    }
+
+    #[tokio::test]
     async fn a_big_batch_is_cut_into_closed_lists_that_are_never_rewritten() {
         big_batch(fixture().await).await;
     }
@@ -933,12 +1026,14 @@ pub mod tests {
                 (Some(e.at), Some(e.at))
             );
         }
-        // a@v1 and b@created are past versions: the via link names the upstream URI only.
-        for i in [0, 2] {
-            assert_eq!(entries[i].links.len(), 1);
+        // a@v1 and b@created are past versions: the via link still describes the upstream
+        // representation of each one's own version, as the log kept it (not the latest).
+        for (i, e) in [(0, &v1[0]), (2, &v2[1])] {
+            assert_eq!(entries[i].links.len(), 2);
             let via = &entries[i].links[0];
             assert_eq!(via.rel, "via");
-            assert_eq!((via.modified, via.length), (None, None));
+            assert_eq!(via.length, e.copy.as_ref().map(|c| c.length));
+            assert!(via.modified.is_some());
         }
         assert_eq!(entries[0].links[0].href, uri("a"));
         // a@v2 is the current version: via describes the upstream, inherited links follow

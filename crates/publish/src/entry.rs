@@ -50,11 +50,14 @@ pub fn resource_entry(
 /// and so is `lastmod` for a creation or update, whose `hash`, `length` and `type` describe
 /// the copy that change made (kept in the log, so they stay right after later changes). A
 /// deletion has no bytes to describe: no `hash`, `length`, `type` or `lastmod` (as the
-/// deletions of spec examples 3 and 19). `current` is the resource's record now: only while it
-/// still holds the version `e` made (`current.seq == e.seq`) does the `via` link describe the
-/// upstream representation and the inherited links follow, since the upstream metadata kept
-/// is that of the latest version and must not be attributed to an earlier change; otherwise
-/// the `via` link names the upstream URI alone.
+/// deletions of spec examples 3 and 19). The `via` link describes the upstream
+/// representation of the version `e` made, and the inherited links follow, from what the log
+/// kept of it (`e.upstream_meta`); no record is needed then, and callers pass `None`. For an
+/// entry logged by an older rsagg without it, `current` is the resource's record now: only
+/// while it still holds the version `e` made (`current.seq == e.seq`) does the `via` link
+/// describe the upstream representation, since the upstream metadata kept in a record is
+/// that of the latest version and must not be attributed to an earlier change; otherwise the
+/// `via` link names the upstream URI alone.
 pub fn change_entry(
     base_url: &str,
     e: &LogEntry,
@@ -71,9 +74,14 @@ pub fn change_entry(
     md.change = Some(e.change.clone());
     md.datetime = Some(e.at);
     let held = |u: &str| own_uri(base_url, &e.upstream, u);
-    let links = match current.filter(|r| r.seq == e.seq) {
-        Some(record) => entry_links(record, policy, held),
-        None => vec![Link::new("via", e.uri.as_str())],
+    let links = match (&e.upstream_meta, current.filter(|r| r.seq == e.seq)) {
+        (Some(meta), _) => {
+            let mut links = vec![via_link(&e.uri, meta)];
+            links.extend(policy.apply(&meta.links, held));
+            links
+        }
+        (None, Some(record)) => entry_links(record, policy, held),
+        (None, None) => vec![Link::new("via", e.uri.as_str())],
     };
     Some(UrlEntry {
         loc,
@@ -308,6 +316,7 @@ mod tests {
             change: Change::Updated,
             copy: record.copy.clone(),
             mime_type: record.mime_type.clone(),
+            upstream_meta: None,
         };
         let mut header = Header::new(Root::Urlset, Capability::ChangeList);
         if let Some(md) = header.md.as_mut() {
@@ -318,6 +327,15 @@ mod tests {
         header.links.push(rsagg_layout::capability::up_link(BASE));
         let e = change_entry(BASE, &logged, Some(&record), &LinkPolicy::default()).unwrap();
         assert_normalised(&e.links);
+        // The same entry from what a log entry keeps of its version, without the record.
+        let carried = LogEntry {
+            upstream_meta: Some(record.upstream_meta.clone()),
+            ..logged.clone()
+        };
+        assert_eq!(
+            change_entry(BASE, &carried, None, &LinkPolicy::default()).as_ref(),
+            Some(&e)
+        );
         let (_, back) = strict(&document(&header, [e.clone()]));
         assert_eq!(back, [e], "round-trips");
     }

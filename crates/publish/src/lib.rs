@@ -90,7 +90,6 @@ use rsagg_layout::paths::{CHANGE_DUMP, CHANGE_LIST, RESOURCE_DUMP, RESOURCE_LIST
 use rsagg_layout::report::{PublishReport, StageSeconds};
 
 use crate::links::LinkPolicy;
-use crate::resourcelist::PART_TARGET;
 
 /// Options of [`publish`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -161,7 +160,7 @@ pub async fn publish(
                 &s.store.objects,
                 &s.base,
                 &s.policy,
-                PART_TARGET,
+                s.cfg.resourcelist_part_entries,
                 s.cfg.grace,
             )
             .await

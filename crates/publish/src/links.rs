@@ -87,6 +87,18 @@ impl LinkPolicy {
         p
     }
 
+    /// A stable text naming every relation and its action: published entries rendered
+    /// under another policy are stale, and the Resource List compares this to know when it
+    /// has to re-render every entry rather than patch the changed ones.
+    pub fn fingerprint(&self) -> String {
+        let mut rels: Vec<_> = self.actions.iter().collect();
+        rels.sort_by(|a, b| a.0.cmp(b.0));
+        rels.iter()
+            .map(|(rel, a)| format!("{rel}={a:?}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The action for a `rel` value. Relation types compare case-insensitively (RFC 8288);
     /// a value with several types takes the most permissive of their actions.
     pub fn action(&self, rel: &str) -> LinkAction {

@@ -158,3 +158,115 @@ async fn lists_then_indexes_and_rewrites_only_changed_parts() {
     );
     state.close().await.unwrap();
 }
+
+/// Every entry of the published Resource List (all parts), sorted by `<loc>`.
+async fn listed(objects: &Arc<dyn ObjectStore>) -> Vec<UrlEntry> {
+    let (root, top) = parse(&get(objects, "resourcelist.xml").await);
+    let mut all = Vec::new();
+    if root == Root::Urlset {
+        all = top;
+    } else {
+        for p in &top {
+            let (_, entries) = parse(&get(objects, p.loc.strip_prefix(BASE).unwrap()).await);
+            all.extend(entries);
+        }
+    }
+    all.sort_by(|a, b| a.loc.cmp(&b.loc));
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patched_parts_list_what_a_rebuild_lists() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let state = State::open(objects.clone(), "memory").await.unwrap();
+    let policy = LinkPolicy::default();
+    create(&state, 0..300).await;
+    let first = publish_with(&state, &objects, BASE, &policy, 20, GRACE)
+        .await
+        .unwrap();
+    // 300 entries, at most 20 a part, half that after a cut: 32 parts.
+    assert_eq!(first.len(), 32);
+    // Updates, deletions and creations scattered over the parts, in several publishes.
+    for round in 0..3usize {
+        let mut changes = Vec::new();
+        for i in (round..300).step_by(37) {
+            let mut r = record(i, ResourceStatus::Present);
+            r.copy.as_mut().unwrap().length = 1000 + round as u64;
+            changes.push((Change::Updated, r));
+        }
+        for i in (round * 50 + 5..round * 50 + 300).step_by(61) {
+            changes.push((Change::Deleted, record(i, ResourceStatus::Deleted)));
+        }
+        for i in 300 + round * 4..304 + round * 4 {
+            changes.push((Change::Created, record(i, ResourceStatus::Present)));
+        }
+        commit(&state, changes).await;
+        let rewritten = publish_with(&state, &objects, BASE, &policy, 20, GRACE)
+            .await
+            .unwrap();
+        assert!(
+            !rewritten.is_empty() && rewritten.len() < 32,
+            "patched, not rebuilt: {rewritten:?}"
+        );
+        // The same state published from scratch into an empty store.
+        let fresh: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        publish_with(&state, &fresh, BASE, &policy, 20, GRACE)
+            .await
+            .unwrap();
+        let (patched, rebuilt) = (listed(&objects).await, listed(&fresh).await);
+        assert_eq!(patched.len(), rebuilt.len());
+        for (p, r) in patched.iter().zip(&rebuilt) {
+            assert_eq!(
+                (&p.loc, &p.lastmod, &p.md, &p.links),
+                (&r.loc, &r.lastmod, &r.md, &r.links)
+            );
+        }
+        let bytes: Vec<u64> = patched
+            .iter()
+            .filter_map(|e| e.md.as_ref()?.length)
+            .collect();
+        assert!(bytes.contains(&(1000 + round as u64)));
+    }
+    state.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grown_part_recuts_the_list_and_a_new_policy_rebuilds_it() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let state = State::open(objects.clone(), "memory").await.unwrap();
+    let policy = LinkPolicy::default();
+    create(&state, 0..40).await;
+    assert_eq!(
+        publish_with(&state, &objects, BASE, &policy, 10, GRACE)
+            .await
+            .unwrap()
+            .len(),
+        8
+    );
+    // Five times the collection: parts would outgrow 10 entries, so it is cut anew.
+    create(&state, 40..200).await;
+    let rewritten = publish_with(&state, &objects, BASE, &policy, 10, GRACE)
+        .await
+        .unwrap();
+    assert_eq!(rewritten.len(), 64);
+    let (_, parts) = parse(&get(&objects, "resourcelist.xml").await);
+    assert_eq!(parts.len(), 64);
+    assert_eq!(listed(&objects).await.len(), 200);
+    // Another link policy: every entry is rendered anew, though nothing changed.
+    let other = LinkPolicy::new(&rsagg_config::LinkPolicyConfig {
+        drop: vec!["describedby".into()],
+        ..Default::default()
+    });
+    let rewritten = publish_with(&state, &objects, BASE, &other, 10, GRACE)
+        .await
+        .unwrap();
+    assert_eq!(rewritten.len(), 64);
+    // The same again: nothing to do.
+    assert!(
+        publish_with(&state, &objects, BASE, &other, 10, GRACE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    state.close().await.unwrap();
+}

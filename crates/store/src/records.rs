@@ -91,6 +91,13 @@ pub struct LogEntry {
     /// record moved on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+    /// What the upstream said of the version this change made (the record's upstream
+    /// metadata at the change), so the change's entry (Change Lists, Change Dumps,
+    /// notifications) is rendered from the log alone, without a lookup of the record per
+    /// change, and describes its own version's provenance after the record moved on.
+    /// `None` in entries logged by an older rsagg (their record is looked up instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_meta: Option<UpstreamMeta>,
 }
 
 /// Identifies one upstream change among those at the same instant, so replays and overlaps

@@ -347,6 +347,17 @@ impl State {
         })
     }
 
+    /// How many resources are present (a pass over the slot index's keys, not the records):
+    /// what a Resource List rebuilt from scratch is sized by.
+    pub async fn count_present(&self) -> Result<u64, Error> {
+        let mut members = self.present_in_slots(0..=u16::MAX).await?;
+        let mut n = 0;
+        while members.next().await?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// The record of every present resource whose slot is in `slots`, in slot order, with
     /// its upstream: [`State::present_in_slots`] with each member's record looked up
     /// `ahead` at a time (a lookup that misses the caches is a GET to the store; one after
@@ -436,6 +447,7 @@ impl State {
                     change: applied.change,
                     copy: record.copy.clone(),
                     mime_type: record.mime_type.clone(),
+                    upstream_meta: Some(record.upstream_meta.clone()),
                 };
                 batch.put(resource_key(&record.upstream, &record.uri), json(&record));
                 index_slot(&mut batch, &record);
