@@ -13,7 +13,7 @@ use url::Url;
 
 /// Targets of `<link rel="resourcesync">` in `html`, resolved against `<base href>` (if any,
 /// itself resolved against `page`) or `page`.
-pub(crate) fn resourcesync_links(html: &str, page: &Url) -> Vec<Url> {
+pub fn resourcesync_links(html: &str, page: &Url) -> Vec<Url> {
     let mut base = page.clone();
     let mut base_seen = false;
     let mut out = Vec::new();

@@ -23,14 +23,15 @@
 //! - [`link`]: HTTP `Link` header parsing (RFC 8288) into [`LinkValue`]s.
 //! - [`mod@discover`]: [`discover()`], the six discovery routes of spec section 6.3.
 //! - `rate`: the per-host request rate (spaced send slots per host).
-//! - `html`: a tolerant scan for `<link rel="resourcesync">` in HTML pages.
+//! - [`html`]: a tolerant scan for `<link rel="resourcesync">` in HTML pages (public for
+//!   the fuzz target in `fuzz/`; discovery is its user).
 
 pub mod body;
 pub mod client;
 pub mod config;
 pub mod discover;
 pub mod guard;
-mod html;
+pub mod html;
 pub mod link;
 mod rate;
 
