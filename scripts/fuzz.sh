@@ -107,11 +107,11 @@ for t in "${targets[@]}"; do
   set -e
   # The last status line: "#RUNS <event> cov: C ft: F corp: N/SIZE … exec/s: E rss: R".
   status=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
-  runs=$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | grep -oE '[0-9]+$' || true)
+  runs=$(grep -oE 'stat::number_of_executed_units:[[:space:]]+[0-9]+' "$log" | grep -oE '[0-9]+$' || true)
   cov=$(grep -oE 'cov: [0-9]+' <<<"$status" | grep -oE '[0-9]+' || true)
   ft=$(grep -oE 'ft: [0-9]+' <<<"$status" | grep -oE '[0-9]+' || true)
   corp=$(grep -oE 'corp: [0-9]+' <<<"$status" | grep -oE '[0-9]+' || true)
-  eps=$(grep -oE 'stat::average_exec_per_sec: [0-9]+' "$log" | grep -oE '[0-9]+$' || true)
+  eps=$(grep -oE 'stat::average_exec_per_sec:[[:space:]]+[0-9]+' "$log" | grep -oE '[0-9]+$' || true)
   if [[ $rc -eq 0 ]]; then verdict=ok; else verdict="FAILED (exit $rc)"; failed+=("$t"); fi
   line="$(date -u +%FT%TZ) $mode $t: ${seconds}s runs=${runs:-?} exec/s=${eps:-?} cov=${cov:-?} ft=${ft:-?} corpus=${corp:-?} $verdict"
   echo "[fuzz] $line" >&2

@@ -15,7 +15,10 @@ use zip::write::{SimpleFileOptions, ZipWriter};
 
 const FILES: &[(&str, &[u8])] = &[
     ("resources/res1", b"hello"),
-    ("resources/res2", b"a second resource, a little longer than the first"),
+    (
+        "resources/res2",
+        b"a second resource, a little longer than the first",
+    ),
     ("changes/res7.html", b"<html>res7</html>"),
     ("changes/res7-v2.html", b"<html>res7 v2</html>"),
     ("changes/res9.pdf", b"%PDF-1.4 res9"),

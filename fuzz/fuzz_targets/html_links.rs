@@ -4,7 +4,8 @@
 //! Invariants beyond "no panic":
 //! - no more links than `<link` tags (ASCII case-insensitive) in the page;
 //! - each link found, written back as `<link rel="resourcesync" href="…">` (with `&` as
-//!   `&amp;`), is found again, in order, by a scan of the written page;
+//!   `&amp;` and `"` as `&quot;`: an opaque URL such as `x:a"b` keeps its quote), is found
+//!   again, in order, by a scan of the written page;
 //! - a comment or an unrelated element put before the page changes nothing (the scan
 //!   starts over in the same state after either).
 //!
@@ -26,19 +27,26 @@ fuzz_target!(|data: &[u8]| {
     let html = String::from_utf8_lossy(html);
     let links = resourcesync_links(&html, &page);
     let tags = html.to_ascii_lowercase().matches("<link").count();
-    assert!(links.len() <= tags, "{} links from {tags} <link> tags", links.len());
+    assert!(
+        links.len() <= tags,
+        "{} links from {tags} <link> tags",
+        links.len()
+    );
 
     let mut written = String::from("<!DOCTYPE html><html><head>\n");
     for l in &links {
         written.push_str("<link rel=\"resourcesync\" href=\"");
-        written.push_str(&l.as_str().replace('&', "&amp;"));
+        written.push_str(&l.as_str().replace('&', "&amp;").replace('"', "&quot;"));
         written.push_str("\">\n");
     }
     written.push_str("</head></html>\n");
     let again = resourcesync_links(&written, &page);
     assert_eq!(links, again, "round trip through {written:?}");
 
-    for prefix in ["<!-- a <link rel=resourcesync href=/no> -->", "<p class=\"x\">"] {
+    for prefix in [
+        "<!-- a <link rel=resourcesync href=/no> -->",
+        "<p class=\"x\">",
+    ] {
         let prefixed = format!("{prefix}{html}");
         assert_eq!(
             links,

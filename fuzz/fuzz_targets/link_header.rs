@@ -61,7 +61,10 @@ fuzz_target!(|data: &[u8]| {
     // Header values reach the parser as text (`HeaderValue::to_str` or lossy).
     let header = String::from_utf8_lossy(header);
     let links = parse_link_header(&header, &base);
-    assert!(links.len() <= header.matches('<').count(), "more links than `<`");
+    assert!(
+        links.len() <= header.matches('<').count(),
+        "more links than `<`"
+    );
     for l in &links {
         for r in &l.rels {
             assert!(!r.is_empty(), "empty rel in {l:?}");

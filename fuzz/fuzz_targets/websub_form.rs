@@ -91,7 +91,10 @@ fn http_url(value: Option<&String>) -> Url {
     let value = value.map(|v| v.trim()).expect("accepted without the URL");
     let url = Url::parse(value).expect("accepted a URL that does not parse");
     assert!(matches!(url.scheme(), "http" | "https"), "scheme of {url}");
-    assert!(url.host_str().is_some_and(|h| !h.is_empty()), "host of {url}");
+    assert!(
+        url.host_str().is_some_and(|h| !h.is_empty()),
+        "host of {url}"
+    );
     url
 }
 
@@ -140,7 +143,11 @@ fn verification_round_trip(query: &str) {
         s.append_pair("hub.reason", r);
     }
     let written = s.finish();
-    assert_eq!(Verification::from_query(&written), Some(v), "via {written:?}");
+    assert_eq!(
+        Verification::from_query(&written),
+        Some(v),
+        "via {written:?}"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {

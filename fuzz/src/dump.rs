@@ -64,7 +64,10 @@ pub fn check_package(zip: &[u8]) {
                 }
                 Err(_) => {
                     // After an error the reader only returns errors.
-                    assert!(reader.read(&mut buf).is_err(), "item {i}: read after an error");
+                    assert!(
+                        reader.read(&mut buf).is_err(),
+                        "item {i}: read after an error"
+                    );
                     break false;
                 }
             }
@@ -74,7 +77,10 @@ pub fn check_package(zip: &[u8]) {
             && let Some(length) = item.entry.md.as_ref().and_then(|m| m.length)
             && !mismatched.contains(&i)
         {
-            assert_eq!(got, length, "item {i}: length {length} but {got} bytes read");
+            assert_eq!(
+                got, length,
+                "item {i}: length {length} but {got} bytes read"
+            );
         }
         assert!(
             package.inflated_bytes() <= limits.max_total_bytes,

@@ -22,9 +22,11 @@ pub fn scratch_file(bytes: &[u8]) -> File {
     });
     let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
     f.set_len(0).expect("truncating the scratch file");
-    f.seek(SeekFrom::Start(0)).expect("rewinding the scratch file");
+    f.seek(SeekFrom::Start(0))
+        .expect("rewinding the scratch file");
     f.write_all(bytes).expect("writing the scratch file");
-    f.seek(SeekFrom::Start(0)).expect("rewinding the scratch file");
+    f.seek(SeekFrom::Start(0))
+        .expect("rewinding the scratch file");
     f.try_clone().expect("cloning the scratch file handle")
 }
 
