@@ -29,7 +29,7 @@ pub struct Counting<R> {
     last_newline: Option<u64>,
     /// Where the check for a byte order mark at the start stands.
     start: Start,
-    /// Bytes of the byte order mark removed (0 or 3).
+    /// Bytes of byte order marks removed (3 per mark).
     bom: u64,
 }
 
@@ -107,30 +107,31 @@ impl<R: BufRead> Read for Counting<R> {
 }
 
 impl<R: BufRead> Counting<R> {
-    /// Removes a byte order mark at the start, reading it byte by byte so that it is found
-    /// whatever the inner reader's buffers; bytes that began like one but were not are held
-    /// and handed out first.
+    /// Removes byte order marks at the start, reading them byte by byte so that they are
+    /// found whatever the inner reader's buffers; bytes that began like one but were not are
+    /// held and handed out first. Several marks are all removed: quick-xml would remove a
+    /// second one only when its first buffer held it whole.
     #[cold]
     fn check_start(&mut self) -> io::Result<()> {
         let mut seen = 0u8;
-        while seen < 3 {
+        loop {
             let buf = self.inner.fill_buf()?;
             match buf.first() {
                 Some(&b) if b == BOM[usize::from(seen)] => {
-                    if u64::from(seen) + 1 > self.limit {
+                    if self.bom + u64::from(seen) + 1 > self.limit {
                         return Err(io::Error::other(LimitExceeded(self.limit)));
                     }
                     self.inner.consume(1);
                     seen += 1;
+                    if seen == 3 {
+                        self.bom += 3;
+                        seen = 0;
+                    }
                 }
                 _ => break,
             }
         }
         self.start = match seen {
-            3 => {
-                self.bom = 3;
-                Start::Done
-            }
             0 => Start::Done,
             len => Start::Held { len, at: 0 },
         };
@@ -232,6 +233,14 @@ mod tests {
             assert_eq!(r.total(), 11);
             assert_eq!(r.pos(4), Pos { line: 2, column: 1 }, "buffers of {cap}");
         }
+        // Two marks: both removed.
+        let mut r = Counting::new(
+            io::BufReader::with_capacity(1, &b"\xEF\xBB\xBF\xEF\xBB\xBFa"[..]),
+            100,
+        );
+        let mut out = Vec::new();
+        r.read_to_end(&mut out).unwrap();
+        assert_eq!((out.as_slice(), r.total()), (&b"a"[..], 7));
         // The beginning of a mark that is not one is input like any other.
         for data in [&b"\xEF\xBBx"[..], b"\xEF", b"\xEF\xBB"] {
             for cap in [1, 2, 64] {
