@@ -7,10 +7,13 @@
 //!   `&amp;` and `"` as `&quot;`: an opaque URL such as `x:a"b` keeps its quote), is found
 //!   again, in order, by a scan of the written page;
 //! - a comment or an unrelated element put before the page changes nothing (the scan
-//!   starts over in the same state after either).
+//!   starts over in the same state after either);
+//! - character references are undone exactly once: the input's text, escaped as an HTML
+//!   writer escapes an attribute value (`&` → `&amp;`, `"` → `&quot;`) and put into an
+//!   `href`, is found as `page.join(text)` — or not at all when that does not resolve.
 //!
 //! The input is split at the first `\n\n`: the part before (when it parses as an absolute
-//! URL) is the page's URL.
+//! http(s) URL, as a response's URL always is) is the page's URL.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -22,6 +25,7 @@ fuzz_target!(|data: &[u8]| {
     let page = std::str::from_utf8(page)
         .ok()
         .and_then(|p| Url::parse(p).ok())
+        .filter(|p| matches!(p.scheme(), "http" | "https"))
         .unwrap_or_else(|| Url::parse("http://example.com/a/page.html").unwrap());
     // Discovery hands the scan the lossy UTF-8 of the body.
     let html = String::from_utf8_lossy(html);
@@ -42,6 +46,15 @@ fuzz_target!(|data: &[u8]| {
     written.push_str("</head></html>\n");
     let again = resourcesync_links(&written, &page);
     assert_eq!(links, again, "round trip through {written:?}");
+
+    let text: String = html.chars().take(200).collect();
+    let escaped = text.replace('&', "&amp;").replace('"', "&quot;");
+    let one = format!("<link rel=\"resourcesync\" href=\"{escaped}\">");
+    let want: Vec<Url> = match text.trim() {
+        "" => Vec::new(),
+        t => page.join(t).into_iter().collect(),
+    };
+    assert_eq!(resourcesync_links(&one, &page), want, "href of {text:?}");
 
     for prefix in [
         "<!-- a <link rel=resourcesync href=/no> -->",

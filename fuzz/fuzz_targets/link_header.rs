@@ -10,7 +10,8 @@
 //! - `rsagg_websub::link::parse` of the same text as one header gives the same values.
 //!
 //! The input is split at the first `\n\n`: the part before (when it parses as an absolute
-//! URL) is the base the targets are resolved against.
+//! http(s) URL, as the URL of a response always is) is the base the targets are resolved
+//! against.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -57,6 +58,7 @@ fuzz_target!(|data: &[u8]| {
     let base = std::str::from_utf8(base)
         .ok()
         .and_then(|b| Url::parse(b).ok())
+        .filter(|b| matches!(b.scheme(), "http" | "https"))
         .unwrap_or_else(|| Url::parse("http://example.com/dataset1/page.html").unwrap());
     // Header values reach the parser as text (`HeaderValue::to_str` or lossy).
     let header = String::from_utf8_lossy(header);
