@@ -101,6 +101,8 @@ HTML = {
                   "<LINK REL=\"Alternate ResourceSync\" HREF='capabilitylist.xml?a=1&amp;b=2'/>\n"
                   "<link href=/second.xml rel=resourcesync>\n<title>a <link> in a title</title>\n"
                   "<textarea><link rel=resourcesync href=/ta.xml></textarea></head></html>",
+    # Character references, and text that holds one (`&lt;` must survive escaping).
+    "escaped-reference.html": "<title>a &lt; b</title><link rel=resourcesync href=\"/a?x=&amp;lt;b\">",
 }
 for name, text in HTML.items():
     write("html_links", name, text)
