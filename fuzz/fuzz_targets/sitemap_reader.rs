@@ -83,8 +83,10 @@ fn utc(d: &mut Option<W3cDateTime>) {
     }
 }
 
-/// Extension attributes by namespace and local name only.
-fn unprefixed(ext: &mut [ExtAttr]) {
+/// Extension attributes by namespace and local name only, without those the writers leave
+/// out (names that are not XML names, `writer::writable_ext`).
+fn unprefixed(ext: &mut Vec<ExtAttr>) {
+    ext.retain(writer::writable_ext);
     for a in ext {
         if !a.namespace.is_empty() {
             a.prefix.clear();
