@@ -11,6 +11,8 @@
 #   PEERS_DIR         default $RSAGG_CACHE/peers (see scripts/peers.sh)
 #   DEPLOY_VENV       default $RSAGG_CACHE/deploy-venv (see scripts/deploy-check.sh;
 #                     DEPLOY_CHECK_SKIP_BUILD=1 skips its release build)
+#   FUZZ_*            the fuzzing smoke run's caches and knobs (see scripts/fuzz.sh;
+#                     FUZZ_SKIP=1 skips it, FUZZ_SECONDS sets the seconds per target)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,4 +35,13 @@ echo "[test] deploy checks passed after $(( $(date +%s) - start ))s" >&2
 
 # Two cores here and in CI: two test threads.
 cargo test --workspace --locked -- --test-threads=2 "$@"
+echo "[test] workspace tests passed after $(( $(date +%s) - start ))s" >&2
+
+# Fuzzing smoke run: each target of fuzz/ (the parsers of untrusted input) for 20 s, its
+# inputs that once failed replayed first (scripts/fuzz.sh, fuzz/README.md).
+if [[ ${FUZZ_SKIP:-0} != 1 ]]; then
+  fuzz_start=$(date +%s)
+  bash scripts/fuzz.sh smoke
+  echo "[test] fuzz smoke run passed in $(( $(date +%s) - fuzz_start ))s" >&2
+fi
 echo "[test] all tests passed in $(( $(date +%s) - start ))s" >&2

@@ -28,7 +28,8 @@
 //! - [`counters`]: [`FetchCounts`], requests by outcome, retries, body bytes and attempt
 //!   durations since the fetcher was built (for the run report and `/metrics`).
 //! - `rate`: the per-host request rate (spaced send slots per host).
-//! - `html`: a tolerant scan for `<link rel="resourcesync">` in HTML pages.
+//! - [`html`]: a tolerant scan for `<link rel="resourcesync">` in HTML pages (public for
+//!   the fuzz target in `fuzz/`; discovery is its user).
 
 pub mod body;
 pub mod cause;
@@ -37,7 +38,7 @@ pub mod config;
 pub mod counters;
 pub mod discover;
 pub mod guard;
-mod html;
+pub mod html;
 pub mod link;
 mod rate;
 

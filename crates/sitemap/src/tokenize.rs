@@ -738,7 +738,7 @@ impl<R: BufRead> Tokenizer<R> {
 
     /// Bytes read so far.
     pub(crate) fn bytes_read(&self) -> u64 {
-        self.xml.get_ref().consumed()
+        self.xml.get_ref().total()
     }
 
     /// Offset in the input of the XML reader's position: its own count plus what the fast

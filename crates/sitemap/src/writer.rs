@@ -96,10 +96,41 @@ fn attr_hash(out: &mut Vec<u8>, name: &str, value: Option<&Hashes>) {
     }
 }
 
+/// True when `s` is an XML name without a colon (an NCName, XML 1.0 fifth edition section
+/// 2.3 and Namespaces in XML section 3).
+fn is_ncname(s: &str) -> bool {
+    let start = |c: char| {
+        matches!(c, 'A'..='Z' | '_' | 'a'..='z' | '\u{C0}'..='\u{D6}' | '\u{D8}'..='\u{F6}'
+            | '\u{F8}'..='\u{2FF}' | '\u{370}'..='\u{37D}' | '\u{37F}'..='\u{1FFF}'
+            | '\u{200C}'..='\u{200D}' | '\u{2070}'..='\u{218F}' | '\u{2C00}'..='\u{2FEF}'
+            | '\u{3001}'..='\u{D7FF}' | '\u{F900}'..='\u{FDCF}' | '\u{FDF0}'..='\u{FFFD}'
+            | '\u{10000}'..='\u{EFFFF}')
+    };
+    let mut chars = s.chars();
+    chars.next().is_some_and(start)
+        && chars.all(|c| {
+            start(c)
+                || matches!(c, '-' | '.' | '0'..='9' | '\u{B7}' | '\u{300}'..='\u{36F}'
+                    | '\u{203F}'..='\u{2040}')
+        })
+}
+
+/// Whether the writers write extension attribute `a`: its local name, and its prefix when it
+/// has one, must be XML names. A lenient read can yield others (quick-xml accepts an
+/// attribute name such as `a"b`), and written they would make rsagg's own document not
+/// well-formed; found with the `sitemap_reader` fuzz target (`fuzz/`).
+pub fn writable_ext(a: &ExtAttr) -> bool {
+    is_ncname(&a.local) && (a.prefix.is_empty() || is_ncname(&a.prefix))
+}
+
 /// Extension attributes: each foreign namespace is declared on the element itself, under its
-/// own prefix unless that prefix would clash with `rs`.
+/// own prefix unless that prefix would clash with `rs`. Those that cannot be written
+/// ([`writable_ext`]) are left out.
 fn ext_attrs(out: &mut Vec<u8>, ext: &[ExtAttr]) {
     for (i, a) in ext.iter().enumerate() {
+        if !writable_ext(a) {
+            continue;
+        }
         if a.namespace.is_empty() {
             attr(out, &a.local, &a.value);
             continue;
@@ -679,5 +710,45 @@ fn io_err(name: &str, error: io::Error) -> Error {
     Error::Io {
         source_name: name.to_owned(),
         error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `sitemap_reader` fuzz target: an extension attribute whose name is not an
+    /// XML name (a lenient read accepts `U"?`) is left out, so the document stays well-formed.
+    #[test]
+    fn extension_attributes_that_are_not_xml_names_are_left_out() {
+        let ext = |prefix: &str, local: &str| ExtAttr {
+            namespace: if prefix.is_empty() {
+                String::new()
+            } else {
+                "http://x.test/".into()
+            },
+            prefix: prefix.into(),
+            local: local.into(),
+            value: "v".into(),
+        };
+        let md = Md {
+            change: Some(rsagg_model::Change::Created),
+            ext: vec![
+                ext("", "U\"?"),
+                ext("", "ok"),
+                ext("x", "a b"),
+                ext("1x", "c"),
+                ext("x", "é-1.b"),
+            ],
+            ..Md::default()
+        };
+        let mut out = Vec::new();
+        md_element(&mut out, "", &md);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "<rs:md change=\"created\" ok=\"v\" xmlns:x=\"http://x.test/\" x:é-1.b=\"v\"/>\n"
+        );
+        assert!(!is_ncname("") && !is_ncname("a:b") && !is_ncname("-a") && is_ncname("_a·1"));
     }
 }

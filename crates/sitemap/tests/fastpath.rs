@@ -148,3 +148,36 @@ fn corrupted_fixtures_read_alike() {
         }
     }
 }
+
+/// Found by the `sitemap_tokenizer` fuzz target (`fuzz/`): after a UTF-8 byte order mark,
+/// positions from the XML reader were three bytes short of those of the fast path (and of
+/// the text), and a mark split over the first buffers (one or two bytes) made the document
+/// "text before the root element". With a mark, the document reads as without one, at any
+/// buffer size, and each position is that of the text after the mark.
+#[test]
+fn byte_order_mark_changes_nothing() {
+    let case = r#"<url><loc>http://e.com/a</loc><rs:md change="bogus"/></url>"#;
+    let plain = doc(&[case]);
+    let mut marked = b"\xEF\xBB\xBF".to_vec();
+    marked.extend_from_slice(&plain);
+    check("marked", &marked);
+    let text = outcome(plain.as_slice());
+    for cap in [1, 2, 3, 4, 64] {
+        let got = outcome(BufReader::with_capacity(cap, marked.as_slice()));
+        // Only the byte count differs: the mark is read.
+        let want = text.replace(
+            &format!("bytes {}", plain.len()),
+            &format!("bytes {}", marked.len()),
+        );
+        assert_eq!(got, want, "buffers of {cap}");
+    }
+    // The problem of the bogus `change` is at the `<rs:md` of the last entry.
+    let s = String::from_utf8(plain.clone()).unwrap();
+    let at = s.rfind("<rs:md change=\"bogus\"").unwrap();
+    let line = s[..at].matches('\n').count() + 1;
+    let column = at - s[..at].rfind('\n').map_or(0, |n| n + 1) + 1;
+    assert!(
+        text.contains(&format!("line: {line}, column: {column}")),
+        "no problem at {line}:{column}:\n{text}"
+    );
+}
