@@ -72,7 +72,17 @@ echo
 echo "Where to look (served while this script runs):"
 echo "  $(dirname "$base")/.well-known/resourcesync"
 echo "      the Source Description: start here with any ResourceSync Destination, e.g."
-echo "      resync-sync --baseline ${base%/} /tmp/demo-copy"
+# The reference Destination, as it can be run here: on PATH, else from the test peers' venv
+# (scripts/peers.sh install), else installed from PyPI first.
+peers_resync="${RSAGG_CACHE:-$HOME/.cache/rsagg}/peers/venv/bin/resync-sync"
+if command -v resync-sync >/dev/null 2>&1; then
+  resync_cmd=resync-sync
+elif [ -x "$peers_resync" ]; then
+  resync_cmd=$peers_resync
+else
+  resync_cmd="python3 -m pip install resync==2.0.1 && resync-sync"
+fi
+echo "      $resync_cmd --baseline ${base%/} /tmp/demo-copy"
 echo "  ${base}capabilitylist.xml   what rsagg republishes of the collection"
 echo "  ${base}resourcelist.xml     its Resource List (own URIs, via links to the upstream)"
 echo "  ${base}changelist.xml       its Change List (changelist-open.xml: the open one)"
