@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use rsagg_model::W3cDateTime;
 
-use crate::status::esc;
+use crate::html::esc;
 
 /// One line: its name and `(unix seconds, value)` points, oldest first.
 pub(crate) struct Series {

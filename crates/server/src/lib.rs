@@ -45,6 +45,7 @@
 //!   `published/gc.json`), cached by object version.
 //! - `metrics.rs`: `/metrics` (text format 0.0.4) and the request counters.
 //! - `status.rs`: `/status` (HTML, everything from upstreams escaped).
+//! - `html.rs`: HTML escaping, shared by `status.rs` and `chart.rs`.
 //! - `chart.rs`: the inline SVG line charts of `/status` (harvest rate and lag over the
 //!   recorded runs).
 //! - `topic.rs`: the change-notification topic URI (CN 1.0.1 4.1) and the fetch marker.
@@ -62,6 +63,7 @@ mod chart;
 mod collection;
 mod copies;
 mod documents;
+mod html;
 mod http;
 pub mod hub;
 mod listen;
