@@ -1819,8 +1819,10 @@ fn one_failing_upstream_does_not_stop_the_other() -> Result<()> {
     Ok(())
 }
 
-/// The run is killed (SIGKILL) while it harvests 300 resources, one of them slow; the
-/// rerun finishes the baseline and the change log has each resource exactly once.
+/// The run is killed (SIGKILL) right after a state commit while it harvests 300 resources
+/// into SeaweedFS, one of them slow: it committed some, not all; the rerun finishes the
+/// baseline and the change log has each resource exactly once. (The crash suite,
+/// `tests/crash.rs`, kills at many more points over many rounds, on a `file://` store.)
 #[test]
 fn killed_run_then_rerun_has_each_change_once() -> Result<()> {
     let site = Site::new()?;
@@ -1855,10 +1857,32 @@ fn killed_run_then_rerun_has_each_change_once() -> Result<()> {
         assert!(child.try_wait()?.is_none(), "rsagg ended early");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Give it a moment to commit what is done (a batch), then kill it.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Killed right after the next state commit (a new WAL object) once 299 resources are
+    // fetched: the killed run has committed some of them, not all (299 is still held back).
+    let wal = || -> Result<usize> {
+        let objects = case.store.objects()?;
+        block_on(async move {
+            use futures::TryStreamExt;
+            let prefix = object_store::path::Path::from("state/wal");
+            Ok(objects.list(Some(&prefix)).try_collect::<Vec<_>>().await?.len())
+        })
+    };
+    let seen = wal()?;
+    while wal()? <= seen {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no state commit after the fetches"
+        );
+        assert!(child.try_wait()?.is_none(), "rsagg ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     child.kill()?;
     child.wait()?;
+    let committed = case.snapshot(UP)?.log.len();
+    assert!(
+        committed > 0 && committed < 300,
+        "the killed run committed {committed} of 300"
+    );
 
     site.fx.clear("/res/299.txt");
     let run = case.run()?;
