@@ -115,8 +115,8 @@ fn count_files(dir: &Path) -> usize {
 /// What the store looked like when a round began.
 struct Before {
     blobs: usize,
-    wal: BTreeSet<PathBuf>,
     published: BTreeMap<PathBuf, SystemTime>,
+    /// [`progress`].
     log: usize,
 }
 
@@ -124,9 +124,16 @@ fn published(root: &Path) -> BTreeMap<PathBuf, SystemTime> {
     let mut all = files(root);
     all.retain(|p, _| {
         let rel = p.strip_prefix(root).unwrap_or(p).to_string_lossy();
-        !["state/", "blobs/", "published/", "stats/", "notify/", "push/"]
-            .iter()
-            .any(|x| rel.starts_with(x))
+        ![
+            "state/",
+            "blobs/",
+            "published/",
+            "stats/",
+            "notify/",
+            "push/",
+        ]
+        .iter()
+        .any(|x| rel.starts_with(x))
             && rel.ends_with(".xml")
             || rel.ends_with(".zip")
     });
@@ -137,17 +144,23 @@ impl Before {
     fn take(case: &Case) -> Result<Before> {
         let root = store_dir(case)?;
         let log = if root.join("state").exists() {
-            case.snapshot(UP)?.log.len()
+            progress(case)?
         } else {
             0
         };
         Ok(Before {
             blobs: count_files(&root.join("blobs/sha256")),
-            wal: files(&root.join("state/wal")).into_keys().collect(),
             published: published(&root),
             log,
         })
     }
+}
+
+/// What the state holds: records plus change-log entries (a baseline commits records in
+/// batches and logs them as it goes; a later run adds log entries).
+fn progress(case: &Case) -> Result<usize> {
+    let snap = case.snapshot(UP)?;
+    Ok(snap.records.len() + snap.log.len())
 }
 
 /// Watches the store for a kill point; remembers a commit seen after the blobs it waits for.
@@ -166,11 +179,10 @@ impl Watch {
                 .any(|p| !seen.contains(p))
         };
         match self.point {
-            Point::Blobs(k) | Point::StateCommit => {
-                let k = if self.point == Point::StateCommit {
-                    1
-                } else {
-                    k
+            Point::Blobs(_) | Point::StateCommit => {
+                let k = match self.point {
+                    Point::Blobs(k) => k,
+                    _ => 1,
                 };
                 if let Some(seen) = &self.wal_then {
                     return new_wal(seen);
@@ -220,7 +232,12 @@ impl Upstream {
     fn new(n: usize, changelist: bool) -> Upstream {
         Upstream {
             res: (0..n)
-                .map(|i| (format!("/res/{i:05}.txt"), format!("resource {i}, version 0\n")))
+                .map(|i| {
+                    (
+                        format!("/res/{i:05}.txt"),
+                        format!("resource {i}, version 0\n"),
+                    )
+                })
                 .collect(),
             next: n,
             items: Vec::new(),
@@ -303,12 +320,7 @@ impl Upstream {
                 body.as_ref().map(|b| b.as_bytes()),
             ));
         }
-        site.resource_list(
-            "/resourcelist.xml",
-            "/capabilitylist.xml",
-            T0,
-            &self.list(),
-        )?;
+        site.resource_list("/resourcelist.xml", "/capabilitylist.xml", T0, &self.list())?;
         if self.changelist {
             site.changes("/changelist.xml", "changelist", T0, &self.items)?;
         }
@@ -400,16 +412,19 @@ fn kill_at(
             break true;
         }
         if let Some(status) = child.0.try_wait()? {
-            ensure!(status.success(), "the run ended with {status} before {point}");
+            ensure!(
+                status.success(),
+                "the run ended with {status} before {point}"
+            );
             break false;
         }
         ensure!(t0.elapsed() < LIMIT, "{point} not reached within {LIMIT:?}");
         std::thread::sleep(Duration::from_millis(2));
     };
-    let log = s.case.snapshot(UP)?.log.len();
+    let log = progress(&s.case)?;
     ensure!(
         log > before.log,
-        "nothing committed before the kill at {point}: the change log has {log} entries, as before"
+        "nothing committed before the kill at {point}: {log} records and log entries, as before"
     );
     if killed {
         *figures.kills.entry(point.to_string()).or_default() += 1;
@@ -442,10 +457,10 @@ fn once_rounds(s: &Setup, up: &mut Upstream, rng: &mut Rng, kills: usize) -> Res
     while figures.kills.values().sum::<usize>() < kills {
         ensure!(round < 3 * kills + 3, "too few kill points reached");
         round += 1;
-        // The first round is the baseline (its Resource Dump is a publish step of its own).
+        // The first round is the baseline, killed in its Resource Dump (a publish step that
+        // only a baseline runs; its harvest commits in one batch at the end).
         let point = match round {
-            1 => Point::Blobs(1 + rng.below(up.res.len() as u64 / 2) as usize),
-            2 => Point::Publish("resourcedump"),
+            1 => Point::Publish("resourcedump"),
             _ => {
                 up.change(&s.site, rng, round)?;
                 pick(rng, &points, 3)
@@ -477,12 +492,14 @@ fn follow_rounds(s: &Setup, up: &mut Upstream, rng: &mut Rng, kills: usize) -> R
     while figures.kills.values().sum::<usize>() < kills {
         ensure!(round < 3 * kills + 3, "too few kill points reached");
         round += 1;
+        // A change for the follower's first pass (what it must commit before the kill),
+        // then another one under it while it runs.
+        up.change(&s.site, rng, round)?;
         let before = Before::take(&s.case)?;
         let t0 = Instant::now();
         let mut child = spawn(&s.case, true)?;
-        // The follower resumes (its first pass), then the upstream changes under it.
         std::thread::sleep(Duration::from_millis(rng.below(1500)));
-        up.change(&s.site, rng, round)?;
+        up.change(&s.site, rng, 1000 + round)?;
         let point = pick(rng, &points, 3);
         ensure!(
             kill_at(s, &mut child, point, &before, &mut figures, t0)?,
@@ -549,7 +566,8 @@ async fn final_checks(s: &Setup, up: &Upstream) -> Result<()> {
     let root = store_dir(&s.case)?;
     for sha in &shas {
         ensure!(
-            root.join(format!("blobs/sha256/{}/{sha}", &sha[..2])).exists()
+            root.join(format!("blobs/sha256/{}/{sha}", &sha[..2]))
+                .exists()
                 || tokio::task::block_in_place(|| s.case.blob_exists(sha))?,
             "blob {sha} is missing"
         );
@@ -563,6 +581,30 @@ async fn final_checks(s: &Setup, up: &Upstream) -> Result<()> {
         let path = d.to_string_lossy().into_owned();
         let (code, out, err) = rsagg(&["validate", "--strict", &path])?;
         ensure!(code == 0, "{path} invalid:\n{out}\n{err}");
+    }
+    // The current lists: the Resource List and the Change List index with their parts
+    // (replaced parts stay in the store for `grace`).
+    let mut current = Vec::new();
+    for top in ["resourcelist.xml", "changelist.xml"] {
+        let d = root.join(top);
+        let doc = read_document(
+            &std::fs::read(&d)?,
+            ReadOptions::new(Mode::Strict, top.to_owned()),
+        )?;
+        if doc.header.root == Root::Sitemapindex {
+            for e in &doc.entries {
+                let rel = e
+                    .loc
+                    .strip_prefix(&s.case.base_url)
+                    .context("a part outside the base")?;
+                current.push(root.join(rel));
+            }
+        } else {
+            current.push(d);
+        }
+    }
+    for d in current {
+        let path = d.to_string_lossy().into_owned();
         let bytes = std::fs::read(&d)?;
         let doc = read_document(&bytes, ReadOptions::new(Mode::Strict, path.clone()))?;
         match doc.header.capability() {
@@ -583,12 +625,11 @@ async fn final_checks(s: &Setup, up: &Upstream) -> Result<()> {
             }
             Some(Capability::ResourceList) if doc.header.root == Root::Urlset => {
                 for e in &doc.entries {
-                    let sha = e
-                        .md
-                        .as_ref()
-                        .and_then(|m| m.hash.as_ref())
-                        .and_then(|h| h.0.iter().find(|v| v.algorithm == HashAlgorithm::Sha256))
-                        .map(|v| v.digest.clone());
+                    let sha =
+                        e.md.as_ref()
+                            .and_then(|m| m.hash.as_ref())
+                            .and_then(|h| h.0.iter().find(|v| v.algorithm == HashAlgorithm::Sha256))
+                            .map(|v| v.digest.clone());
                     if let Some(sha) = sha {
                         ensure!(
                             shas.contains(&sha),

@@ -1864,7 +1864,11 @@ fn killed_run_then_rerun_has_each_change_once() -> Result<()> {
         block_on(async move {
             use futures::TryStreamExt;
             let prefix = object_store::path::Path::from("state/wal");
-            Ok(objects.list(Some(&prefix)).try_collect::<Vec<_>>().await?.len())
+            Ok(objects
+                .list(Some(&prefix))
+                .try_collect::<Vec<_>>()
+                .await?
+                .len())
         })
     };
     let seen = wal()?;
