@@ -12,8 +12,9 @@
 //! - `outbox`: a new change-notification payload in `notify/outbox/` (delivery under way).
 //!
 //! The points of the rounds come from a fixed seed (`RSAGG_CRASH_SEED`, default 16), so a
-//! failure is reproducible. After each kill the state must show that the killed run committed
-//! something (the change log grew). After the last round a run to completion must leave:
+//! failure is reproducible. After each counted kill the state must show that the killed run
+//! committed something (records plus change-log entries grew); a kill at a blob or WAL point
+//! that came before any commit of the run is survived too but not counted. After the last round a run to completion must leave:
 //! `rsagg audit` in sync; the present records equal to the upstream, byte for byte; every
 //! change of the log exactly once in the published Change Lists and once in the delivered
 //! change notifications (a payload the hub took before the kill is resent byte for byte: such
