@@ -1819,57 +1819,8 @@ fn one_failing_upstream_does_not_stop_the_other() -> Result<()> {
     Ok(())
 }
 
-/// The run is killed (SIGKILL) while it harvests 300 resources, one of them slow; the
-/// rerun finishes the baseline and the change log has each resource exactly once.
-#[test]
-fn killed_run_then_rerun_has_each_change_once() -> Result<()> {
-    let site = Site::new()?;
-    let bodies: Vec<(String, String)> = (0..300)
-        .map(|i| (format!("/res/{i:03}.txt"), format!("resource number {i}\n")))
-        .collect();
-    let all: Vec<(&str, &[u8])> = bodies
-        .iter()
-        .map(|(p, b)| (p.as_str(), b.as_bytes()))
-        .collect();
-    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
-    site.fx.set_delay("/res/299.txt", Duration::from_secs(20));
-    let case = Case::new(
-        Store::s3("killed")?,
-        &site.url("/.well-known/resourcesync"),
-        "",
-    )?;
-    let mut child = std::process::Command::new(rsagg_bin()?)
-        .arg("run")
-        .arg(&case.toml)
-        .args(["--once", "--json"])
-        .envs(case.store.env()?)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    let t0 = Instant::now();
-    while site.fx.hits("/res/299.txt") == 0 || site.fx.total_hits() < 300 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "rsagg did not get there"
-        );
-        assert!(child.try_wait()?.is_none(), "rsagg ended early");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // Give it a moment to commit what is done (a batch), then kill it.
-    std::thread::sleep(Duration::from_millis(1500));
-    child.kill()?;
-    child.wait()?;
-
-    site.fx.clear("/res/299.txt");
-    let run = case.run()?;
-    run.assert_ok();
-    assert_eq!(run.n("created") + run.n("unchanged"), 300, "{run:#?}");
-    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
-    assert_eq!(snap.log.len(), 300, "one entry per resource");
-    snap.assert_log_sane();
-    assert!(snap.log.iter().all(|e| e.change == Change::Created));
-    Ok(())
-}
+// A run killed with SIGKILL and resumed: see the crash suite, `tests/crash.rs` (kill points read
+// from the run's progress, many rounds, `run --once` and `run --follow`).
 
 /// Several changes of one resource in one Change List (resync-simulator does this all the
 /// time): rsagg can only fetch the resource's current bytes, so they make one change of its
