@@ -76,7 +76,7 @@ use rsagg_layout::capability::up_link;
 use rsagg_layout::meta::*;
 use rsagg_layout::paths::*;
 use rsagg_layout::report::*;
-use rsagg_sitemap::writer::{document, end_tag};
+use rsagg_sitemap::writer::{document, end_tag, entries_span};
 
 /// The oldest change-log sequence number a retained Change List still lists (the first of
 /// the oldest retained closed list, else of the open list); `None` before the first publish,
@@ -295,23 +295,18 @@ async fn frozen(store: &dyn ObjectStore, o: &OpenList) -> Result<Option<ListBody
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(rsagg_store::Error::object_store(path.as_ref(), e).into()),
     };
-    let Some(end) = memchr::memmem::rfind(&doc, end_tag(Root::Urlset)) else {
+    // Entries as rsagg's writer made them; a list that should have some and has none is
+    // not appended to.
+    let Some(span) = entries_span(&doc, Root::Urlset).filter(|s| o.entries == 0 || !s.is_empty())
+    else {
         return Ok(None);
-    };
-    let start = if o.entries == 0 {
-        end
-    } else {
-        match memchr::memmem::find(&doc[..end], b"  <url>\n") {
-            Some(start) => start,
-            None => return Ok(None),
-        }
     };
     Ok(Some(ListBody {
         first_seq: o.first_seq,
         from: o.from,
         last: o.last,
         entries: o.entries,
-        xml: doc[start..end].to_vec(),
+        xml: doc[span].to_vec(),
     }))
 }
 

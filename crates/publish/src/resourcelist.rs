@@ -369,9 +369,11 @@ fn patch_entries(
     const OPEN: &[u8] = b"  <url>\n";
     const CLOSE: &[u8] = b"</url>\n";
     let mut count = 0;
-    let mut at = memmem::find(old, OPEN)?;
-    // Everything after the entries: the root's end tag only.
-    let tail = memmem::rfind(old, b"</urlset>")?;
+    let span = rsagg_sitemap::writer::entries_span(old, Root::Urlset)?;
+    let (mut at, tail) = (span.start, span.end);
+    if at == tail {
+        return Some(0);
+    }
     loop {
         let end = at + memmem::find(&old[at..], CLOSE)? + CLOSE.len();
         let entry = &old[at..end];

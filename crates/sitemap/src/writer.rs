@@ -216,6 +216,22 @@ pub fn end_tag(root: Root) -> &'static [u8] {
     }
 }
 
+/// Where the entries of a document written by [`encode_header`], [`encode_entry`] and
+/// [`end_tag`] lie in `doc`: from the first entry's start tag to the root's end tag (an empty
+/// range just before the end tag when there is no entry). `None` when `doc` does not end as
+/// this writer ends a document. Lets rsagg extend or patch a document it wrote itself without
+/// parsing it again; markup cannot occur inside text, where `<` is always escaped.
+pub fn entries_span(doc: &[u8], root: Root) -> Option<std::ops::Range<usize>> {
+    let end = memchr::memmem::rfind(doc, end_tag(root))?;
+    let start = memchr::memmem::find(&doc[..end], &entry_start(root)).unwrap_or(end);
+    Some(start..end)
+}
+
+/// How [`encode_entry`] starts an entry: `  <url>\n` or `  <sitemap>\n`.
+fn entry_start(root: Root) -> Vec<u8> {
+    format!("  <{}>\n", root.child()).into_bytes()
+}
+
 /// Appends the XML of one entry (`<url>` or `<sitemap>` per `root`) to `out`.
 pub fn encode_entry(root: Root, e: &UrlEntry, out: &mut Vec<u8>) {
     let child = root.child();
@@ -716,6 +732,24 @@ fn io_err(name: &str, error: io::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_entries_of_a_written_document_are_found_without_parsing() {
+        let header = Header::new(Root::Urlset, rsagg_model::Capability::ResourceList);
+        let entry = UrlEntry {
+            loc: "http://example.org/a?b&c".into(),
+            ..UrlEntry::default()
+        };
+        let doc = document(&header, [entry.clone()]);
+        let span = entries_span(&doc, Root::Urlset).unwrap();
+        let mut one = Vec::new();
+        encode_entry(Root::Urlset, &entry, &mut one);
+        assert_eq!(&doc[span], &one[..]);
+        let empty = document(&header, []);
+        let span = entries_span(&empty, Root::Urlset).unwrap();
+        assert!(span.is_empty() && empty[span.start..].starts_with(b"</urlset>"));
+        assert_eq!(entries_span(b"<urlset>", Root::Urlset), None);
+    }
 
     /// Found by the `sitemap_reader` fuzz target: an extension attribute whose name is not an
     /// XML name (a lenient read accepts `U"?`) is left out, so the document stays well-formed.
