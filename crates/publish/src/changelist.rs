@@ -4,8 +4,9 @@
 //! rsagg's copies, with rsagg's own, strictly increasing datetime. It is republished as:
 //!
 //! - one **open** Change List (spec 12.1: no `until`, "will be updated with further
-//!   changes") holding the log from `open.first_seq` on, rewritten by every publish that has
-//!   something new under a new generation name (`changelist/open-g7.xml`);
+//!   changes") holding the log from `open.first_seq` on, written anew by every publish that
+//!   has something new under a new generation name (`changelist/open-g7.xml`): its entries
+//!   as published, frozen when first listed, with the new ones appended;
 //! - **closed** Change Lists (spec 12.1: they have `until`, "will not be updated anymore"),
 //!   written once under a name never reused (`changelist/closed-000000000001-g7.xml`);
 //! - `changelist.xml`: the open list itself while there is no closed one, else a Change List
@@ -53,9 +54,9 @@
 //! may have seen (closed lists are never rewritten), and the next publish finds what an
 //! interrupted one wrote by its generation and retires it.
 //!
-//! A publish reads the log from the open list's first change on (the open list's changes,
-//! at most `changelist_max_entries`, plus the new ones), never the whole log, and holds the
-//! encoded entries of one list at a time. A publish with nothing new, nothing aged and
+//! A publish reads the published open list and the log after its last change (or, for an
+//! open list of an older rsagg, the log from its first change on), never the whole log, and
+//! holds the encoded entries of one list at a time. A publish with nothing new, nothing aged and
 //! nothing to drop writes nothing.
 
 use std::sync::Arc;
