@@ -9,7 +9,7 @@
 //! An entry describing a change (Change Lists, spec 12.1; Change Dump Manifests, 13.2) says
 //! the same of the copy that change made, with rsagg's datetime of the change.
 //!
-//! Every document made whole in memory is encoded by [`document`].
+//! Every document made whole in memory is encoded by [`document`](rsagg_sitemap::writer::document).
 
 use rsagg_model::{Change, HashAlgorithm, HashValue, Hashes, Link, Md, UrlEntry};
 use rsagg_store::{BlobInfo, LogEntry, ResourceRecord, ResourceStatus};
