@@ -161,6 +161,13 @@ pub struct StoreConfig {
     /// Default 128 MiB.
     #[serde(default = "StoreConfig::default_state_max_unflushed_bytes")]
     pub state_max_unflushed_bytes: u64,
+    /// Size, in bytes, of the tables the state database's compaction writes, at most; each
+    /// compaction holds up to two of them in memory. Default 32 MiB (at least 1 MiB is used).
+    #[serde(default = "StoreConfig::default_state_compaction_sst_bytes")]
+    pub state_compaction_sst_bytes: u64,
+    /// Compactions of the state database run at once. Default 2 (at least 1 is used).
+    #[serde(default = "StoreConfig::default_state_compactions")]
+    pub state_compactions: u32,
     /// Retries of one S3 request (timeouts, connection errors, 5xx) before it counts as
     /// failed. Default 3.
     #[serde(default = "StoreConfig::default_retries")]
@@ -201,6 +208,14 @@ impl StoreConfig {
         rsagg_store::StoreOptions::DEFAULT_STATE_MAX_UNFLUSHED
     }
 
+    fn default_state_compaction_sst_bytes() -> u64 {
+        rsagg_store::StoreOptions::DEFAULT_STATE_COMPACTION_SST
+    }
+
+    fn default_state_compactions() -> u32 {
+        rsagg_store::StoreOptions::DEFAULT_STATE_COMPACTIONS
+    }
+
     fn default_retries() -> u32 {
         rsagg_store::StoreOptions::default().retries
     }
@@ -224,6 +239,8 @@ impl StoreConfig {
             state_block_cache_bytes: self.state_block_cache_bytes,
             state_meta_cache_bytes: self.state_meta_cache_bytes,
             state_max_unflushed_bytes: self.state_max_unflushed_bytes,
+            state_compaction_sst_bytes: self.state_compaction_sst_bytes,
+            state_compactions: self.state_compactions,
             retries: self.retries,
             retry_timeout: self.retry_timeout,
             max_failures: self.max_failures,

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 use object_store::ObjectStore;
 use rsagg_model::{Change, W3cDateTime};
 
@@ -219,6 +220,16 @@ async fn state(objects: Arc<dyn ObjectStore>) {
         members.push(uri);
     }
     assert_eq!(members, ["http://x/2"], "x/1 was deleted");
+    // ... each with its current record, as a lookup by upstream and URI finds it.
+    let held: Vec<_> = s
+        .present_records(0..=u16::MAX, 4)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let r2 = s.resource("up", "http://x/2").await.unwrap().unwrap();
+    assert_eq!(held, [("up".to_owned(), r2)]);
     let slot = crate::slot_of("up", "http://x/2");
     let mut one = s.present_in_slots(slot..=slot).await.unwrap();
     assert!(one.next().await.unwrap().is_some());

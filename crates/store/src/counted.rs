@@ -6,6 +6,10 @@
 //! goes through it. The counts are per request as a store bills them: a multipart upload is
 //! its create, each part and its completion; a listing is one request per page of
 //! [`LIST_PAGE`] entries (as S3 pages); a batch delete counts its objects.
+//!
+//! Every GET and PUT is also a `trace` event of target `rsagg_store::requests` (path and
+//! bytes), so `RUST_LOG=rsagg_store::requests=trace` shows which objects a run's reads and
+//! writes went to when the counts say it asked for more than expected.
 
 use std::fmt;
 use std::ops::Range;
@@ -201,6 +205,7 @@ impl ObjectStore for CountedStore {
             &self.counters.bytes_written,
             payload.content_length() as u64,
         );
+        tracing::trace!(target: "rsagg_store::requests", kind = "PUT", path = %location, bytes = payload.content_length());
         self.health.check()?;
         self.seen(self.inner.put_opts(location, payload, opts).await)
     }
@@ -229,6 +234,7 @@ impl ObjectStore for CountedStore {
         StoreCounters::add(&self.counters.get, 1);
         self.health.check()?;
         let r = self.seen(self.inner.get_opts(location, options).await)?;
+        tracing::trace!(target: "rsagg_store::requests", kind = "GET", path = %location, bytes = r.range.end - r.range.start);
         let payload = match r.payload {
             GetResultPayload::File(file, path) => {
                 // Read as a file by the caller: counted as the range it will read.
@@ -255,6 +261,7 @@ impl ObjectStore for CountedStore {
         self.health.check()?;
         let out = self.seen(self.inner.get_ranges(location, ranges).await)?;
         let n: usize = out.iter().map(Bytes::len).sum();
+        tracing::trace!(target: "rsagg_store::requests", kind = "GET", path = %location, ranges = ranges.len(), bytes = n);
         StoreCounters::add(&self.counters.bytes_read, n as u64);
         Ok(out)
     }
