@@ -84,7 +84,8 @@ pub struct ScaleArgs {
     /// TOML lines added to the pipeline's `[store]` (e.g. `state_block_cache_bytes = 0`).
     #[arg(long)]
     store_extra: Option<String>,
-    /// Keep the working directory.
+    /// Keep the working directory, the `file://` stores in it included (to rerun `rsagg`
+    /// on one by hand, e.g. with `RUST_LOG=rsagg_store::requests=trace`).
     #[arg(long)]
     keep: bool,
 }
@@ -689,7 +690,9 @@ pub fn run(mut a: ScaleArgs) -> anyhow::Result<()> {
                     stored as f64 / (n * a.size as u64) as f64
                 );
                 all.push(s);
-                std::fs::remove_dir_all(&dir).ok();
+                if !a.keep {
+                    std::fs::remove_dir_all(&dir).ok();
+                }
             }
             targets("file", &all);
         }

@@ -178,6 +178,10 @@ impl State {
         let settings = slatedb::Settings {
             flush_interval: Some(WAL_FLUSH_INTERVAL),
             max_unflushed_bytes: options.state_max_unflushed_bytes as usize,
+            // slatedb requires its unflushed bound to exceed one L0 table: tables of half
+            // the bound (64 MiB, slatedb's own size, at most), so any bound is accepted.
+            l0_sst_size_bytes: (options.state_max_unflushed_bytes / 2).clamp(64 << 10, 64 << 20)
+                as usize,
             // Compaction's memory: `compactions` at once, each holding up to two output
             // tables of `state_compaction_sst_bytes` (one filling, one uploading), and no
             // further split into subcompactions (each would hold tables of its own).
