@@ -286,20 +286,29 @@ impl State {
         got.map_err(|e| map_err(&self.path, e))
     }
 
-    /// Keys from `start` (inclusive) to `end` (exclusive).
-    async fn db_scan(&self, start: Vec<u8>, end: Vec<u8>) -> Result<Option<DbIterator>, Error> {
+    /// Keys from `start` (inclusive) to `end` (exclusive); `bulk` when the range is expected
+    /// to be large (see [`scan_options`]).
+    async fn db_scan(
+        &self,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        bulk: bool,
+    ) -> Result<Option<DbIterator>, Error> {
+        let o = scan_options(bulk);
         let iter = match &self.db {
-            Handle::Writer(db) => db.scan(start..end).await,
-            Handle::Reader(db) => db.scan(start..end).await,
+            Handle::Writer(db) => db.scan_with_options(start..end, &o).await,
+            Handle::Reader(db) => db.scan_with_options(start..end, &o).await,
             Handle::Absent => return Ok(None),
         };
         iter.map(Some).map_err(|e| map_err(&self.path, e))
     }
 
+    /// Every key under `prefix`, a whole-collection pass (see [`scan_options`]).
     async fn db_scan_prefix(&self, prefix: Vec<u8>) -> Result<Option<DbIterator>, Error> {
+        let o = scan_options(true);
         let iter = match &self.db {
-            Handle::Writer(db) => db.scan_prefix(prefix, ..).await,
-            Handle::Reader(db) => db.scan_prefix(prefix, ..).await,
+            Handle::Writer(db) => db.scan_prefix_with_options(prefix, .., &o).await,
+            Handle::Reader(db) => db.scan_prefix_with_options(prefix, .., &o).await,
             Handle::Absent => return Ok(None),
         };
         iter.map(Some).map_err(|e| map_err(&self.path, e))
@@ -371,7 +380,9 @@ impl State {
         let start = format!("p/{:04x}/", slots.start());
         // '0' follows '/' in ASCII: everything of the last slot sorts before this.
         let end = format!("p/{:04x}0", slots.end());
-        let iter = self.db_scan(start.into_bytes(), end.into_bytes()).await?;
+        // A wide range (a whole-collection pass, an audit's bucket) reads ahead.
+        let bulk = usize::from(slots.end() - slots.start()) >= BULK_SLOTS;
+        let iter = self.db_scan(start.into_bytes(), end.into_bytes(), bulk).await?;
         Ok(SlotMembers {
             iter,
             path: self.path.clone(),
@@ -428,7 +439,10 @@ impl State {
     /// The change log from sequence number `from` on, streamed in order.
     pub async fn log(&self, from: u64) -> Result<Records<LogEntry>, Error> {
         let start = log_key(from);
-        let iter = self.db_scan(start.into_bytes(), b"l0".to_vec()).await?;
+        // A long tail (a baseline's changes) reads ahead; an incremental run's few changes
+        // read block by block.
+        let bulk = self.head.lock().await.seq.saturating_sub(from) >= BULK_LOG_ENTRIES;
+        let iter = self.db_scan(start.into_bytes(), b"l0".to_vec(), bulk).await?;
         Ok(Records::new(iter, self.path.clone()))
     }
 
@@ -537,6 +551,34 @@ impl State {
             Handle::Absent => Ok(()),
         };
         closed.map_err(|e| map_err(&self.path, e))
+    }
+}
+
+/// Bytes a bulk scan reads from a table per request, at least: [`scan_options`].
+pub const SCAN_READ_AHEAD: usize = 256 << 10;
+
+/// Slot ranges at least this wide (of 65,536) are scanned in bulk.
+const BULK_SLOTS: usize = 255;
+
+/// Log tails at least this long are scanned in bulk.
+const BULK_LOG_ENTRIES: u64 = 10_000;
+
+/// How a scan reads. In bulk (a pass over much of the state: a Resource List rebuilt, the
+/// Resource Dump, a baseline's log): [`SCAN_READ_AHEAD`] bytes of consecutive blocks per
+/// request, two requests at once per table. slatedb's default, one 4 KiB block per request,
+/// made each such pass over a 10^6-resource state ~10^5 GETs; in the cloud requests are
+/// money. A bulk scan buffers up to twice that per table it reads from. A narrow scan (an
+/// incremental run's log tail) reads block by block: read-ahead would fetch 256 KiB from
+/// every table its range starts in for a few entries.
+fn scan_options(bulk: bool) -> slatedb::config::ScanOptions {
+    if bulk {
+        slatedb::config::ScanOptions {
+            read_ahead_bytes: SCAN_READ_AHEAD,
+            max_fetch_tasks: 2,
+            ..slatedb::config::ScanOptions::default()
+        }
+    } else {
+        slatedb::config::ScanOptions::default()
     }
 }
 
