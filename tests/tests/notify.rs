@@ -391,3 +391,22 @@ async fn rsagg_hub_lease_expires() -> Result<()> {
     );
     Ok(())
 }
+
+/// rsagg re-executes itself once at start so that mimalloc gives freed memory back at once
+/// (`crates/cli/src/alloc.rs`): the process its caller started (same PID) runs with
+/// `MIMALLOC_PURGE_DELAY=0`, or with the value the caller set.
+#[test]
+fn rsagg_runs_with_the_allocator_purging_at_free() -> Result<()> {
+    let hub = RsaggHub::start(&[])?;
+    let environ = std::fs::read(format!("/proc/{}/environ", hub.pid()))?;
+    let expected = match std::env::var("MIMALLOC_PURGE_DELAY") {
+        Ok(v) => format!("MIMALLOC_PURGE_DELAY={v}"),
+        Err(_) => "MIMALLOC_PURGE_DELAY=0".to_owned(),
+    };
+    ensure!(
+        environ.split(|b| *b == 0).any(|v| v == expected.as_bytes()),
+        "{expected} not in the environment of rsagg hub (PID {})",
+        hub.pid()
+    );
+    Ok(())
+}

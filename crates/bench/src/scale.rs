@@ -85,7 +85,7 @@ pub struct ScaleArgs {
     #[arg(long)]
     store_extra: Option<String>,
     /// Keep the working directory, the `file://` stores in it included (to rerun `rsagg`
-    /// on one by hand, e.g. with `RUST_LOG=rsagg_store::requests=trace`).
+    /// on one by hand, e.g. with `RSAGG_LOG=rsagg_store::requests=trace`).
     #[arg(long)]
     keep: bool,
 }

@@ -4,6 +4,8 @@
 //! # Layout
 //!
 //! - `main.rs`: argument parsing (clap), the runtime.
+//! - `alloc.rs`: the allocator's settings (mimalloc purges at free), applied by re-executing
+//!   once at start.
 //! - `logging.rs`: tracing set-up: `RSAGG_LOG` (filter), `--log-format` / `RSAGG_LOG_FORMAT`
 //!   (`text` for people, `json` lines for collectors).
 //! - `validate.rs`: `rsagg validate`, its human and JSON reports and exit codes (the contract
@@ -20,6 +22,7 @@
 //! - `lifecycle.rs`: what every server command shares: the `listening` line, shutdown on
 //!   SIGINT or SIGTERM.
 
+mod alloc;
 mod hub;
 mod input;
 mod lifecycle;
@@ -112,6 +115,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    alloc::purge_at_free();
     let cli = Cli::parse();
     let terminal = logging::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -8,7 +8,7 @@
 //! [`LIST_PAGE`] entries (as S3 pages); a batch delete counts its objects.
 //!
 //! Every GET and PUT is also a `trace` event of target `rsagg_store::requests` (path and
-//! bytes), so `RUST_LOG=rsagg_store::requests=trace` shows which objects a run's reads and
+//! bytes), so `RSAGG_LOG=rsagg_store::requests=trace` (see `rsagg --help`) shows which objects a run's reads and
 //! writes went to when the counts say it asked for more than expected.
 
 use std::fmt;

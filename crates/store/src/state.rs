@@ -382,7 +382,9 @@ impl State {
         let end = format!("p/{:04x}0", slots.end());
         // A wide range (a whole-collection pass, an audit's bucket) reads ahead.
         let bulk = usize::from(slots.end() - slots.start()) >= BULK_SLOTS;
-        let iter = self.db_scan(start.into_bytes(), end.into_bytes(), bulk).await?;
+        let iter = self
+            .db_scan(start.into_bytes(), end.into_bytes(), bulk)
+            .await?;
         Ok(SlotMembers {
             iter,
             path: self.path.clone(),
@@ -442,7 +444,9 @@ impl State {
         // A long tail (a baseline's changes) reads ahead; an incremental run's few changes
         // read block by block.
         let bulk = self.head.lock().await.seq.saturating_sub(from) >= BULK_LOG_ENTRIES;
-        let iter = self.db_scan(start.into_bytes(), b"l0".to_vec(), bulk).await?;
+        let iter = self
+            .db_scan(start.into_bytes(), b"l0".to_vec(), bulk)
+            .await?;
         Ok(Records::new(iter, self.path.clone()))
     }
 
