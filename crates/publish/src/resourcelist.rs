@@ -312,7 +312,14 @@ impl Render<'_> {
                 let done = std::mem::replace(&mut xml, self.header(parts));
                 let n = std::mem::take(&mut count);
                 let at = k;
-                puts.push(async move { self.put_part(at, done, n).await.map(|w| (at, w)) });
+                // A part's document is kept only when it is the only one (it is then
+                // `resourcelist.xml` too): held for every part, a 10^6 rebuild held them all.
+                let keep = parts == 1;
+                puts.push(async move {
+                    let (name, n, xml) = self.put_part(at, done, n).await?;
+                    let xml = if keep { xml } else { bytes::Bytes::new() };
+                    Ok::<_, Error>((at, (name, n, xml)))
+                });
                 while puts.len() >= PARTS_AT_ONCE {
                     if let Some(w) = puts.try_next().await? {
                         written.push(w);
