@@ -1030,8 +1030,12 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
         if let Some(t) = theirs {
             row("(a) directory", "resync-sync --baseline", n, t);
         }
-        for line in floor_verdict(floor.0, mine.0, mine_no_dump.map(|m| m.0), theirs.map(|t| t.0))
-        {
+        for line in floor_verdict(
+            floor.0,
+            mine.0,
+            mine_no_dump.map(|m| m.0),
+            theirs.map(|t| t.0),
+        ) {
             println!("{line}");
             summary.push(line);
         }

@@ -124,7 +124,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(async {
+    // The command runs as a task on the runtime's workers, not on this thread (`block_on`):
+    // there, every task it waits for (each harvested resource is one) would wake this
+    // thread across threads, a futex wake and a context switch each, and it would be a third
+    // thread taking turns with the two workers on a 2-core machine.
+    let command = runtime.spawn(async move {
         match cli.command {
             Command::Validate(args) => validate::run(args).await,
             Command::Run(args) => run::run(args, terminal).await,
@@ -135,5 +139,14 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::serve(args).await,
             Command::Hub(args) => hub::hub(args).await,
         }
-    })
+    });
+    match runtime.block_on(command) {
+        Ok(code) => code,
+        // A panic in the command goes on as it would have on this thread.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => {
+            eprintln!("rsagg: the command was cancelled: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
