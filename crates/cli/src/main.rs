@@ -111,11 +111,18 @@ enum Command {
     Hub(hub::HubArgs),
 }
 
+/// Stack of the runtime's threads: the command runs on them (see `main`), and unoptimised
+/// builds poll its deeply nested futures with frames far larger than a release build's, more
+/// than tokio's default 2 MiB holds. The main thread's size; address space, not memory, until
+/// used.
+const WORKER_STACK: usize = 8 << 20;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let terminal = logging::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(WORKER_STACK)
         .build()
     {
         Ok(rt) => rt,
