@@ -114,12 +114,19 @@ enum Command {
     Hub(hub::HubArgs),
 }
 
+/// Stack of the runtime's threads: the command runs on them (see `main`), and unoptimised
+/// builds poll its deeply nested futures with frames far larger than a release build's, more
+/// than tokio's default 2 MiB holds. The main thread's size; address space, not memory, until
+/// used.
+const WORKER_STACK: usize = 8 << 20;
+
 fn main() -> ExitCode {
     alloc::purge_at_free();
     let cli = Cli::parse();
     let terminal = logging::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(WORKER_STACK)
         .build()
     {
         Ok(rt) => rt,
@@ -128,7 +135,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(async {
+    // The command runs as a task on the runtime's workers, not on this thread (`block_on`):
+    // there, every task it waits for (each harvested resource is one) would wake this
+    // thread across threads, a futex wake and a context switch each, and it would be a third
+    // thread taking turns with the two workers on a 2-core machine.
+    let command = runtime.spawn(async move {
         match cli.command {
             Command::Validate(args) => validate::run(args).await,
             Command::Run(args) => run::run(args, terminal).await,
@@ -139,5 +150,14 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::serve(args).await,
             Command::Hub(args) => hub::hub(args).await,
         }
-    })
+    });
+    match runtime.block_on(command) {
+        Ok(code) => code,
+        // A panic in the command goes on as it would have on this thread.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => {
+            eprintln!("rsagg: the command was cancelled: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

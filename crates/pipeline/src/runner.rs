@@ -192,7 +192,12 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
     if fenced.is_none() {
         // Then publish: what was committed, whichever upstreams failed.
         let published_seq = state.last_seq().await;
-        let published = unless_tripped(&loc, publish(&state, &loc, p, opts.publish)).await?;
+        // The state is closed right after: its flush may overlap the end of the publish.
+        let publishing = PublishOptions {
+            flush_state: true,
+            ..opts.publish
+        };
+        let published = unless_tripped(&loc, publish(&state, &loc, p, publishing)).await?;
         // Then notify: only of what that publish made fetchable (see `notify::after_publish`).
         report.notify = match Notifier::new(loc.objects.clone(), p) {
             Ok(Some(n)) => Some(

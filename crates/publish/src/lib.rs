@@ -104,6 +104,12 @@ pub struct PublishOptions {
     /// none of them is announced by a notification, so they must not hold up the next one;
     /// its poll passes publish in full.
     pub lists_only: bool,
+    /// Write the state's memtable to the store as soon as the Resource List, the Change
+    /// Lists (and Change Dumps) and the Resource Dump's listing no longer read it, while the
+    /// dump's writer finishes its package: the flush the state's `close` would do after the
+    /// publish then overlaps it. For `run --once`, which closes the state right after;
+    /// `run --follow` keeps the state open and leaves flushing to slatedb.
+    pub flush_state: bool,
 }
 
 /// Publishes every document of `p`'s collection from `state` into `store`.
@@ -182,14 +188,48 @@ pub async fn publish(
         });
         (lists, OptionFuture::from(dumps).await)
     };
+    // Dropped by the Resource Dump once its listing ended (or at once when it is not built).
+    let (dump_listed, dump_listing) = tokio::sync::oneshot::channel::<()>();
     let resource_dump = OptionFuture::from((cfg.resource_dump && !opts.lists_only).then(|| {
         let (s, force) = (shared.clone(), opts.force);
         branch("resource dump", async move {
-            crate::resourcedump::publish(&s.state, &s.store, &s.base, &s.policy, &s.cfg, force)
-                .await
+            crate::resourcedump::publish(
+                &s.state,
+                &s.store,
+                &s.base,
+                &s.policy,
+                &s.cfg,
+                force,
+                dump_listed,
+            )
+            .await
         })
     }));
-    let ((rl, rl_t), ((cl, cl_t), cd), rd) = futures::join!(resource_list, changes, resource_dump);
+    // The lists, then (when asked) the state's flush once nothing of this step reads it.
+    let lists = async {
+        let lists = futures::join!(resource_list, changes);
+        let flushing = opts.flush_state.then(|| {
+            let state = state.clone();
+            AbortOnDropHandle::new(tokio::spawn(async move {
+                // Err: the sender was dropped, which is the signal too.
+                let _ = dump_listing.await;
+                state.flush_memtable().await
+            }))
+        });
+        (lists, flushing)
+    };
+    let ((((rl, rl_t), ((cl, cl_t), cd)), flushing), rd) = futures::join!(lists, resource_dump);
+    if let Some(flushing) = flushing {
+        // Not an error of the publish: the state's `close` flushes again.
+        match flushing.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(
+                error = %rsagg_model::ErrorChain(&e),
+                "flushing the state after publishing (its close retries)"
+            ),
+            Err(e) => tracing::warn!(error = %e, "flushing the state after publishing"),
+        }
+    }
     let e = &mut report.errors;
     report.resource_list_parts = note(e, "resource list", rl);
     times.resource_list = rl_t;

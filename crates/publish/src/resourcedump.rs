@@ -50,7 +50,9 @@ fn generation_prefix(generation: u64) -> String {
 /// when it is due: `None` when `cfg.resource_dump` is off or (unless `force`) the last dump
 /// is younger than `cfg.resource_dump_interval`. Retired generations past `cfg.grace` are
 /// deleted either way. Blobs are read as `crate::package` reads them from `store`: kept ones
-/// from memory, a `file://` store's as files.
+/// from memory, a `file://` store's as files. `listed` is dropped once the dump no longer
+/// reads the state (its listing ended, or no dump is due), so that the caller can flush the
+/// state while the last package is finished.
 pub async fn publish(
     state: &State,
     location: &StoreLocation,
@@ -58,6 +60,7 @@ pub async fn publish(
     policy: &LinkPolicy,
     cfg: &PublishConfig,
     force: bool,
+    listed: tokio::sync::oneshot::Sender<()>,
 ) -> Result<Option<ResourceDumpReport>, Error> {
     if !cfg.resource_dump {
         return Ok(None);
@@ -105,7 +108,8 @@ pub async fn publish(
     }
     put_json(store, RESOURCE_DUMP_META, &meta).await?;
 
-    let (packages, report) = build(state, location, base_url, policy, cfg, generation).await?;
+    let (packages, report) =
+        build(state, location, base_url, policy, cfg, generation, listed).await?;
     let done = W3cDateTime::now();
     if let Some(old) = meta.current.replace(generation) {
         meta.retired
@@ -148,6 +152,7 @@ async fn build(
     policy: &LinkPolicy,
     cfg: &PublishConfig,
     generation: u64,
+    listed: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
     let mut out = Packages {
         location,
@@ -157,7 +162,12 @@ async fn build(
         report: ResourceDumpReport::default(),
     };
     let (tx, rx) = mpsc::channel(PLAN_QUEUE);
-    let (planned, made) = tokio::join!(plan(state, base_url, policy, cfg, tx), out.make(rx));
+    let listing = async {
+        let planned = plan(state, base_url, policy, cfg, tx).await;
+        drop(listed);
+        planned
+    };
+    let (planned, made) = tokio::join!(listing, out.make(rx));
     // The plan's error first: a package it stopped feeding fails for that reason.
     planned?;
     made?;
@@ -411,16 +421,25 @@ mod tests {
         cfg: &PublishConfig,
         force: bool,
     ) -> Option<ResourceDumpReport> {
-        publish(
+        let (listed, mut listing) = tokio::sync::oneshot::channel();
+        let report = publish(
             state,
             &StoreLocation::new("memory://", objects.clone()),
             BASE,
             &LinkPolicy::default(),
             cfg,
             force,
+            listed,
         )
         .await
-        .unwrap()
+        .unwrap();
+        // The end of the listing is signalled (by dropping the sender) whether a dump was
+        // due or not: a caller waiting on it to flush the state must not wait forever.
+        assert_eq!(
+            listing.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed)
+        );
+        report
     }
 
     /// A forced rebuild on a local store, its blobs read as files under `root` when given.
@@ -434,10 +453,19 @@ mod tests {
             local_root: root.map(ToOwned::to_owned),
             ..StoreLocation::new("file://", objects.clone())
         };
-        publish(state, &location, BASE, &LinkPolicy::default(), cfg, true)
-            .await
-            .unwrap()
-            .unwrap()
+        let listed = tokio::sync::oneshot::channel().0;
+        publish(
+            state,
+            &location,
+            BASE,
+            &LinkPolicy::default(),
+            cfg,
+            true,
+            listed,
+        )
+        .await
+        .unwrap()
+        .unwrap()
     }
 
     /// `resourcedump.xml`, strictly valid, with every package read back and checked.
@@ -839,6 +867,7 @@ mod tests {
                 &LinkPolicy::default(),
                 &cfg(100, 1 << 30),
                 true,
+                tokio::sync::oneshot::channel().0,
             )
             .await
             .unwrap()

@@ -547,6 +547,21 @@ impl State {
             .map_err(|e| map_err(&self.path, e))
     }
 
+    /// Writes what the database holds in memory (its memtable) to the store, as
+    /// [`State::close`] does first: a caller about to close can start it early, when the
+    /// state is no longer read but other work still runs. Nothing for a read-only state.
+    pub async fn flush_memtable(&self) -> Result<(), Error> {
+        match &self.db {
+            Handle::Writer(db) => db
+                .flush_with_options(slatedb::config::FlushOptions {
+                    flush_type: slatedb::config::FlushType::MemTable,
+                })
+                .await
+                .map_err(|e| map_err(&self.path, e)),
+            Handle::Reader(_) | Handle::Absent => Ok(()),
+        }
+    }
+
     /// Flushes and closes the database (a read-only state: closes its reader).
     pub async fn close(self) -> Result<(), Error> {
         let closed = match &self.db {
@@ -756,6 +771,47 @@ mod tests {
             s.resource("up", "http://x/old").await.unwrap().as_ref()
         );
         assert_eq!(held[1].1.seq, 1, "the record, looked up under r/");
+    }
+
+    #[tokio::test]
+    async fn flushing_the_memtable_writes_a_table_and_keeps_the_state_usable() {
+        let objects: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let tables = |objects: Arc<dyn ObjectStore>| async move {
+            let prefix = object_store::path::Path::from(format!("{STATE_PATH}/compacted"));
+            futures::StreamExt::count(objects.list(Some(&prefix))).await
+        };
+        let w = State::open(objects.clone(), "test").await.unwrap();
+        w.commit(Commit {
+            upstream: "up".into(),
+            changes: vec![created("up", "http://a/1")],
+            ..Commit::default()
+        })
+        .await
+        .unwrap();
+        assert_eq!(tables(objects.clone()).await, 0, "only the WAL so far");
+        w.flush_memtable().await.unwrap();
+        assert_eq!(
+            tables(objects.clone()).await,
+            1,
+            "the memtable went to a table"
+        );
+        // Read back from that table; writes go on, and close has nothing left to lose.
+        assert_eq!(
+            w.resource("up", "http://a/1").await.unwrap().unwrap().seq,
+            1
+        );
+        w.commit(Commit {
+            upstream: "up".into(),
+            changes: vec![created("up", "http://a/2")],
+            ..Commit::default()
+        })
+        .await
+        .unwrap();
+        w.close().await.unwrap();
+        let r = State::open(objects.clone(), "test").await.unwrap();
+        assert_eq!(r.last_seq().await, 2);
+        assert!(r.resource("up", "http://a/2").await.unwrap().is_some());
+        r.close().await.unwrap();
     }
 
     #[tokio::test]
