@@ -663,10 +663,11 @@ pub struct SlotMembers {
 }
 
 impl SlotMembers {
-    /// The next (slot, upstream, URI), or `None` at the end.
+    /// The next (slot, upstream, URI), or `None` at the end. The record the key holds is not
+    /// parsed (counting and bucketing members need the key only).
     pub async fn next(&mut self) -> Result<Option<(u16, String, String)>, Error> {
         Ok(self
-            .next_with_record()
+            .next_raw()
             .await?
             .map(|(slot, upstream, uri, _)| (slot, upstream, uri)))
     }
@@ -676,6 +677,24 @@ impl SlotMembers {
     pub async fn next_with_record(
         &mut self,
     ) -> Result<Option<(u16, String, String, Option<ResourceRecord>)>, Error> {
+        let Some((slot, upstream, uri, value)) = self.next_raw().await? else {
+            return Ok(None);
+        };
+        let record = if value.is_empty() {
+            None
+        } else {
+            Some(
+                serde_json::from_slice(&value).map_err(|source| Error::Record {
+                    key: slot_key(&upstream, &uri),
+                    source,
+                })?,
+            )
+        };
+        Ok(Some((slot, upstream, uri, record)))
+    }
+
+    /// The next well-formed member with its value, unparsed.
+    async fn next_raw(&mut self) -> Result<Option<(u16, String, String, bytes::Bytes)>, Error> {
         let Some(iter) = self.iter.as_mut() else {
             return Ok(None);
         };
@@ -693,21 +712,10 @@ impl SlotMembers {
                     uri.to_owned(),
                 ))
             });
-            let Some((slot, upstream, uri)) = parsed else {
-                tracing::warn!(key = %key, "malformed slot key skipped");
-                continue;
-            };
-            let record = if kv.value.is_empty() {
-                None
-            } else {
-                Some(
-                    serde_json::from_slice(&kv.value).map_err(|source| Error::Record {
-                        key: key.clone().into_owned(),
-                        source,
-                    })?,
-                )
-            };
-            return Ok(Some((slot, upstream, uri, record)));
+            match parsed {
+                Some((slot, upstream, uri)) => return Ok(Some((slot, upstream, uri, kv.value))),
+                None => tracing::warn!(key = %key, "malformed slot key skipped"),
+            }
         }
     }
 }
