@@ -27,7 +27,7 @@ use md5::Digest as _;
 use rsagg_config::UpstreamConfig;
 use rsagg_fetch::{Access, CapabilitySet, Request};
 use rsagg_layout::report::UpstreamReport;
-use rsagg_model::UrlEntry;
+use rsagg_model::{Capability, UrlEntry};
 use rsagg_store::{BlobInfo, ResourceRecord, ResourceStatus, State, slot_of};
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -559,8 +559,13 @@ async fn audit_set(
     listed: &mut Listed,
     report: &mut AuditReport,
 ) -> Result<(), Error> {
-    let list_url =
-        crate::plan::resource_list_of(set, "no Resource List to compare the store with")?;
+    let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
+        return Err(Error::Upstream {
+            url: set.url.to_string(),
+            section: "10",
+            message: "no Resource List to compare the store with".into(),
+        });
+    };
     let upstream = h.up.name.clone();
     let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
     let docs = h.docs();

@@ -399,18 +399,6 @@ async fn plan_set(
     Ok(())
 }
 
-/// The set's Resource List, or an error saying (in `why`) what its absence prevents
-/// (spec 10: a Capability List need not name one).
-pub(crate) fn resource_list_of(set: &CapabilitySet, why: &str) -> Result<Url, Error> {
-    set.get(Capability::ResourceList)
-        .cloned()
-        .ok_or_else(|| Error::Upstream {
-            url: set.url.to_string(),
-            section: "10",
-            message: why.into(),
-        })
-}
-
 /// A baseline or re-sync's plan: the Resource List against the state, then the present
 /// records of the set it no longer names.
 async fn plan_resync(
@@ -419,7 +407,13 @@ async fn plan_resync(
     max: usize,
     report: &mut PlanReport,
 ) -> Result<(), Error> {
-    let list_url = resource_list_of(set, "no Resource List to baseline from")?;
+    let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
+        return Err(Error::Upstream {
+            url: set.url.to_string(),
+            section: "10",
+            message: "no Resource List to baseline from".into(),
+        });
+    };
     let upstream = h.up.name.clone();
     let mut listed = Listed::new()?;
     let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
