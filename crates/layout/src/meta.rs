@@ -26,10 +26,13 @@ pub struct ClosedList {
     pub entries: u64,
 }
 
-/// The open Change List (spec 12.1: no `until`), rewritten by every publish.
+/// The open Change List (spec 12.1: no `until`), rewritten in place by every publish that
+/// appends to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenList {
-    /// Object name under `changelist/` of its latest version.
+    /// Object name under `changelist/`, kept while the list is open
+    /// (`open-{first_seq:012}-g{generation that started it}.xml`; metadata of an older rsagg
+    /// names one version per publish, `open-g{generation}.xml`).
     pub name: String,
     /// First change-log sequence number it lists (the last closed list's `last_seq` + 1).
     pub first_seq: u64,
@@ -53,6 +56,11 @@ pub struct ChangeListsMeta {
     pub seq: u64,
     /// Generation counter for object names.
     pub generation: u64,
+    /// The generation of the last publish that completed (wrote this metadata at its end);
+    /// `generation` is ahead of it while a publish runs, and after one was interrupted.
+    /// `None` in metadata of an older rsagg, where the open list's name carries it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed: Option<u64>,
     /// Retained closed lists, oldest first (forward chronological order).
     pub closed: Vec<ClosedList>,
     /// The open list, once there is one.

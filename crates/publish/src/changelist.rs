@@ -4,9 +4,11 @@
 //! rsagg's copies, with rsagg's own, strictly increasing datetime. It is republished as:
 //!
 //! - one **open** Change List (spec 12.1: no `until`, "will be updated with further
-//!   changes") holding the log from `open.first_seq` on, written anew by every publish that
-//!   has something new under a new generation name (`changelist/open-g7.xml`): its entries
-//!   as published, frozen when first listed, with the new ones appended;
+//!   changes") holding the log from `open.first_seq` on, under one name while it is open
+//!   (`changelist/open-000000000001-g7.xml`: its first sequence number, and the generation
+//!   of the publish that started it), rewritten in place by every publish that has something
+//!   new: its entries as published, frozen when first listed, with the new ones appended
+//!   (append-only: each version is the previous one plus entries);
 //! - **closed** Change Lists (spec 12.1: they have `until`, "will not be updated anymore"),
 //!   written once under a name never reused (`changelist/closed-000000000001-g7.xml`);
 //! - `changelist.xml`: the open list itself while there is no closed one, else a Change List
@@ -45,19 +47,29 @@
 //!
 //! # Atomic for readers, bounded in cost
 //!
-//! A publish writes new closed lists first, then the open list under its new generation
-//! name, then `changelist.xml` (which names them), then the alias, and last
-//! [`CHANGE_LISTS_META`]. Objects no longer named (the previous open list, closed lists dropped
-//! by retention) are retired and deleted only after `grace`, so a Destination that read the
-//! previous index can still fetch them. The generation is persisted before any object named
-//! with it is written, so a publish retried after a crash never overwrites an object a reader
-//! may have seen (closed lists are never rewritten), and the next publish finds what an
-//! interrupted one wrote by its generation and retires it.
+//! A publish writes new closed lists first, then the open list, then `changelist.xml` (which
+//! names them; an index is rewritten only when the lists it names or their intervals
+//! changed), then the alias, and last [`CHANGE_LISTS_META`]. Each PUT replaces an object
+//! whole, so a reader sees one version or the next, and since the open list is append-only
+//! every version it may see is a valid Change List that says no less than the one it read
+//! before. Objects no longer named (an open list once closed, closed lists dropped by
+//! retention) are retired and deleted only after `grace`, so a Destination that read the
+//! previous index can still fetch them: one retired object per list closed, not one per
+//! publish (a stream job publishes several times a second; keeping a copy of the open list
+//! per publish for an hour filled the store).
+//!
+//! The generation is persisted before any object named with it is written, and the last
+//! completed one at the end (`completed`), so a publish retried after a crash finds what an
+//! interrupted one wrote (objects named with a later generation than the completed one) and
+//! retires it; closed lists are never rewritten. An interrupted publish may also have
+//! appended to the open list in place past what the metadata says it holds: the retried one
+//! then renders the open list from the change log rather than appending to the published
+//! bytes, so no change is listed twice.
 //!
 //! A publish reads the published open list and the log after its last change (or, for an
-//! open list of an older rsagg, the log from its first change on), never the whole log, and
-//! holds the encoded entries of one list at a time. A publish with nothing new, nothing aged and
-//! nothing to drop writes nothing.
+//! open list of an older rsagg or after an interruption, the log from its first change on),
+//! never the whole log, and holds the encoded entries of one list at a time. A publish with
+//! nothing new, nothing aged and nothing to drop writes nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,7 +146,16 @@ pub async fn publish(
             ..ChangeListReport::default()
         });
     }
-    retire_interrupted(store, &mut meta, now_secs).await?;
+    // The generation of the last completed publish (metadata of an older rsagg named its
+    // open list after it); a later reserved one means a publish was interrupted.
+    let completed = meta
+        .completed
+        .or_else(|| meta.open.as_ref().and_then(|o| generation_of(&o.name)))
+        .unwrap_or(0);
+    let interrupted = meta.generation > completed;
+    if interrupted {
+        retire_interrupted(store, &mut meta, completed, now_secs).await?;
+    }
     // Reserved before any object is named with it (see the module documentation).
     meta.generation += 1;
     put_json(store, CHANGE_LISTS_META, &meta).await?;
@@ -143,10 +164,12 @@ pub async fn publish(
     let mut report = ChangeListReport::default();
     let mut closed_now = Vec::new();
     // The open list as published, its entries frozen: only the changes after its last one
-    // are rendered and appended (its entries are neither looked up nor re-rendered).
+    // are rendered and appended (its entries are neither looked up nor re-rendered). After
+    // an interruption the published bytes may hold more than the metadata says: rendered
+    // from the log instead.
     let mut list = match &meta.open {
-        Some(o) => frozen(store, o).await?,
-        None => None,
+        Some(o) if !interrupted => frozen(store, o).await?,
+        _ => None,
     }
     .unwrap_or_else(|| ListBody::new(first_seq, from));
     let log = state
@@ -209,8 +232,14 @@ pub async fn publish(
     }
 
     let indexed = !meta.closed.is_empty();
+    // The open list keeps its name while it stays open (the same first change); a new one
+    // is named after the generation that starts it.
+    let name = match &meta.open {
+        Some(o) if o.first_seq == list.first_seq => o.name.clone(),
+        _ => format!("open-{:012}-g{generation}.xml", list.first_seq),
+    };
     let open = OpenList {
-        name: format!("open-g{generation}.xml"),
+        name,
         first_seq: list.first_seq,
         from: list.from,
         entries: list.entries,
@@ -219,6 +248,15 @@ pub async fn publish(
     if let Some((seq, _)) = list.last {
         meta.seq = meta.seq.max(seq);
     }
+    // The index names the lists with their intervals: unchanged while only the open list's
+    // entries grew (after an interruption it may name what was retired: written again).
+    let index_changed = interrupted
+        || report.closed_now > 0
+        || report.dropped > 0
+        || meta
+            .open
+            .as_ref()
+            .is_none_or(|o| o.name != open.name || o.from != open.from);
     let open_doc = list.into_document(base_url, None, indexed);
     put(
         store,
@@ -226,42 +264,38 @@ pub async fn publish(
         open_doc.clone(),
     )
     .await?;
-    let top = if indexed {
-        PutPayload::from(index_document(base_url, &meta.closed, &open))
-    } else {
-        open_doc.clone()
-    };
-    put(store, CHANGE_LIST, top).await?;
+    if !indexed {
+        put(store, CHANGE_LIST, open_doc.clone()).await?;
+    } else if index_changed {
+        let index = index_document(base_url, &meta.closed, &open);
+        put(store, CHANGE_LIST, PutPayload::from(index)).await?;
+    }
     put(store, CHANGE_LIST_OPEN, open_doc).await?;
 
     report.open_entries = open.entries;
     report.closed_total = meta.closed.len() as u64;
-    if let Some(old) = meta.open.replace(open) {
+    if let Some(old) = meta.open.replace(open)
+        && meta.open.as_ref().is_none_or(|o| o.name != old.name)
+    {
         meta.retired
             .push((format!("{CHANGE_LIST_DIR}/{}", old.name), now_secs));
     }
     sweep_retired(store, &mut meta.retired, now_secs, cfg.grace).await?;
+    meta.completed = Some(generation);
     put_json(store, CHANGE_LISTS_META, &meta).await?;
     Ok(report)
 }
 
-/// Retires what publishes interrupted since the last complete one wrote: every object named
-/// with a generation reserved after that of the open list (a complete publish names its open
-/// list with its own generation, and its closed lists carry that or an earlier one). Costs a
-/// listing of `changelist/` only when there was such an interruption.
+/// Retires what publishes interrupted since the last complete one (generation `completed`)
+/// wrote: every object named with a later generation, up to the last reserved one (a
+/// complete publish's objects carry its generation or an earlier one). Costs a listing of
+/// `changelist/`, only after such an interruption.
 async fn retire_interrupted(
     store: &dyn ObjectStore,
     meta: &mut ChangeListsMeta,
+    completed: u64,
     now_secs: i64,
 ) -> Result<(), Error> {
-    let named = meta
-        .open
-        .as_ref()
-        .and_then(|o| generation_of(&o.name))
-        .unwrap_or(0);
-    if meta.generation <= named {
-        return Ok(());
-    }
     let mut listing = store.list(Some(&object_store::path::Path::from(CHANGE_LIST_DIR)));
     while let Some(m) = listing.next().await {
         let m = m.map_err(|e| rsagg_store::Error::object_store(CHANGE_LIST_DIR, e))?;
@@ -270,7 +304,7 @@ async fn retire_interrupted(
             .location
             .filename()
             .and_then(generation_of)
-            .is_some_and(|g| g > named && g <= meta.generation);
+            .is_some_and(|g| g > completed && g <= meta.generation);
         if orphan && !meta.retired.iter().any(|(p, _)| *p == path) {
             tracing::info!(%path, "retiring what an interrupted Change List publish wrote");
             meta.retired.push((path, now_secs));
@@ -746,10 +780,107 @@ pub mod tests {
         );
         let meta = f.meta().await;
         assert_eq!(meta.seq, 3);
-        // The previous open list is retired, still there during the grace period.
-        let old = format!("{CHANGE_LIST_DIR}/{}", before.open.unwrap().name);
-        assert!(meta.retired.iter().any(|(n, _)| *n == old));
-        assert!(f.get(&old).await.is_some());
+        // Appended to in place: the same object, nothing retired.
+        assert_eq!(meta.open.unwrap().name, before.open.unwrap().name);
+        assert!(meta.retired.is_empty(), "{:?}", meta.retired);
+    }
+
+    #[tokio::test]
+    async fn publishing_often_keeps_one_open_object_and_rewrites_the_index_only_when_it_changes()
+    {
+        let f = fixture().await;
+        let c = cfg(4, HOUR, None, HOUR);
+        let mut names = Vec::new();
+        for i in 0..10 {
+            let n = format!("r{i}");
+            f.create(&[n.as_str()]).await;
+            f.publish(&c).await;
+            names.push(f.meta().await.open.unwrap().name);
+        }
+        // Lists of 4: the open list was renamed only when it was closed (after r3 and r7)...
+        let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(distinct.len(), 3, "{names:?}");
+        let meta = f.meta().await;
+        assert_eq!(meta.closed.len(), 2);
+        // ...and only those two versions are retired (one per list closed).
+        assert_eq!(meta.retired.len(), 2, "{:?}", meta.retired);
+        let stored = f
+            .objects
+            .list(Some(&Path::from(CHANGE_LIST_DIR)))
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap();
+        assert_eq!(stored.len(), 2 + 2 + 1, "closed, retired, open: {stored:?}");
+        // The index is not rewritten while only the open list grows.
+        let index = f.objects.head(&Path::from(CHANGE_LIST)).await.unwrap();
+        f.create(&["s"]).await;
+        f.publish(&c).await;
+        let again = f.objects.head(&Path::from(CHANGE_LIST)).await.unwrap();
+        assert_eq!(index.e_tag, again.e_tag);
+        let (all, open) = f.check().await;
+        assert_eq!((all.len(), open.len()), (11, 3));
+    }
+
+    #[tokio::test]
+    async fn a_publish_interrupted_after_appending_in_place_lists_nothing_twice() {
+        let f = fixture().await;
+        let c = cfg(10, HOUR, None, Duration::ZERO);
+        f.create(&["a", "b"]).await;
+        f.publish(&c).await;
+        let before = f.meta().await;
+        f.create(&["c"]).await;
+        f.publish(&c).await;
+        // As if that publish had written the open list (a, b, c in place) and died before
+        // its metadata: the metadata says a and b, with a generation reserved after.
+        let mut meta = before.clone();
+        meta.generation = f.meta().await.generation;
+        put_json(f.objects.as_ref(), CHANGE_LISTS_META, &meta)
+            .await
+            .unwrap();
+        f.create(&["d"]).await;
+        let r = f.publish(&c).await;
+        assert_eq!(r.open_entries, 4);
+        let (all, open) = f.check().await;
+        assert_eq!((all.len(), open.len()), (4, 4));
+        let meta = f.meta().await;
+        assert_eq!(meta.completed, Some(meta.generation));
+        assert_eq!(meta.open.unwrap().name, before.open.unwrap().name);
+    }
+
+    #[tokio::test]
+    async fn an_open_list_of_an_older_rsagg_is_appended_to_under_its_name() {
+        let f = fixture().await;
+        let c = cfg(10, HOUR, None, HOUR);
+        f.create(&["a"]).await;
+        f.publish(&c).await;
+        // Metadata as an older rsagg wrote it: no `completed`, the open list named after
+        // the generation of the publish that wrote it.
+        let mut meta = f.meta().await;
+        let old = meta.open.as_ref().unwrap().name.clone();
+        let legacy = format!("open-g{}.xml", meta.generation);
+        f.objects
+            .copy(
+                &Path::from(format!("{CHANGE_LIST_DIR}/{old}")),
+                &Path::from(format!("{CHANGE_LIST_DIR}/{legacy}")),
+            )
+            .await
+            .unwrap();
+        f.objects
+            .delete(&Path::from(format!("{CHANGE_LIST_DIR}/{old}")))
+            .await
+            .unwrap();
+        meta.completed = None;
+        meta.open.as_mut().unwrap().name = legacy.clone();
+        put_json(f.objects.as_ref(), CHANGE_LISTS_META, &meta)
+            .await
+            .unwrap();
+        f.create(&["b"]).await;
+        assert_eq!(f.publish(&c).await.open_entries, 2);
+        let meta = f.meta().await;
+        assert_eq!(meta.open.as_ref().unwrap().name, legacy);
+        assert!(meta.retired.is_empty(), "no interruption seen: {:?}", meta.retired);
+        let (all, _) = f.check().await;
+        assert_eq!(all.len(), 2);
     }
 
     #[tokio::test]
@@ -982,6 +1113,7 @@ pub mod tests {
     #[test]
     fn generations_are_read_from_object_names() {
         assert_eq!(generation_of("open-g7.xml"), Some(7));
+        assert_eq!(generation_of("open-000000000001-g3.xml"), Some(3));
         assert_eq!(generation_of("closed-000000000001-g12.xml"), Some(12));
         assert_eq!(generation_of("closed-000000000001.xml"), None);
     }
