@@ -200,14 +200,22 @@ impl ObjectStore for CountedStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        StoreCounters::add(&self.counters.put, 1);
-        StoreCounters::add(
-            &self.counters.bytes_written,
-            payload.content_length() as u64,
-        );
-        tracing::trace!(target: "rsagg_store::requests", kind = "PUT", path = %location, bytes = payload.content_length());
         self.health.check()?;
-        self.seen(self.inner.put_opts(location, payload, opts).await)
+        let bytes = payload.content_length();
+        let r = self.inner.put_opts(location, payload, opts).await;
+        // A backend that cannot take the options answers at once, without a request
+        // (`LocalFileSystem` and attributes: slatedb then retries without them); such an
+        // attempt is not a request and is not counted (it was counted twice).
+        if !matches!(
+            r,
+            Err(object_store::Error::NotSupported { .. }
+                | object_store::Error::NotImplemented { .. })
+        ) {
+            StoreCounters::add(&self.counters.put, 1);
+            StoreCounters::add(&self.counters.bytes_written, bytes as u64);
+            tracing::trace!(target: "rsagg_store::requests", kind = "PUT", path = %location, bytes);
+        }
+        self.seen(r)
     }
 
     async fn put_multipart_opts(
@@ -397,5 +405,42 @@ mod tests {
         assert_eq!(s.total(), 1 + 1 + 2 + 1 + 1 + 1503);
         let later = counters.snapshot();
         assert_eq!(later.since(&s), StoreRequests::default());
+    }
+
+    #[tokio::test]
+    async fn a_put_the_backend_refuses_without_a_request_is_not_counted() {
+        // `LocalFileSystem` takes no attributes: slatedb's conditional PUTs carry one, are
+        // refused at once and sent again without it. One request, counted once.
+        let dir = tempfile::tempdir().unwrap();
+        let local = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let counters = Arc::new(StoreCounters::default());
+        let store = CountedStore::new(Arc::new(local), counters.clone());
+        let path = Path::from("m/1");
+        let with_attributes = PutOptions {
+            mode: object_store::PutMode::Create,
+            attributes: object_store::Attributes::from_iter([(
+                object_store::Attribute::Metadata("id".into()),
+                "x",
+            )]),
+            ..PutOptions::default()
+        };
+        let refused = store
+            .put_opts(&path, b"abc".to_vec().into(), with_attributes)
+            .await;
+        assert!(
+            matches!(refused, Err(object_store::Error::NotImplemented { .. })
+                | Err(object_store::Error::NotSupported { .. })),
+            "{refused:?}"
+        );
+        store
+            .put_opts(
+                &path,
+                b"abc".to_vec().into(),
+                object_store::PutMode::Create.into(),
+            )
+            .await
+            .unwrap();
+        let s = counters.snapshot();
+        assert_eq!((s.put, s.bytes_written), (1, 3), "{s:?}");
     }
 }

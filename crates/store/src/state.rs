@@ -588,7 +588,7 @@ const BULK_LOG_ENTRIES: u64 = 10_000;
 /// made each such pass over a 10^6-resource state ~10^5 GETs; in the cloud requests are
 /// money. A bulk scan buffers up to twice that per table it reads from. A narrow scan (an
 /// incremental run's log tail) reads block by block: read-ahead would fetch 256 KiB from
-/// every table its range starts in for a few entries.
+/// every table its range starts in for a few entries; its blocks and indexes are cached.
 fn scan_options(bulk: bool) -> slatedb::config::ScanOptions {
     if bulk {
         slatedb::config::ScanOptions {
@@ -597,7 +597,13 @@ fn scan_options(bulk: bool) -> slatedb::config::ScanOptions {
             ..slatedb::config::ScanOptions::default()
         }
     } else {
-        slatedb::config::ScanOptions::default()
+        // Blocks, and the table's index, kept in the caches: a run scans the same short
+        // tail several times, and uncached every scan read the whole index of each table
+        // again.
+        slatedb::config::ScanOptions {
+            cache_blocks: true,
+            ..slatedb::config::ScanOptions::default()
+        }
     }
 }
 
@@ -745,6 +751,51 @@ mod tests {
                 upstream_meta: UpstreamMeta::default(),
             },
         }
+    }
+
+    #[tokio::test]
+    async fn narrow_scans_read_a_table_index_once() {
+        // An incremental run scans the log tail several times (Change Lists, Change Dumps,
+        // the Resource List's patch, notifications): uncached, each scan read the whole
+        // index of every table it started in again (570 KB, 18 times, in a 300,000-resource
+        // state's run).
+        let loc = crate::open_object_store("memory://").unwrap();
+        let w = State::open(loc.objects.clone(), "test").await.unwrap();
+        let uris: Vec<String> = (0..4000).map(|i| format!("http://x/{i:05}")).collect();
+        for chunk in uris.chunks(500) {
+            w.commit(Commit {
+                upstream: "up".into(),
+                changes: chunk.iter().map(|u| created("up", u)).collect(),
+                ..Commit::default()
+            })
+            .await
+            .unwrap();
+        }
+        w.flush_memtable().await.unwrap();
+        w.close().await.unwrap();
+        let s = State::open(loc.objects.clone(), "test").await.unwrap();
+        async fn tail(s: &State) {
+            let mut log = s.log(3990).await.unwrap();
+            let mut n = 0;
+            while log.next().await.unwrap().is_some() {
+                n += 1;
+            }
+            assert_eq!(n, 11);
+        }
+        let before = loc.counters.snapshot();
+        tail(&s).await;
+        let first = loc.counters.snapshot().since(&before);
+        for _ in 0..5 {
+            tail(&s).await;
+        }
+        let again = loc.counters.snapshot().since(&before);
+        // Later scans of the same tail read no block again (the state's background tasks
+        // may read a few bytes of their own meanwhile).
+        assert!(
+            again.bytes_read - first.bytes_read < 2048,
+            "one scan: {first:?}; six: {again:?}"
+        );
+        s.close().await.unwrap();
     }
 
     #[tokio::test]
