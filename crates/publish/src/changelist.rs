@@ -786,8 +786,7 @@ pub mod tests {
     }
 
     #[tokio::test]
-    async fn publishing_often_keeps_one_open_object_and_rewrites_the_index_only_when_it_changes()
-    {
+    async fn publishing_often_keeps_one_open_object_and_rewrites_the_index_only_when_it_changes() {
         let f = fixture().await;
         let c = cfg(4, HOUR, None, HOUR);
         let mut names = Vec::new();
@@ -878,7 +877,11 @@ pub mod tests {
         assert_eq!(f.publish(&c).await.open_entries, 2);
         let meta = f.meta().await;
         assert_eq!(meta.open.as_ref().unwrap().name, legacy);
-        assert!(meta.retired.is_empty(), "no interruption seen: {:?}", meta.retired);
+        assert!(
+            meta.retired.is_empty(),
+            "no interruption seen: {:?}",
+            meta.retired
+        );
         let (all, _) = f.check().await;
         assert_eq!(all.len(), 2);
     }

@@ -428,8 +428,11 @@ mod tests {
             .put_opts(&path, b"abc".to_vec().into(), with_attributes)
             .await;
         assert!(
-            matches!(refused, Err(object_store::Error::NotImplemented { .. })
-                | Err(object_store::Error::NotSupported { .. })),
+            matches!(
+                refused,
+                Err(object_store::Error::NotImplemented { .. })
+                    | Err(object_store::Error::NotSupported { .. })
+            ),
             "{refused:?}"
         );
         store
