@@ -36,10 +36,13 @@
 //!   period.
 //! - `records.rs`: the serialised records (resource, change-log entry, checkpoint,
 //!   quarantine).
+//! - `coalesce.rs`: the state's caches, with concurrent loads of one entry (a table's
+//!   filter or index at the start of a run) coalesced into one read.
 //! - `state.rs`: the state database (slatedb): reads, scans and atomic commits; fencing; a
 //!   read-only view (slatedb's `DbReader`) for commands that must not fence the writer.
 
 mod blobs;
+mod coalesce;
 pub mod conformance;
 mod counted;
 pub mod documents;

@@ -213,6 +213,8 @@ impl State {
             .with_block_cache(cache(options.state_block_cache_bytes))
             .with_meta_cache(cache(options.state_meta_cache_bytes))
             .build();
+        // Concurrent misses of one entry read it once (see `coalesce`).
+        let db_cache = crate::coalesce::Coalescing::new(Arc::new(db_cache));
         let db = Db::builder(STATE_PATH, objects)
             .with_settings(settings)
             .with_sst_block_size(STATE_BLOCK_SIZE)
