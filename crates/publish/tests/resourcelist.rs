@@ -270,3 +270,54 @@ async fn a_grown_part_recuts_the_list_and_a_new_policy_rebuilds_it() {
     );
     state.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_part_no_document_named_goes_after_a_minute() {
+    use rsagg_layout::meta::ResourceListMeta;
+    use rsagg_layout::paths::RESOURCE_LIST_META;
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let state = State::open(objects.clone(), "memory").await.unwrap();
+    let policy = LinkPolicy::default();
+    let retired = |objects: Arc<dyn ObjectStore>| async move {
+        let meta: ResourceListMeta =
+            serde_json::from_slice(&get(&objects, RESOURCE_LIST_META).await).unwrap();
+        meta.retired
+    };
+    // One part: `resourcelist.xml` is the list itself and names no part, so the part it
+    // replaces is due a minute after, not after the grace period.
+    create(&state, 0..5).await;
+    publish_with(&state, &objects, BASE, &policy, 10, GRACE)
+        .await
+        .unwrap();
+    create(&state, 5..6).await;
+    publish_with(&state, &objects, BASE, &policy, 10, GRACE)
+        .await
+        .unwrap();
+    let now = W3cDateTime::now().instant().0;
+    let r = retired(objects.clone()).await;
+    assert_eq!(r.len(), 1, "{r:?}");
+    let due = r[0].1 + GRACE.as_secs() as i64;
+    assert!((now + 55..=now + 61).contains(&due), "due {due}, now {now}");
+    // Past the part size: the index names the parts, and a part it named is kept for the
+    // whole grace period.
+    create(&state, 6..60).await;
+    publish_with(&state, &objects, BASE, &policy, 10, GRACE)
+        .await
+        .unwrap();
+    commit(
+        &state,
+        vec![(Change::Deleted, record(7, ResourceStatus::Deleted))],
+    )
+    .await;
+    publish_with(&state, &objects, BASE, &policy, 10, GRACE)
+        .await
+        .unwrap();
+    let now = W3cDateTime::now().instant().0;
+    let r = retired(objects.clone()).await;
+    let named = r.last().unwrap();
+    assert!(
+        named.1 + GRACE.as_secs() as i64 >= now + GRACE.as_secs() as i64 - 5,
+        "{r:?}"
+    );
+    state.close().await.unwrap();
+}
