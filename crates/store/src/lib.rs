@@ -38,6 +38,7 @@
 //!   quarantine).
 //! - `coalesce.rs`: the state's caches, with concurrent loads of one entry (a table's
 //!   filter or index at the start of a run) coalesced into one read.
+//! - `filter.rs`: the state's bloom filters, holding only the keys looked up by key.
 //! - `state.rs`: the state database (slatedb): reads, scans and atomic commits; fencing; a
 //!   read-only view (slatedb's `DbReader`) for commands that must not fence the writer.
 
@@ -46,6 +47,7 @@ mod coalesce;
 pub mod conformance;
 mod counted;
 pub mod documents;
+mod filter;
 mod health;
 mod local;
 mod location;

@@ -218,6 +218,7 @@ impl State {
         let db = Db::builder(STATE_PATH, objects)
             .with_settings(settings)
             .with_sst_block_size(STATE_BLOCK_SIZE)
+            .with_filter_policies(crate::filter::LookedUpKeys::policies())
             .with_db_cache(Arc::new(db_cache), 0)
             .build()
             .await
@@ -254,6 +255,7 @@ impl State {
         drop(listing);
         let db = if exists {
             let reader = DbReader::builder(STATE_PATH, objects)
+                .with_filter_policies(crate::filter::LookedUpKeys::policies())
                 .with_reader_mode(slatedb::DbReaderMode::FollowLatest)
                 .build()
                 .await
