@@ -239,7 +239,7 @@ pub async fn publish(
         _ => format!("open-{:012}-g{generation}.xml", list.first_seq),
     };
     let open = OpenList {
-        name,
+        name: name.clone(),
         first_seq: list.first_seq,
         from: list.from,
         entries: list.entries,
@@ -274,8 +274,9 @@ pub async fn publish(
 
     report.open_entries = open.entries;
     report.closed_total = meta.closed.len() as u64;
+    // Retired only once it is closed (it then has another name than the open list).
     if let Some(old) = meta.open.replace(open)
-        && meta.open.as_ref().is_none_or(|o| o.name != old.name)
+        && old.name != name
     {
         meta.retired
             .push((format!("{CHANGE_LIST_DIR}/{}", old.name), now_secs));

@@ -100,7 +100,8 @@ impl<K: Hash + Eq, V> Drop for Done<K, V> {
     }
 }
 
-/// What kind of entry a key names (block ids and index or filter offsets share one space).
+/// What kind of entry a key names (block ids and index or filter offsets share one space),
+/// and so which of the inner cache's methods serve it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
     Block,
@@ -109,11 +110,40 @@ enum Kind {
     Stats,
 }
 
+impl Kind {
+    async fn get(
+        self,
+        cache: &dyn DbCache,
+        key: &CachedKey,
+    ) -> Result<Option<CachedEntry>, slatedb::Error> {
+        match self {
+            Kind::Block => cache.get_block(key).await,
+            Kind::Index => cache.get_index(key).await,
+            Kind::Filter => cache.get_filter(key).await,
+            Kind::Stats => cache.get_stats(key).await,
+        }
+    }
+
+    async fn fetch(
+        self,
+        cache: Arc<dyn DbCache>,
+        key: CachedKey,
+        loader: CacheLoader,
+    ) -> Result<CacheFetch, slatedb::Error> {
+        match self {
+            Kind::Block => cache.fetch_block(key, loader).await,
+            Kind::Index => cache.fetch_index(key, loader).await,
+            Kind::Filter => cache.fetch_filter(key, loader).await,
+            Kind::Stats => cache.fetch_stats(key, loader).await,
+        }
+    }
+}
+
 /// A [`DbCache`] whose `fetch_*` load each missing entry once however many callers ask for
 /// it at the same time; everything else is `inner`'s.
 pub(crate) struct Coalescing {
     inner: Arc<dyn DbCache>,
-    loads: Coalescer<(Kind, CachedKey), CachedEntry>,
+    loads: Coalescer<(Kind, CachedKey), CacheFetch>,
 }
 
 impl Coalescing {
@@ -124,32 +154,26 @@ impl Coalescing {
         }
     }
 
-    /// A miss of `key`: `fetch` (the inner cache's fetch of this kind: load, insert) run by
-    /// the first caller, the entry shared with the others (a hit for them).
-    async fn fetch<F>(
+    /// `key` of `kind`: a hit as it is; a miss fetched (loaded and inserted) by the inner
+    /// cache for the first caller, the entry shared with the others (a hit for them).
+    async fn fetch(
         &self,
         kind: Kind,
         key: CachedKey,
         loader: CacheLoader,
-        fetch: F,
-    ) -> Result<CacheFetch, slatedb::Error>
-    where
-        F: FnOnce(CachedKey, CacheLoader) -> BoxFuture<'static, Result<CacheFetch, slatedb::Error>>,
-    {
-        let mut lookup = None;
-        let (entry, shared) = self
+    ) -> Result<CacheFetch, slatedb::Error> {
+        if let Some(e) = kind.get(self.inner.as_ref(), &key).await? {
+            return Ok(CacheFetch::hit(e));
+        }
+        let inner = self.inner.clone();
+        let (got, shared) = self
             .loads
-            .run((kind, key.clone()), || async {
-                let got = fetch(key, loader).await?;
-                lookup = Some(got.lookup);
-                Ok::<_, slatedb::Error>(got.entry)
-            })
+            .run((kind, key.clone()), || kind.fetch(inner, key, loader))
             .await?;
-        Ok(match (shared, lookup) {
-            (false, Some(slatedb::db_cache::CacheLookup::Hit)) | (true, _) => {
-                CacheFetch::hit(entry)
-            }
-            _ => CacheFetch::miss(entry),
+        Ok(if shared {
+            CacheFetch::hit(got.entry)
+        } else {
+            got
         })
     }
 }
@@ -201,14 +225,7 @@ impl DbCache for Coalescing {
         key: CachedKey,
         loader: CacheLoader,
     ) -> Result<CacheFetch, slatedb::Error> {
-        if let Some(e) = self.inner.get_block(&key).await? {
-            return Ok(CacheFetch::hit(e));
-        }
-        let inner = self.inner.clone();
-        self.fetch(Kind::Block, key, loader, move |k, l| {
-            async move { inner.fetch_block(k, l).await }.boxed()
-        })
-        .await
+        self.fetch(Kind::Block, key, loader).await
     }
 
     async fn fetch_index(
@@ -216,14 +233,7 @@ impl DbCache for Coalescing {
         key: CachedKey,
         loader: CacheLoader,
     ) -> Result<CacheFetch, slatedb::Error> {
-        if let Some(e) = self.inner.get_index(&key).await? {
-            return Ok(CacheFetch::hit(e));
-        }
-        let inner = self.inner.clone();
-        self.fetch(Kind::Index, key, loader, move |k, l| {
-            async move { inner.fetch_index(k, l).await }.boxed()
-        })
-        .await
+        self.fetch(Kind::Index, key, loader).await
     }
 
     async fn fetch_filter(
@@ -231,14 +241,7 @@ impl DbCache for Coalescing {
         key: CachedKey,
         loader: CacheLoader,
     ) -> Result<CacheFetch, slatedb::Error> {
-        if let Some(e) = self.inner.get_filter(&key).await? {
-            return Ok(CacheFetch::hit(e));
-        }
-        let inner = self.inner.clone();
-        self.fetch(Kind::Filter, key, loader, move |k, l| {
-            async move { inner.fetch_filter(k, l).await }.boxed()
-        })
-        .await
+        self.fetch(Kind::Filter, key, loader).await
     }
 
     async fn fetch_stats(
@@ -246,14 +249,7 @@ impl DbCache for Coalescing {
         key: CachedKey,
         loader: CacheLoader,
     ) -> Result<CacheFetch, slatedb::Error> {
-        if let Some(e) = self.inner.get_stats(&key).await? {
-            return Ok(CacheFetch::hit(e));
-        }
-        let inner = self.inner.clone();
-        self.fetch(Kind::Stats, key, loader, move |k, l| {
-            async move { inner.fetch_stats(k, l).await }.boxed()
-        })
-        .await
+        self.fetch(Kind::Stats, key, loader).await
     }
 }
 

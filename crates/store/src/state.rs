@@ -779,23 +779,34 @@ mod tests {
         }
     }
 
+    /// Commits the creation of `uris` of upstream `up`, in one commit.
+    async fn create<U: AsRef<str>>(s: &State, uris: &[U]) {
+        s.commit(Commit {
+            upstream: "up".into(),
+            changes: uris.iter().map(|u| created("up", u.as_ref())).collect(),
+            ..Commit::default()
+        })
+        .await
+        .unwrap();
+    }
+
+    /// `http://x/00000`…: `n` URIs of resources.
+    fn uris(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("http://x/{i:05}")).collect()
+    }
+
     #[tokio::test]
     async fn tables_are_written_compressed() {
         use futures::StreamExt;
         let loc = crate::open_object_store("memory://").unwrap();
         let w = State::open(loc.objects.clone(), "test").await.unwrap();
-        let changes: Vec<Applied> = (0..4000)
-            .map(|i| created("up", &format!("http://x/{i:05}")))
-            .collect();
+        let uris = uris(4000);
         // Each record is held twice (under `r/` and in the slot index `p/`).
-        let records: usize = changes.iter().map(|a| 2 * json(&a.record).len()).sum();
-        w.commit(Commit {
-            upstream: "up".into(),
-            changes,
-            ..Commit::default()
-        })
-        .await
-        .unwrap();
+        let records: usize = uris
+            .iter()
+            .map(|u| 2 * json(&created("up", u).record).len())
+            .sum();
+        create(&w, &uris).await;
         w.flush_memtable().await.unwrap();
         w.close().await.unwrap();
         let prefix = object_store::path::Path::from(format!("{STATE_PATH}/compacted"));
@@ -819,15 +830,8 @@ mod tests {
         // state's run).
         let loc = crate::open_object_store("memory://").unwrap();
         let w = State::open(loc.objects.clone(), "test").await.unwrap();
-        let uris: Vec<String> = (0..4000).map(|i| format!("http://x/{i:05}")).collect();
-        for chunk in uris.chunks(500) {
-            w.commit(Commit {
-                upstream: "up".into(),
-                changes: chunk.iter().map(|u| created("up", u)).collect(),
-                ..Commit::default()
-            })
-            .await
-            .unwrap();
+        for chunk in uris(4000).chunks(500) {
+            create(&w, chunk).await;
         }
         w.flush_memtable().await.unwrap();
         w.close().await.unwrap();
@@ -862,13 +866,7 @@ mod tests {
         use futures::TryStreamExt;
         let objects: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
         let s = State::open(objects, "test").await.unwrap();
-        s.commit(Commit {
-            upstream: "up".into(),
-            changes: vec![created("up", "http://x/old"), created("up", "http://x/new")],
-            ..Commit::default()
-        })
-        .await
-        .unwrap();
+        create(&s, &["http://x/old", "http://x/new"]).await;
         let db = s.writer().unwrap();
         db.put(slot_key("up", "http://x/old").as_bytes(), b"")
             .await
@@ -898,13 +896,7 @@ mod tests {
             futures::StreamExt::count(objects.list(Some(&prefix))).await
         };
         let w = State::open(objects.clone(), "test").await.unwrap();
-        w.commit(Commit {
-            upstream: "up".into(),
-            changes: vec![created("up", "http://a/1")],
-            ..Commit::default()
-        })
-        .await
-        .unwrap();
+        create(&w, &["http://a/1"]).await;
         assert_eq!(tables(objects.clone()).await, 0, "only the WAL so far");
         w.flush_memtable().await.unwrap();
         assert_eq!(
@@ -917,13 +909,7 @@ mod tests {
             w.resource("up", "http://a/1").await.unwrap().unwrap().seq,
             1
         );
-        w.commit(Commit {
-            upstream: "up".into(),
-            changes: vec![created("up", "http://a/2")],
-            ..Commit::default()
-        })
-        .await
-        .unwrap();
+        create(&w, &["http://a/2"]).await;
         w.close().await.unwrap();
         let r = State::open(objects.clone(), "test").await.unwrap();
         assert_eq!(r.last_seq().await, 2);
@@ -963,13 +949,7 @@ mod tests {
         empty.close().await.unwrap();
 
         let w = State::open(objects.clone(), "test").await.unwrap();
-        w.commit(Commit {
-            upstream: "up".into(),
-            changes: vec![created("up", "http://a/1")],
-            ..Commit::default()
-        })
-        .await
-        .unwrap();
+        create(&w, &["http://a/1"]).await;
         // The writer is still open: the reader sees its durable commits and fences nothing.
         let r = State::open_read_only(objects.clone(), "test")
             .await
