@@ -410,43 +410,60 @@ fn closed_change_lists_an_index_and_change_dumps_are_published_valid_and_served(
     let base = case.base_url.clone();
     case.run()?.assert_ok();
     site.write("/res/a.txt", "alpha-2")?;
+    site.write("/res/b.txt", "bravo-2")?;
     site.changes(
         "/changelist.xml",
         "changelist",
         "2025-12-31T00:00:00Z",
-        &[change_item(
-            &site.url("/res/a.txt"),
-            "updated",
-            "2026-01-02T00:00:00Z",
-            Some(b"alpha-2"),
-        )],
+        &[
+            change_item(
+                &site.url("/res/a.txt"),
+                "updated",
+                "2026-01-02T00:00:00Z",
+                Some(b"alpha-2"),
+            ),
+            change_item(
+                &site.url("/res/b.txt"),
+                "updated",
+                "2026-01-03T00:00:00Z",
+                Some(b"bravo-2"),
+            ),
+        ],
     )?;
     case.run()?.assert_ok();
     assert_all_valid(&case)?;
     let dir = store_dir(&case)?;
 
-    // Four changes, at most two per list: a closed list and the open one, in an index in
+    // Five changes, at most two per list: two closed lists and the open one, in an index in
     // forward chronological order whose closed parts' `until` is the next part's `from`.
     let index = std::fs::read_to_string(dir.join("changelist.xml"))?;
     assert!(index.contains("<sitemapindex"), "{index}");
     let parts = entries(&dir.join("changelist.xml"))?;
-    assert_eq!(parts.len(), 2, "{index}");
+    assert_eq!(parts.len(), 3, "{index}");
     for w in parts.windows(2) {
         let (a, b) = (w[0].md.as_ref().unwrap(), w[1].md.as_ref().unwrap());
         assert_eq!(a.until, b.from, "{index}");
     }
     assert!(parts[0].md.as_ref().unwrap().until.is_some(), "closed");
     assert!(
-        parts[1].md.as_ref().unwrap().until.is_none(),
+        parts[2].md.as_ref().unwrap().until.is_none(),
         "the open one"
     );
     let open = std::fs::read(dir.join("changelist-open.xml"))?;
-    let open_part = parts[1].loc.strip_prefix(&base).context("open part")?;
+    let open_part = parts[2].loc.strip_prefix(&base).context("open part")?;
     assert_eq!(open, std::fs::read(dir.join(open_part))?, "the alias");
 
-    // A Change Dump package per closed list, with its manifest.
+    // A Change Dump package per closed list, with its manifest, but for the first: its
+    // changes (the baseline's creations) are in the Resource Dump the first run built, where
+    // a Destination starting from scratch gets them.
     let dumps = entries(&dir.join("changedump.xml"))?;
-    assert_eq!(dumps.len(), 1, "one per closed list");
+    assert_eq!(dumps.len(), 1, "one per closed list after the baseline");
+    let dump_md = dumps[0].md.as_ref().context("rs:md")?;
+    assert_eq!(
+        dump_md.from,
+        parts[1].md.as_ref().unwrap().from,
+        "the second list's"
+    );
     let caps = std::fs::read_to_string(dir.join("capabilitylist.xml"))?;
     for doc in [
         "resourcelist.xml",

@@ -484,6 +484,13 @@ pub struct PublishConfig {
     pub resourcelist_part_entries: u64,
     /// Publish a Change Dump package for every closed Change List (default true).
     pub change_dumps: bool,
+    /// Also package, when Change Dumps begin, the changes a Resource Dump built in the same
+    /// publish already holds: a collection's baseline, every creation of its first harvest
+    /// (default false). Left out, they stay in the Change Lists, and a Destination starting
+    /// from scratch takes the Resource Dump and then the Change Dumps from there; a baseline
+    /// then reads each body back once instead of twice, and stores it twice instead of three
+    /// times. Changes after that are packaged whatever this says.
+    pub change_dump_baseline: bool,
     /// Publish a Resource Dump (default true), rebuilt at most this often.
     pub resource_dump: bool,
     /// How often the Resource Dump is rebuilt (default `1d`); runs in between leave it.
@@ -514,6 +521,7 @@ impl Default for PublishConfig {
             changelist_retain: None,
             resourcelist_part_entries: 200,
             change_dumps: true,
+            change_dump_baseline: false,
             resource_dump: true,
             resource_dump_interval: Duration::from_secs(86_400),
             dump_package_bytes: 256 << 20,

@@ -122,6 +122,10 @@ pub struct ChangeDumpMeta {
     pub doc_pending: bool,
     /// Objects no document names any more, with when they were retired (unix seconds).
     pub retired: Vec<(String, i64)>,
+    /// Closed Change Lists whose changes all have a sequence number up to this one get no
+    /// package: when Change Dumps began, a Resource Dump built in the same publish already
+    /// held them (a collection's baseline; see `publish.change_dump_baseline`). 0: none.
+    pub left_to_resource_dump: u64,
 }
 
 /// The packages of one closed Change List.

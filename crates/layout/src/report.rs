@@ -595,6 +595,10 @@ pub struct ChangeDumpReport {
     /// Changes left out of new packages: blob missing or not matching its address, no URI
     /// of rsagg's own, or no safe name in the ZIP (each is logged as a warning).
     pub skipped: u64,
+    /// Closed Change Lists this publish left to the Resource Dump built alongside, without a
+    /// package: when Change Dumps begin, the changes that dump holds (a collection's
+    /// baseline) are not packaged a second time (`publish.change_dump_baseline`).
+    pub left_to_resource_dump: u64,
 }
 
 /// What a Resource Dump rebuild did.

@@ -18,6 +18,13 @@
 //! metadata (and the inherited links the policy lets through) only while the resource's
 //! record is still at that change, since older upstream metadata is not kept.
 //!
+//! A collection's baseline is not packaged twice: when Change Dumps begin (the first publish
+//! with `publish.change_dumps`), the closed lists whose changes a Resource Dump built in the
+//! same publish holds get no package (unless `publish.change_dump_baseline`). A Destination
+//! starting from scratch takes that Resource Dump (spec 11), then the Change Dumps from its
+//! `at`; the Change Lists still list every change. Rebuilding the Resource Dump later leaves
+//! nothing out: packages, once begun, follow every closed list.
+//!
 //! `changedump.xml` lists the packages of the Change Lists still retained (the closed lists
 //! of `published/changelist.json`, written by the Change List publisher), oldest first;
 //! packages of lists dropped by retention leave the document and are deleted after
@@ -31,6 +38,7 @@ use object_store::path::Path;
 use rsagg_model::{Capability, Change, Header, Md, Root, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{LogEntry, State, StoreLocation};
+use tokio::sync::oneshot;
 
 use crate::Error;
 use crate::entry::{MAX_DOCUMENT_ENTRIES, change_entry};
@@ -52,6 +60,11 @@ pub const MAX_PACKAGES: usize = MAX_DOCUMENT_ENTRIES as usize;
 /// Change List that has none yet, `changedump.xml`, and the retention of packages whose
 /// list was dropped. With `cfg.change_dumps` off nothing is made or changed.
 ///
+/// `resource_dump` gives the last change-log sequence number a Resource Dump built in the
+/// same publish holds (its sender is dropped when none is built). It is awaited only the
+/// first time Change Dumps are published: unless `cfg.change_dump_baseline`, the closed
+/// lists that dump holds whole are left to it (see [`ChangeDumpMeta::left_to_resource_dump`]).
+///
 /// A `file://` store's blobs are read as files on one thread (see `package::build`).
 pub async fn publish(
     state: &State,
@@ -59,17 +72,28 @@ pub async fn publish(
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
+    resource_dump: oneshot::Receiver<u64>,
 ) -> Result<ChangeDumpReport, Error> {
     let objects = &location.objects;
     let store = objects.as_ref();
     let stored: Option<ChangeDumpMeta> = get_json(store, CHANGE_DUMP_META).await?;
+    let beginning = stored.is_none();
     // The very first publish writes the document even when there is nothing to list yet.
-    let mut dirty = stored.is_none();
+    let mut dirty = beginning;
     let mut meta = stored.unwrap_or_default();
     let mut report = ChangeDumpReport::default();
     if !cfg.change_dumps {
         report.packages_total = count(&meta);
         return Ok(report);
+    }
+    if beginning && !cfg.change_dump_baseline {
+        // Change Dumps begin. Whatever a Resource Dump of this publish holds (the baseline)
+        // a Destination gets from it; packaging it again would read every body back once
+        // more. Decided once (recorded before any package), so a later dump never leaves out
+        // changes that follow packages already published. No dump built: the sender is gone.
+        meta.left_to_resource_dump = resource_dump.await.unwrap_or(0);
+        meta.doc_pending = true;
+        put_json(store, CHANGE_DUMP_META, &meta).await?;
     }
     dirty |= meta.doc_pending;
     let lists: ChangeListsMeta = get_json(store, CHANGE_LISTS_META)
@@ -95,6 +119,10 @@ pub async fn publish(
     meta.lists = kept;
 
     for list in &lists.closed {
+        if list.last_seq <= meta.left_to_resource_dump {
+            report.left_to_resource_dump += u64::from(beginning);
+            continue;
+        }
         if meta.lists.iter().any(|l| l.name == list.name) {
             continue;
         }
@@ -299,7 +327,8 @@ async fn change_item(
 
 /// `changedump.xml` from `meta` (spec 13.1): open (no `until`, packages are added as lists
 /// close), `from` the first package's `from` — or, before there is a package, where the
-/// first one will start (the open Change List's `from`), else now.
+/// first one will start (the first closed list not left to the Resource Dump, else the open
+/// Change List's `from`), else now.
 async fn write_document(
     store: &dyn ObjectStore,
     base_url: &str,
@@ -310,7 +339,11 @@ async fn write_document(
     let from = packages()
         .next()
         .map(|p| p.from)
-        .or(lists.closed.first().map(|c| c.from))
+        .or(lists
+            .closed
+            .iter()
+            .find(|c| c.last_seq > meta.left_to_resource_dump)
+            .map(|c| c.from))
         .or(lists.open.as_ref().map(|o| o.from))
         .unwrap_or_else(W3cDateTime::now);
     let mut header = Header::new(Root::Urlset, Capability::ChangeDump);
@@ -393,7 +426,24 @@ mod tests {
         state: &State,
         cfg: &PublishConfig,
     ) -> ChangeDumpReport {
-        publish(state, location, BASE, &LinkPolicy::default(), cfg)
+        // No Resource Dump built alongside: its sender is gone.
+        let none = oneshot::channel().1;
+        publish(state, location, BASE, &LinkPolicy::default(), cfg, none)
+            .await
+            .unwrap()
+    }
+
+    /// A publish beside a Resource Dump that holds every change up to `holds`.
+    async fn run_beside_dump(
+        objects: &Arc<dyn ObjectStore>,
+        state: &State,
+        cfg: &PublishConfig,
+        holds: u64,
+    ) -> ChangeDumpReport {
+        let location = StoreLocation::new("memory://", objects.clone());
+        let (tx, rx) = oneshot::channel();
+        tx.send(holds).unwrap();
+        publish(state, &location, BASE, &LinkPolicy::default(), cfg, rx)
             .await
             .unwrap()
     }
@@ -472,7 +522,8 @@ mod tests {
                 packages_now: 1,
                 packages_total: 1,
                 dropped: 0,
-                skipped: 0
+                skipped: 0,
+                left_to_resource_dump: 0,
             }
         );
         let (doc_from, packages) = dump(&objects).await;
@@ -724,6 +775,77 @@ mod tests {
             .collect();
         assert_eq!(locs, [format!("{BASE}r/up/http/up.example.org/res/a")]);
         assert_eq!(packages[0].entries[0].1.as_deref(), Some(&b"good"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_baseline_a_resource_dump_holds_is_left_to_it_and_later_lists_are_packaged() {
+        let (objects, state) = store().await;
+        let t0 = W3cDateTime::now();
+        let baseline = vec![
+            change(&objects, &state, "a", Change::Created, b"a").await,
+            change(&objects, &state, "b", Change::Created, b"b").await,
+        ];
+        let t1 = W3cDateTime::now();
+        let straddling = vec![
+            change(&objects, &state, "c", Change::Created, b"c").await,
+            change(&objects, &state, "a", Change::Updated, b"a, second").await,
+        ];
+        let t2 = W3cDateTime::now();
+        let first = closed("changelist-1.xml", &baseline, t0, t1);
+        let second = closed("changelist-2.xml", &straddling, t1, t2);
+        set_closed(&objects, vec![first.clone(), second.clone()]).await;
+        // The dump built alongside holds the first list whole and the second only in part.
+        let cfg = cfg(100, 1 << 20, 0);
+        let report = run_beside_dump(&objects, &state, &cfg, baseline[1].seq + 1).await;
+        assert_eq!(
+            (report.packages_now, report.left_to_resource_dump),
+            (1, 1),
+            "{report:?}"
+        );
+        let (doc_from, packages) = dump(&objects).await;
+        assert_eq!(doc_from, t1, "the Change Dump starts where its packages do");
+        let [p] = packages.as_slice() else {
+            panic!("{} packages", packages.len())
+        };
+        assert_eq!((p.from, p.until), (t1, t2));
+        assert_eq!(p.entries.len(), 2, "the straddling list is packaged whole");
+
+        // A later rebuild of the Resource Dump leaves nothing out: packages, once begun,
+        // follow every closed list.
+        let later = vec![change(&objects, &state, "b", Change::Updated, b"b, second").await];
+        let t3 = W3cDateTime::now();
+        let third = closed("changelist-3.xml", &later, t2, t3);
+        set_closed(&objects, vec![first, second, third]).await;
+        let report = run_beside_dump(&objects, &state, &cfg, later[0].seq).await;
+        assert_eq!(
+            (report.packages_now, report.left_to_resource_dump),
+            (1, 0),
+            "{report:?}"
+        );
+        let (doc_from, packages) = dump(&objects).await;
+        assert_eq!(doc_from, t1);
+        assert_eq!(packages.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn with_change_dump_baseline_the_baseline_is_packaged_too() {
+        let (objects, state) = store().await;
+        let t0 = W3cDateTime::now();
+        let baseline = vec![change(&objects, &state, "a", Change::Created, b"a").await];
+        let t1 = W3cDateTime::now();
+        set_closed(
+            &objects,
+            vec![closed("changelist-1.xml", &baseline, t0, t1)],
+        )
+        .await;
+        let cfg = PublishConfig {
+            change_dump_baseline: true,
+            ..cfg(100, 1 << 20, 0)
+        };
+        let report = run_beside_dump(&objects, &state, &cfg, baseline[0].seq).await;
+        assert_eq!((report.packages_now, report.left_to_resource_dump), (1, 0));
+        let (doc_from, packages) = dump(&objects).await;
+        assert_eq!((doc_from, packages.len()), (t0, 1));
     }
 
     #[tokio::test]

@@ -4,7 +4,8 @@
 //! 1. side by side, as none depends on another: the Resource List (parts that changed, then
 //!    its index); the Change Lists (new closed lists, the open list, the index, the open
 //!    alias), then the Change Dumps for newly closed lists; the Resource Dump, when its
-//!    interval has passed;
+//!    interval has passed (the first Change Dumps hear from it which changes it holds, and
+//!    leave a baseline to it);
 //! 2. the Capability List and the collection's Source Description, last, advertising only
 //!    documents that exist (spec 9: a Destination starting from the Capability List never
 //!    meets a capability whose document is not there yet);
@@ -173,6 +174,10 @@ pub async fn publish(
             .map(|parts| parts.len())
         })
     };
+    // Dropped by the Resource Dump once its listing ended (or at once when it is not built).
+    let (dump_listed, dump_listing) = tokio::sync::oneshot::channel::<()>();
+    // What a Resource Dump built now holds, which the Change Dumps may leave to it.
+    let (holds, dump_holds) = tokio::sync::oneshot::channel::<u64>();
     // Change Dumps package what the Change Lists just closed: one after the other.
     let changes = async {
         let s = shared.clone();
@@ -183,13 +188,14 @@ pub async fn publish(
         let dumps = (cfg.change_dumps && !opts.lists_only).then(|| {
             let s = shared.clone();
             branch("change dumps", async move {
-                crate::changedump::publish(&s.state, &s.store, &s.base, &s.policy, &s.cfg).await
+                crate::changedump::publish(
+                    &s.state, &s.store, &s.base, &s.policy, &s.cfg, dump_holds,
+                )
+                .await
             })
         });
         (lists, OptionFuture::from(dumps).await)
     };
-    // Dropped by the Resource Dump once its listing ended (or at once when it is not built).
-    let (dump_listed, dump_listing) = tokio::sync::oneshot::channel::<()>();
     let resource_dump = OptionFuture::from((cfg.resource_dump && !opts.lists_only).then(|| {
         let (s, force) = (shared.clone(), opts.force);
         branch("resource dump", async move {
@@ -200,7 +206,10 @@ pub async fn publish(
                 &s.policy,
                 &s.cfg,
                 force,
-                dump_listed,
+                crate::resourcedump::Signals {
+                    listed: dump_listed,
+                    holds,
+                },
             )
             .await
         })

@@ -23,7 +23,7 @@ use rsagg_model::{Capability, Header, Md, Root, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{State, StoreLocation};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::Error;
 use crate::entry::{MAX_DOCUMENT_ENTRIES, resource_entry};
@@ -51,8 +51,7 @@ fn generation_prefix(generation: u64) -> String {
 /// is younger than `cfg.resource_dump_interval`. Retired generations past `cfg.grace` are
 /// deleted either way. Blobs are read as `crate::package` reads them from `store`: kept ones
 /// from memory, a `file://` store's as files. `listed` is dropped once the dump no longer
-/// reads the state (its listing ended, or no dump is due), so that the caller can flush the
-/// state while the last package is finished.
+/// what it tells the publish steps beside it is in [`Signals`].
 pub async fn publish(
     state: &State,
     location: &StoreLocation,
@@ -60,8 +59,9 @@ pub async fn publish(
     policy: &LinkPolicy,
     cfg: &PublishConfig,
     force: bool,
-    listed: tokio::sync::oneshot::Sender<()>,
+    signals: Signals,
 ) -> Result<Option<ResourceDumpReport>, Error> {
+    let Signals { listed, holds } = signals;
     if !cfg.resource_dump {
         return Ok(None);
     }
@@ -107,6 +107,9 @@ pub async fn publish(
         }
     }
     put_json(store, RESOURCE_DUMP_META, &meta).await?;
+    // Read before the listing starts: every change up to it is applied, so the listing sees
+    // it (or a later version). Nobody waiting is not an error.
+    let _ = holds.send(state.last_seq().await);
 
     let (packages, report) =
         build(state, location, base_url, policy, cfg, generation, listed).await?;
@@ -138,6 +141,28 @@ pub async fn publish(
     Ok(Some(report))
 }
 
+/// What a Resource Dump tells the publish steps running beside it.
+#[derive(Debug)]
+pub struct Signals {
+    /// Dropped once the dump no longer reads the state (its listing ended, or no dump is
+    /// due), so that the caller can flush the state while the last package is finished.
+    pub listed: oneshot::Sender<()>,
+    /// Sent, when a dump is built, the last change-log sequence number it holds (every change
+    /// up to it is visible to its listing), before the listing starts; dropped otherwise.
+    /// The Change Dumps leave a baseline to that dump (`crate::changedump`).
+    pub holds: oneshot::Sender<u64>,
+}
+
+impl Signals {
+    /// Signals nobody waits for.
+    pub fn unheard() -> Self {
+        Signals {
+            listed: oneshot::channel().0,
+            holds: oneshot::channel().0,
+        }
+    }
+}
+
 /// Builds and uploads the packages of `generation`: every present copy, in slot order, cut
 /// at the configured bounds.
 ///
@@ -152,7 +177,7 @@ async fn build(
     policy: &LinkPolicy,
     cfg: &PublishConfig,
     generation: u64,
-    listed: tokio::sync::oneshot::Sender<()>,
+    listed: oneshot::Sender<()>,
 ) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
     let mut out = Packages {
         location,
@@ -421,7 +446,8 @@ mod tests {
         cfg: &PublishConfig,
         force: bool,
     ) -> Option<ResourceDumpReport> {
-        let (listed, mut listing) = tokio::sync::oneshot::channel();
+        let (listed, mut listing) = oneshot::channel();
+        let (holds, mut held) = oneshot::channel();
         let report = publish(
             state,
             &StoreLocation::new("memory://", objects.clone()),
@@ -429,7 +455,7 @@ mod tests {
             &LinkPolicy::default(),
             cfg,
             force,
-            listed,
+            Signals { listed, holds },
         )
         .await
         .unwrap();
@@ -437,8 +463,14 @@ mod tests {
         // due or not: a caller waiting on it to flush the state must not wait forever.
         assert_eq!(
             listing.try_recv(),
-            Err(tokio::sync::oneshot::error::TryRecvError::Closed)
+            Err(oneshot::error::TryRecvError::Closed)
         );
+        // A dump built says which changes it holds (all of them here: nothing changes
+        // while it is built); none built, nobody is kept waiting.
+        match &report {
+            Some(_) => assert_eq!(held.try_recv(), Ok(state.last_seq().await)),
+            None => assert_eq!(held.try_recv(), Err(oneshot::error::TryRecvError::Closed)),
+        }
         report
     }
 
@@ -453,7 +485,6 @@ mod tests {
             local_root: root.map(ToOwned::to_owned),
             ..StoreLocation::new("file://", objects.clone())
         };
-        let listed = tokio::sync::oneshot::channel().0;
         publish(
             state,
             &location,
@@ -461,7 +492,7 @@ mod tests {
             &LinkPolicy::default(),
             cfg,
             true,
-            listed,
+            Signals::unheard(),
         )
         .await
         .unwrap()
@@ -867,7 +898,7 @@ mod tests {
                 &LinkPolicy::default(),
                 &cfg(100, 1 << 30),
                 true,
-                tokio::sync::oneshot::channel().0,
+                Signals::unheard(),
             )
             .await
             .unwrap()
