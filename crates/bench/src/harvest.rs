@@ -249,6 +249,10 @@ fn generate_tree(root: &Path, base: &str, n: u64, size: usize) -> anyhow::Result
 struct Measured {
     seconds: f64,
     peak_kib: u64,
+    /// Its CPU seconds (user + system, its waited-for children included).
+    cpu: f64,
+    /// The upstream server's CPU seconds meanwhile.
+    upstream_cpu: f64,
     success: bool,
     stdout: String,
     stderr: String,
@@ -275,11 +279,72 @@ fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Strin
     })
 }
 
-/// Runs `cmd` to its end, polling its peak RSS every 5 ms.
+/// Linux's `USER_HZ`: the unit of the CPU times in `/proc/*/stat` (100 on every mainstream
+/// architecture; `sysconf(_SC_CLK_TCK)` without a libc binding).
+const CLOCK_TICKS: f64 = 100.0;
+
+/// The upstream server's process (0: none yet), whose CPU each measured run reads beside its
+/// own: on 2 cores the upstream competes with the measured tool for the same cores.
+static UPSTREAM_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The numeric fields of `/proc/{pid}/stat` from field 4 (`ppid`) on, at the index of their
+/// number in proc(5) (`f[14]` is `utime`); fields 1 to 3 (pid, the command name, which may
+/// hold spaces, and the state) are read as 0.
+fn stat_fields(pid: &str) -> Option<Vec<u64>> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name's closing parenthesis: " S ppid pgrp …".
+    let rest = &s[s.rfind(')')? + 1..];
+    Some(
+        std::iter::repeat_n(0, 4)
+            .chain(
+                rest.split_whitespace()
+                    .skip(1)
+                    .map(|f| f.parse().unwrap_or(0)),
+            )
+            .collect(),
+    )
+}
+
+/// CPU seconds (user + system) of the children this process has waited for:
+/// `cutime` + `cstime`.
+fn waited_children_cpu() -> f64 {
+    stat_fields("self").map_or(0.0, |f| (f[16] + f[17]) as f64 / CLOCK_TICKS)
+}
+
+/// CPU seconds (user + system) of process `pid` and of its direct children (nginx's
+/// workers): `utime` + `stime` of each.
+fn tree_cpu(pid: u32) -> f64 {
+    if pid == 0 {
+        return 0.0;
+    }
+    let mut ticks = 0;
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let Some(name) = name
+                .to_str()
+                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            else {
+                continue;
+            };
+            if let Some(f) = stat_fields(name)
+                && (name == pid.to_string() || f[4] == u64::from(pid))
+            {
+                ticks += f[14] + f[15];
+            }
+        }
+    }
+    ticks as f64 / CLOCK_TICKS
+}
+
+/// Runs `cmd` to its end, polling its peak RSS every 5 ms; its CPU and the upstream's are
+/// read from `/proc` around it (10 ms resolution).
 fn measure(cmd: &mut Command) -> anyhow::Result<Measured> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    let upstream = UPSTREAM_PID.load(std::sync::atomic::Ordering::Relaxed);
+    let (cpu0, up0) = (waited_children_cpu(), tree_cpu(upstream));
     let start = Instant::now();
     let mut child = cmd.spawn().with_context(|| format!("spawning {cmd:?}"))?;
     let out = drain(child.stdout.take());
@@ -297,17 +362,46 @@ fn measure(cmd: &mut Command) -> anyhow::Result<Measured> {
     Ok(Measured {
         seconds,
         peak_kib: peak,
+        cpu: waited_children_cpu() - cpu0,
+        upstream_cpu: tree_cpu(upstream) - up0,
         success: status.success(),
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
     })
 }
 
-/// Median of the runs (by time); the peak RSS is the maximum over all runs.
-fn median(mut v: Vec<(f64, u64)>) -> (f64, u64) {
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let peak = v.iter().map(|s| s.1).max().unwrap_or(0);
-    (v[v.len() / 2].0, peak)
+/// What one measured run took.
+#[derive(Debug, Clone, Copy)]
+struct Figure {
+    /// Wall seconds, spawn to exit.
+    secs: f64,
+    /// Peak RSS.
+    peak_kib: u64,
+    /// CPU seconds of the run (user + system).
+    cpu: f64,
+    /// CPU seconds of the upstream server meanwhile.
+    upstream_cpu: f64,
+}
+
+impl From<&Measured> for Figure {
+    fn from(m: &Measured) -> Self {
+        Figure {
+            secs: m.seconds,
+            peak_kib: m.peak_kib,
+            cpu: m.cpu,
+            upstream_cpu: m.upstream_cpu,
+        }
+    }
+}
+
+/// The median run (by wall time), with the peak RSS the maximum over all runs.
+fn median(mut v: Vec<Figure>) -> Figure {
+    v.sort_by(|a, b| a.secs.total_cmp(&b.secs));
+    let peak_kib = v.iter().map(|s| s.peak_kib).max().unwrap_or(0);
+    Figure {
+        peak_kib,
+        ..v[v.len() / 2]
+    }
 }
 
 pub(crate) fn tail(s: &str, n: usize) -> String {
@@ -699,12 +793,7 @@ const NO_DUMP: &str = "[publish]\nresource_dump = false\n";
 
 impl RsaggRun<'_> {
     /// One `rsagg run --once --json` into `store`; checks created = N, failed = 0.
-    fn run(
-        &self,
-        label: &str,
-        store: &str,
-        env: &[(String, String)],
-    ) -> anyhow::Result<(f64, u64)> {
+    fn run(&self, label: &str, store: &str, env: &[(String, String)]) -> anyhow::Result<Figure> {
         let pipeline = self.work.join(format!("pipeline-{label}.toml"));
         std::fs::write(
             &pipeline,
@@ -732,7 +821,7 @@ impl RsaggRun<'_> {
         std::fs::write(self.work.join(format!("rsagg-{label}.json")), &m.stdout)?;
         let counts = rsagg_counts(&m.stdout);
         match counts {
-            Ok((created, 0, _)) if m.success && created == self.n => Ok((m.seconds, m.peak_kib)),
+            Ok((created, 0, _)) if m.success && created == self.n => Ok(Figure::from(&m)),
             other => bail!(
                 "rsagg run ({label}, store {store}) did not harvest {} resources: exit {}, \
                  report {other:?}\nstdout: {}\nstderr (tail):\n{}",
@@ -757,7 +846,7 @@ fn resync_run(
     base: &str,
     label: &str,
     n: u64,
-) -> anyhow::Result<(f64, u64)> {
+) -> anyhow::Result<Figure> {
     let cwd = work.join(format!("resync-cwd-{label}"));
     let dest = work.join(format!("resync-dest-{label}"));
     std::fs::create_dir_all(&cwd)?;
@@ -778,7 +867,7 @@ fn resync_run(
         );
     }
     // removed with the working directory at the end, not here: see `fs_type`
-    Ok((m.seconds, m.peak_kib))
+    Ok(Figure::from(&m))
 }
 
 /// The file system type of `dir` (`stat -f`), for the header: on ext4 without a journal,
@@ -802,7 +891,7 @@ pub(crate) fn fs_type(dir: &Path) -> String {
         .unwrap_or_else(|| "unknown file system".into())
 }
 
-fn ceiling_run(cmd: &mut Command, what: &str) -> anyhow::Result<(f64, u64)> {
+fn ceiling_run(cmd: &mut Command, what: &str) -> anyhow::Result<Figure> {
     let m = measure(cmd)?;
     if !m.success {
         bail!(
@@ -811,7 +900,7 @@ fn ceiling_run(cmd: &mut Command, what: &str) -> anyhow::Result<(f64, u64)> {
             tail(&m.stderr, 20)
         );
     }
-    Ok((m.seconds, m.peak_kib))
+    Ok(Figure::from(&m))
 }
 
 /// (a)'s target: rsagg's default run at most this many times the floor's seconds.
@@ -870,12 +959,30 @@ fn floor_verdict(r: &Rounds) -> Vec<String> {
     lines
 }
 
-fn row(case: &str, tool: &str, n: u64, (secs, peak): (f64, u64)) {
+fn row(case: &str, tool: &str, n: u64, f: Figure) {
     println!(
-        "{case:<20} {tool:<30} {secs:>9.3} {:>12.0} {:>10.1}",
-        n as f64 / secs,
-        peak as f64 / 1024.0
+        "{case:<20} {tool:<30} {:>9.3} {:>12.0} {:>10.1} {:>7.2} {:>9.2}",
+        f.secs,
+        n as f64 / f.secs,
+        f.peak_kib as f64 / 1024.0,
+        f.cpu,
+        f.upstream_cpu
     );
+}
+
+/// What bounds a row's wall time on this machine: the CPU it and the upstream used, spread
+/// over every core. A run that needs more CPU than the floor cannot be as fast as the floor
+/// once the cores are saturated, whatever it overlaps.
+fn cpu_bound(tool: &str, f: &Figure, cores: usize) -> String {
+    let total = f.cpu + f.upstream_cpu;
+    format!(
+        "{tool}: {:.2} s CPU + upstream {:.2} s = {total:.2} s on {cores} cores: wall >= {:.2} s \
+         (measured {:.2} s)",
+        f.cpu,
+        f.upstream_cpu,
+        total / cores as f64,
+        f.secs
+    )
 }
 
 /// `rsagg-bench harvest`.
@@ -923,6 +1030,7 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
     } else {
         start_builtin(&tree, port)?
     };
+    UPSTREAM_PID.store(upstream.child.id(), std::sync::atomic::Ordering::Relaxed);
 
     println!(
         "machine: {}; runs per figure: {} (median; peak RSS is the maximum)",
@@ -945,8 +1053,8 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
         fs_type(&work)
     );
     println!(
-        "{:<20} {:<30} {:>9} {:>12} {:>10}",
-        "case", "tool", "seconds", "resources/s", "peak MiB"
+        "{:<20} {:<30} {:>9} {:>12} {:>10} {:>7} {:>9}",
+        "case", "tool", "seconds", "resources/s", "peak MiB", "cpu s", "upstr. s"
     );
 
     let result = (|| -> anyhow::Result<Vec<String>> {
@@ -976,7 +1084,7 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
         // The floor is measured in the rounds of (a), each beside the rsagg runs it is
         // compared with: on a shared machine the load drifts, and a ratio of figures taken
         // minutes apart measures the drift (see `floor_verdict`).
-        let floor_cmd = |r: usize| -> anyhow::Result<(f64, u64)> {
+        let floor_cmd = |r: usize| -> anyhow::Result<Figure> {
             let dir = work.join(format!("floor-{r}"));
             std::fs::create_dir_all(&dir)?;
             ceiling_run(
@@ -1032,24 +1140,25 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
                 theirs.push(resync_run(&resync, &work, &base, &format!("a-{r}"), n)?);
             }
         }
-        let secs = |v: &[(f64, u64)]| v.iter().map(|m| m.0).collect::<Vec<_>>();
+        let secs = |v: &[Figure]| v.iter().map(|m| m.secs).collect::<Vec<_>>();
         let rounds = Rounds {
             floor: secs(&floors),
             default: secs(&mine),
             no_dump: (!mine_no_dump.is_empty()).then(|| secs(&mine_no_dump)),
             resync: (!theirs.is_empty()).then(|| secs(&theirs)),
         };
+        let (floor, default) = (median(floors), median(mine));
         row(
             "floor (no state)",
             &format!("GET x{} + md5/sha256 + file", a.get_concurrency),
             n,
-            median(floors),
+            floor,
         );
         row(
             "(a) file:// store",
             "rsagg run --once (default)",
             n,
-            median(mine),
+            default,
         );
         if !mine_no_dump.is_empty() {
             let m = median(mine_no_dump);
@@ -1063,6 +1172,13 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
             println!("{line}");
             summary.push(line);
         }
+        // What bounds (a) on this machine: the CPU of each side, spread over the cores.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for (tool, f) in [("floor", &floor), ("rsagg (default)", &default)] {
+            let line = format!("(a) {}", cpu_bound(tool, f, cores));
+            println!("{line}");
+            summary.push(line);
+        }
 
         // (b) SeaweedFS: rsagg vs plain concurrent PUTs
         if !a.skip_s3 {
@@ -1071,7 +1187,7 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
             let env = sw.env();
             let bucket = sw.bucket().to_owned();
             let mut mine = Vec::new();
-            let mut puts: Vec<Vec<(f64, u64)>> = vec![Vec::new(); a.put_concurrency.len()];
+            let mut puts: Vec<Vec<Figure>> = vec![Vec::new(); a.put_concurrency.len()];
             for r in 0..a.runs {
                 let prefix = format!("harvest-{}-{r}", std::process::id());
                 mine.push(rs.run(&format!("b-{r}"), &sw.store_url(&prefix), &env)?);
@@ -1096,7 +1212,7 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
             drop(sw);
             let mine = median(mine);
             row("(b) SeaweedFS", "rsagg run --once", n, mine);
-            let mut best = (f64::INFINITY, 0);
+            let mut best: Option<Figure> = None;
             for (j, &c) in a.put_concurrency.iter().enumerate() {
                 let m = median(std::mem::take(&mut puts[j]));
                 row(
@@ -1105,11 +1221,11 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
                     n,
                     m,
                 );
-                if m.0 < best.0 {
-                    best = m;
+                if best.is_none_or(|b| m.secs < b.secs) {
+                    best = Some(m);
                 }
             }
-            let pct = 100.0 * best.0 / mine.0;
+            let pct = 100.0 * best.map_or(f64::NAN, |b| b.secs) / mine.secs;
             let line = format!(
                 "(b) rsagg/S3 PUT = {pct:.0}% (target >=50%): {}",
                 if pct >= 50.0 {
@@ -1157,7 +1273,21 @@ pub(crate) fn nginx_bin() -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::{Rounds, floor_verdict};
+    use super::{Rounds, floor_verdict, stat_fields, waited_children_cpu};
+
+    #[test]
+    fn stat_fields_are_numbered_as_in_proc5() {
+        let f = stat_fields("self").unwrap();
+        assert_eq!(f[4], u64::from(std::os::unix::process::parent_id()), "ppid");
+        // A child that burns CPU shows in `cutime + cstime` once waited for.
+        let before = waited_children_cpu();
+        let st = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        assert!(waited_children_cpu() > before, "{before}");
+    }
 
     #[test]
     fn verdict_is_the_median_ratio_to_the_floor_with_resync_beside_it() {

@@ -158,7 +158,7 @@ pub struct StoreConfig {
     #[serde(default = "StoreConfig::default_state_meta_cache_bytes")]
     pub state_meta_cache_bytes: u64,
     /// Writes the state database holds in memory before flushing them, at most, in bytes.
-    /// Default 128 MiB, at least 1 MiB (the state's tables are cut at half of it, 64 MiB at most).
+    /// Default 64 MiB, at least 1 MiB (the state's tables are cut at half of it, 64 MiB at most).
     #[serde(default = "StoreConfig::default_state_max_unflushed_bytes")]
     pub state_max_unflushed_bytes: u64,
     /// Size, in bytes, of the tables the state database's compaction writes, at most; each
