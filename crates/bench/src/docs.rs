@@ -142,14 +142,7 @@ fn header(kind: Kind) -> Header {
 
 /// Peak resident set size of this process (VmHWM), in KiB.
 fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
+    crate::harvest::vm_hwm_kib(std::process::id())
 }
 
 fn file_url(path: &Path) -> String {

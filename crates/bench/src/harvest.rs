@@ -258,14 +258,12 @@ struct Measured {
     stderr: String,
 }
 
+/// Peak resident set size of process `pid` (`VmHWM`), in KiB; 0 once it is gone.
 pub(crate) fn vm_hwm_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+    procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.status())
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
+        .and_then(|s| s.vmhwm)
         .unwrap_or(0)
 }
 
@@ -279,66 +277,38 @@ fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Strin
     })
 }
 
-/// Linux's `USER_HZ`: the unit of the CPU times in `/proc/*/stat` (100 on every mainstream
-/// architecture; `sysconf(_SC_CLK_TCK)` without a libc binding).
-const CLOCK_TICKS: f64 = 100.0;
-
 /// The upstream server's process (0: none yet), whose CPU each measured run reads beside its
 /// own: on 2 cores the upstream competes with the measured tool for the same cores.
 static UPSTREAM_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-/// The numeric fields of `/proc/{pid}/stat` from field 4 (`ppid`) on, at the index of their
-/// number in proc(5) (`f[14]` is `utime`); fields 1 to 3 (pid, the command name, which may
-/// hold spaces, and the state) are read as 0.
-fn stat_fields(pid: &str) -> Option<Vec<u64>> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command name's closing parenthesis: " S ppid pgrp …".
-    let rest = &s[s.rfind(')')? + 1..];
-    Some(
-        std::iter::repeat_n(0, 4)
-            .chain(
-                rest.split_whitespace()
-                    .skip(1)
-                    .map(|f| f.parse().unwrap_or(0)),
-            )
-            .collect(),
-    )
-}
-
-/// CPU seconds (user + system) of the children this process has waited for:
-/// `cutime` + `cstime`.
+/// CPU seconds (user + system) of the children this process has waited for.
 fn waited_children_cpu() -> f64 {
-    stat_fields("self").map_or(0.0, |f| (f[16] + f[17]) as f64 / CLOCK_TICKS)
+    procfs::process::Process::myself()
+        .and_then(|p| p.stat())
+        .map_or(0.0, |s| {
+            (s.cutime + s.cstime) as f64 / procfs::ticks_per_second() as f64
+        })
 }
 
 /// CPU seconds (user + system) of process `pid` and of its direct children (nginx's
-/// workers): `utime` + `stime` of each.
+/// workers).
 fn tree_cpu(pid: u32) -> f64 {
     if pid == 0 {
         return 0.0;
     }
-    let mut ticks = 0;
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let name = e.file_name();
-            let Some(name) = name
-                .to_str()
-                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-            else {
-                continue;
-            };
-            if let Some(f) = stat_fields(name)
-                && (name == pid.to_string() || f[4] == u64::from(pid))
-            {
-                ticks += f[14] + f[15];
-            }
-        }
-    }
-    ticks as f64 / CLOCK_TICKS
+    let Ok(all) = procfs::process::all_processes() else {
+        return 0.0;
+    };
+    let ticks: u64 = all
+        .filter_map(|p| p.ok()?.stat().ok())
+        .filter(|s| s.pid as u32 == pid || s.ppid as u32 == pid)
+        .map(|s| s.utime + s.stime)
+        .sum();
+    ticks as f64 / procfs::ticks_per_second() as f64
 }
 
 /// Runs `cmd` to its end, polling its peak RSS every 5 ms; its CPU and the upstream's are
-/// read from `/proc` around it (10 ms resolution).
+/// read from `/proc` around it (in clock ticks, 10 ms).
 fn measure(cmd: &mut Command) -> anyhow::Result<Measured> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1273,13 +1243,10 @@ pub(crate) fn nginx_bin() -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::{Rounds, floor_verdict, stat_fields, waited_children_cpu};
+    use super::{Rounds, floor_verdict, tree_cpu, waited_children_cpu};
 
     #[test]
-    fn stat_fields_are_numbered_as_in_proc5() {
-        let f = stat_fields("self").unwrap();
-        assert_eq!(f[4], u64::from(std::os::unix::process::parent_id()), "ppid");
-        // A child that burns CPU shows in `cutime + cstime` once waited for.
+    fn a_waited_for_child_shows_in_the_cpu_of_children() {
         let before = waited_children_cpu();
         let st = std::process::Command::new("sh")
             .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
@@ -1287,6 +1254,12 @@ mod tests {
             .unwrap();
         assert!(st.success());
         assert!(waited_children_cpu() > before, "{before}");
+        // A process's own CPU (and its live children's): this one, after spinning.
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(100) {
+            std::hint::black_box(spin.elapsed());
+        }
+        assert!(tree_cpu(std::process::id()) > 0.0);
     }
 
     #[test]

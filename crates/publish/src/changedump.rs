@@ -119,7 +119,7 @@ pub async fn publish(
     meta.lists = kept;
 
     for list in &lists.closed {
-        if list.last_seq <= meta.left_to_resource_dump {
+        if left_to_resource_dump(&meta, list) {
             report.left_to_resource_dump += u64::from(beginning);
             continue;
         }
@@ -163,6 +163,12 @@ pub async fn publish(
     }
     report.packages_total = count(&meta);
     Ok(report)
+}
+
+/// Whether closed list `list` gets no package: the Resource Dump built when Change Dumps
+/// began holds all of its changes.
+fn left_to_resource_dump(meta: &ChangeDumpMeta, list: &ClosedList) -> bool {
+    list.last_seq <= meta.left_to_resource_dump
 }
 
 fn count(meta: &ChangeDumpMeta) -> u64 {
@@ -342,7 +348,7 @@ async fn write_document(
         .or(lists
             .closed
             .iter()
-            .find(|c| c.last_seq > meta.left_to_resource_dump)
+            .find(|c| !left_to_resource_dump(meta, c))
             .map(|c| c.from))
         .or(lists.open.as_ref().map(|o| o.from))
         .unwrap_or_else(W3cDateTime::now);
@@ -426,11 +432,10 @@ mod tests {
         state: &State,
         cfg: &PublishConfig,
     ) -> ChangeDumpReport {
-        // No Resource Dump built alongside: its sender is gone.
-        let none = oneshot::channel().1;
-        publish(state, location, BASE, &LinkPolicy::default(), cfg, none)
-            .await
-            .unwrap()
+        // No Resource Dump built alongside: its sender is gone (dropped with this statement;
+        // as a temporary of the call below it would live across the await).
+        let resource_dump = oneshot::channel().1;
+        run_with(location, state, cfg, resource_dump).await
     }
 
     /// A publish beside a Resource Dump that holds every change up to `holds`.
@@ -440,10 +445,20 @@ mod tests {
         cfg: &PublishConfig,
         holds: u64,
     ) -> ChangeDumpReport {
-        let location = StoreLocation::new("memory://", objects.clone());
-        let (tx, rx) = oneshot::channel();
+        let (tx, resource_dump) = oneshot::channel();
         tx.send(holds).unwrap();
-        publish(state, &location, BASE, &LinkPolicy::default(), cfg, rx)
+        let location = StoreLocation::new("memory://", objects.clone());
+        run_with(&location, state, cfg, resource_dump).await
+    }
+
+    async fn run_with(
+        location: &StoreLocation,
+        state: &State,
+        cfg: &PublishConfig,
+        resource_dump: oneshot::Receiver<u64>,
+    ) -> ChangeDumpReport {
+        let policy = LinkPolicy::default();
+        publish(state, location, BASE, &policy, cfg, resource_dump)
             .await
             .unwrap()
     }

@@ -50,8 +50,8 @@ fn generation_prefix(generation: u64) -> String {
 /// when it is due: `None` when `cfg.resource_dump` is off or (unless `force`) the last dump
 /// is younger than `cfg.resource_dump_interval`. Retired generations past `cfg.grace` are
 /// deleted either way. Blobs are read as `crate::package` reads them from `store`: kept ones
-/// from memory, a `file://` store's as files. `listed` is dropped once the dump no longer
-/// what it tells the publish steps beside it is in [`Signals`].
+/// from memory, a `file://` store's as files. What it tells the publish steps beside it
+/// (when it stops reading the state, which changes it holds) goes through `signals`.
 pub async fn publish(
     state: &State,
     location: &StoreLocation,

@@ -71,7 +71,7 @@ where
                 // tells the waiters to load for themselves.
                 let _done = Done {
                     loading: self.loading.clone(),
-                    key: Some(key),
+                    key,
                 };
                 let v = load().await?;
                 let _ = tx.send(v.clone());
@@ -88,15 +88,13 @@ where
 /// Takes a finished (or abandoned) load off the map.
 struct Done<K: Hash + Eq, V> {
     loading: InFlight<K, V>,
-    key: Option<K>,
+    key: K,
 }
 
 impl<K: Hash + Eq, V> Drop for Done<K, V> {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
-            loading.remove(&key);
-        }
+        let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        loading.remove(&self.key);
     }
 }
 

@@ -95,9 +95,9 @@ impl StoreOptions {
     /// Default of [`StoreOptions::state_meta_cache_bytes`]: 32 MiB.
     pub const DEFAULT_STATE_META_CACHE: u64 = 32 << 20;
     /// Default of [`StoreOptions::state_max_unflushed_bytes`]: 64 MiB (slatedb's own
-    /// default, 512 MiB, alone is the whole memory budget of a run). At 128 MiB a 10^6
-    /// baseline peaked at 503–539 MiB, when the last memtables, two compactions and the
-    /// publish's first scans met; at 64 MiB it peaked at 467 MiB and took no longer.
+    /// default, 512 MiB, alone is the whole memory budget of a run). 128 MiB before: half of
+    /// it left a 10^6 baseline no slower, and a margin under 512 MiB of peak RSS (the jumps
+    /// that crossed it were compactions' read-ahead: `COMPACTION_READ_AHEAD` in `state.rs`).
     pub const DEFAULT_STATE_MAX_UNFLUSHED: u64 = 64 << 20;
     /// Default of [`StoreOptions::state_compaction_sst_bytes`]: 32 MiB (slatedb's own,
     /// 256 MiB, times its four concurrent compactions, took a 10^6-resource baseline to

@@ -162,8 +162,7 @@ pub const WAL_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_mi
 ///
 /// slatedb's default is 8 MiB (4 × 2 MiB), and a compaction of the state's first level merges
 /// a dozen tables or more: a 10^6-resource baseline's RSS jumped by ~200 MiB within half a
-/// second at each such compaction (LZ4 blocks are held compressed and decompressed), to
-/// 480–540 MiB. 2 MiB per table bounds that to a quarter; on S3 it costs a compaction four
+/// second at each such compaction, to 480–540 MiB. 2 MiB per table bounds that to a quarter; on S3 it costs a compaction four
 /// times as many GETs, a few thousand for a 10^6 baseline (well under a cent).
 pub const COMPACTION_READ_AHEAD: usize = 2 << 20;
 /// Concurrent read-ahead requests per input table of a compaction.
