@@ -142,7 +142,7 @@ fn header(kind: Kind) -> Header {
 
 /// Peak resident set size of this process (VmHWM), in KiB.
 fn peak_rss_kib() -> u64 {
-    crate::harvest::vm_hwm_kib(std::process::id())
+    crate::procs::vm_hwm_kib(std::process::id())
 }
 
 fn file_url(path: &Path) -> String {

@@ -17,6 +17,7 @@
 //! - `harvest.rs`: the harvest benchmark (`harvest` drives; `static-server` is the upstream when
 //!   nginx is not installed, `harvest-get` and `harvest-put` measure the upstream's and the S3
 //!   server's ceilings).
+//! - `procs.rs`: what a measured process took (peak RSS, CPU), read from `/proc`.
 //! - `scale.rs`: the scale benchmark (`scale`: baseline, incremental rounds and a no-change
 //!   run at growing N, each a fresh `rsagg run --once`, with the store requests rsagg counted).
 //!
@@ -31,6 +32,7 @@
 mod docs;
 mod harvest;
 mod notify;
+mod procs;
 mod scale;
 
 use clap::{Parser, Subcommand};

@@ -64,7 +64,8 @@ use rsagg_sitemap::ReadOptions;
 use tokio::time::MissedTickBehavior;
 
 use crate::docs::machine;
-use crate::harvest::{fs_type, rsagg_binary_at, tail, vm_hwm_kib};
+use crate::harvest::{fs_type, rsagg_binary_at, tail};
+use crate::procs::vm_hwm_kib;
 
 /// Arguments of `notify`.
 #[derive(Debug, clap::Args)]
