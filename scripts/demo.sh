@@ -7,7 +7,9 @@
 # same pipeline again to show that nothing is fetched twice, republishes the collection
 # (Capability List, Resource List, Change Lists, dumps — every document judged strictly),
 # serves it with `rsagg serve`, fetches a few URLs from the server, and prints where to look.
-# It then keeps serving until Ctrl-C (DEMO_EXIT=1: stop right after the checks).
+# It then keeps serving until Ctrl-C (DEMO_EXIT=1: stop right after the checks). The
+# environment the pipeline was run with is left in $DEMO_DIR/demo.env, and the operator
+# commands (audit, --dry-run, quarantine, gc, serve) are printed as they work on that store.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -34,6 +36,16 @@ RSAGG_DEMO_UPSTREAM=$(sed -n 's/^listening //p' "$out/upstream.log")
 RSAGG_DEMO_PORT=${RSAGG_DEMO_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
 export RSAGG_DEMO_UPSTREAM RSAGG_DEMO_PORT RSAGG_DEMO_STORE="file://$out/store"
 base="http://127.0.0.1:$RSAGG_DEMO_PORT/demo/"
+# pipelines/demo.toml reads these three; the operator commands printed at the end need the
+# same values, so they are kept in a file that `set -a; . FILE; set +a` loads.
+envfile="$out/demo.env"
+cat >"$envfile" <<ENV
+# The environment scripts/demo.sh ran pipelines/demo.toml with.
+# Load it with: set -a; . $envfile; set +a
+RSAGG_DEMO_UPSTREAM=$RSAGG_DEMO_UPSTREAM
+RSAGG_DEMO_PORT=$RSAGG_DEMO_PORT
+RSAGG_DEMO_STORE=$RSAGG_DEMO_STORE
+ENV
 
 echo "== sample upstream: $RSAGG_DEMO_UPSTREAM/.well-known/resourcesync"
 "$rsagg" check pipelines/demo.toml
@@ -70,8 +82,18 @@ for url in [origin + "/.well-known/resourcesync", base + "capabilitylist.xml",
     with urllib.request.urlopen(url) as r:
         print(f"  GET {url} -> {r.status} {r.headers['Content-Type']}, {len(r.read())} bytes")
 PY
-echo
-echo "Where to look (served while this script runs):"
+if [ "${DEMO_EXIT:-0}" = 1 ]; then
+  # Stop the servers now, so that what follows says what is true.
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+  echo
+  echo "Where to look (DEMO_EXIT=1: the sample upstream and rsagg serve have stopped; the"
+  echo "URLs below answer again once the serve command further down runs):"
+else
+  echo
+  echo "Where to look (served while this script runs):"
+fi
 echo "  $(dirname "$base")/.well-known/resourcesync"
 echo "      the Source Description: start here with any ResourceSync Destination, e.g."
 # The reference Destination, as it can be run here: on PATH, else from the test peers' venv
@@ -92,9 +114,25 @@ echo "  ${base}resourcedump.xml     its Resource Dump (ZIP packages with manifes
 echo "  $(dirname "$base")/status   the status page (last run, upstreams, quarantine); /metrics for Prometheus"
 echo "  $out/store/                 the file object store: blobs/ (copies by SHA-256), state/, documents"
 echo "  $out/second-run.json        the second run's report (rsagg run --json)"
+echo
+echo "Operator commands on the demo's store (docs/contract.md, Operator commands), from any"
+echo "directory; the pipeline reads RSAGG_DEMO_* from the environment, kept in $envfile:"
+echo
+echo "  set -a; . $envfile; set +a"
 if [ "${DEMO_EXIT:-0}" = 1 ]; then
+  echo "  # audit and --dry-run read the upstream's lists: start the sample upstream again (same port)"
+  echo "  python3 $PWD/scripts/demo_upstream.py $out/upstream --port ${RSAGG_DEMO_UPSTREAM##*:} >$out/upstream.log 2>&1 &"
+fi
+echo "  $rsagg audit $PWD/pipelines/demo.toml"
+echo "  $rsagg run $PWD/pipelines/demo.toml --dry-run"
+echo "  $rsagg quarantine list $PWD/pipelines/demo.toml"
+echo "  $rsagg gc $PWD/pipelines/demo.toml"
+if [ "${DEMO_EXIT:-0}" = 1 ]; then
+  echo "  $rsagg serve $PWD/pipelines/demo.toml --listen 127.0.0.1:$RSAGG_DEMO_PORT   # Ctrl-C stops it"
+  echo "  kill %1   # the sample upstream"
   exit 0
 fi
+echo "  $rsagg serve $PWD/pipelines/demo.toml --listen 127.0.0.1:$RSAGG_DEMO_PORT   # after this script stops serving"
 echo
 echo "Serving until Ctrl-C."
 wait "${pids[-1]}"

@@ -541,3 +541,71 @@ fn gc_force_collects_at_once() -> Result<()> {
     assert!(out.starts_with("collected: "), "{out}");
     Ok(())
 }
+
+/// A bucket that does not exist, on a real S3 (SeaweedFS): every command that opens the
+/// store says so on one line, with the S3 code and message and without the XML document;
+/// `serve`'s `/readyz` is 503 with that reason.
+#[test]
+fn a_missing_bucket_is_said_as_such_on_one_line() -> Result<()> {
+    let sw = rsagg_e2e::Seaweed::shared()?;
+    let site = with_changelist(&[A])?;
+    let bucket = "rsagg-no-such-bucket";
+    let port = rsagg_e2e::RsaggServer::pick_port()?;
+    let case = Case::published_at(
+        Store::at(&format!(
+            "s3://{bucket}/{}",
+            rsagg_e2e::unique_prefix("nobucket")
+        )),
+        &[upstream(UP, &site.url("/.well-known/resourcesync"), "")],
+        &format!("http://127.0.0.1:{port}/nobucket/"),
+        "",
+    )?;
+    // Few store retries, so that the test takes seconds.
+    let toml = std::fs::read_to_string(&case.toml)?.replace(
+        "[store]\n",
+        "[store]\nretries = 1\nretry_timeout = \"2s\"\nopen_timeout = \"30s\"\n",
+    );
+    std::fs::write(&case.toml, toml)?;
+    let toml = case.toml.to_string_lossy().into_owned();
+    let env = sw.env();
+    for (args, expected) in [
+        (vec!["audit", toml.as_str()], 2),
+        (vec!["run", toml.as_str(), "--dry-run"], 2),
+        (vec!["quarantine", "list", toml.as_str()], 2),
+        (vec!["run", toml.as_str(), "--once"], 1),
+    ] {
+        let out = Command::new(rsagg_bin()?)
+            .args(&args)
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env("RSAGG_LOG", "off")
+            .envs(env.iter().cloned())
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: one line\n{stderr}");
+        let line = lines[0];
+        assert!(
+            line.contains(&format!("bucket `{bucket}` does not exist"))
+                && line.contains("NoSuchBucket")
+                && !line.contains('<'),
+            "{args:?}: {line}"
+        );
+        assert!(!line.contains("unreachable"), "{args:?}: {line}");
+        assert_eq!(out.status.code(), Some(expected), "{args:?}: {stderr}");
+    }
+    // Nothing was fetched from the upstream by the run: the store failed first.
+    assert_eq!(site.fx.hits("/res/a.txt"), 0);
+
+    let server = rsagg_e2e::RsaggServer::start(port, &[&case.toml], &env)?;
+    let (code, body) = http_get(&format!("{}/readyz", server.origin()))?;
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("collection `nobucket`")
+            && body.contains(&format!("bucket `{bucket}` does not exist"))
+            && !body.contains('<'),
+        "{body}"
+    );
+    Ok(())
+}

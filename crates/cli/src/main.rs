@@ -83,6 +83,7 @@ enum Command {
     ///
     /// Exit status: 0 all went well, 1 some upstream failed (the rest was committed),
     /// 2 usage or config error, 3 fenced out by another writer.
+    #[command(after_help = SUMMARY_WORDS)]
     Run(run::RunArgs),
     /// Compare the store with each upstream's lists: resources missing, extra, changed (and
     /// with --read-data corrupt). Opens the state read-only (never fences a running job).
@@ -92,6 +93,11 @@ enum Command {
     Audit(ops::AuditArgs),
     /// List or retry the quarantined resources (bytes that did not match what the upstream
     /// announced, twice).
+    ///
+    /// Exit status: `list` 0 listed, 2 usage, config or store error; `retry` 0 every
+    /// retried resource verified and released (or none was quarantined), 1 some is still
+    /// quarantined, failed, gone or no longer listed, 2 usage or config error, 3 fenced out
+    /// by another writer.
     Quarantine(ops::QuarantineArgs),
     /// Collect the blobs nothing refers to any more, if due (--force: now). Opens the state
     /// as the writer, like `run`.
@@ -113,6 +119,19 @@ enum Command {
     /// Exit status: 0 after SIGINT/SIGTERM, 1 cannot listen or open the store, 2 usage error.
     Hub(hub::HubArgs),
 }
+
+/// What the words of a run's summary (and of `--json`'s counts) mean, shown by
+/// `rsagg run --help` next to the command that prints them.
+const SUMMARY_WORDS: &str = "The summary, per upstream (the same counts as --json):\n  \
+    created      a resource copied for the first time\n  \
+    updated      a new version copied\n  \
+    deleted      marked deleted (the Source deleted it; its history is kept)\n  \
+    unchanged    skipped as unchanged, or fetched again and the bytes were identical\n  \
+    replayed     a change a previous run already processed, dropped\n  \
+    quarantined  bytes that did not match what the upstream announced, twice (rsagg quarantine)\n  \
+    gone         listed, but the upstream answers 404/410\n  \
+    superseded   a later change of the same resource in the same list (--json only)\n  \
+    failed       could not be fetched (the next run tries again)";
 
 /// Stack of the runtime's threads: the command runs on them (see `main`), and unoptimised
 /// builds poll its deeply nested futures with frames far larger than a release build's, more

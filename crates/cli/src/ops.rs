@@ -42,12 +42,14 @@ pub struct QuarantineArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum QuarantineCommand {
-    /// List the quarantined resources (state read-only). Exit 0; 2 usage, config or store
-    /// error.
+    /// List the quarantined resources (state read-only). With --json one JSON object per
+    /// line, `[]` when none is quarantined.
+    ///
+    /// Exit status: 0 listed, 2 usage, config or store error.
     List {
         /// The pipeline file.
         pipeline: PathBuf,
-        /// One JSON object per line on stdout.
+        /// One JSON object per line on stdout (`[]` when there is none).
         #[arg(long)]
         json: bool,
     },
@@ -169,6 +171,10 @@ pub async fn quarantine(args: QuarantineArgs) -> ExitCode {
                 Ok(n) => {
                     if !json {
                         print(&format!("{n} quarantined\n"));
+                    } else if n == 0 {
+                        // Nothing quarantined is still an answer a JSON reader can parse
+                        // (an empty list), not an empty output.
+                        print("[]\n");
                     }
                     ExitCode::SUCCESS
                 }

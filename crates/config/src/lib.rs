@@ -128,6 +128,11 @@ pub struct CollectionConfig {
     /// small (about 200 bytes per run and upstream).
     #[serde(default = "default_history_runs")]
     pub history_runs: usize,
+    /// A document describing the collection (an http(s) URL): linked with `rs:ln
+    /// rel="describedby"` from the Capability List and the Source Description, as spec 8
+    /// and 9.1 recommend (without it `rsagg validate --strict` warns about both).
+    #[serde(default)]
+    pub describedby: Option<Url>,
 }
 
 /// `collection.history_runs` unless set.
@@ -705,41 +710,74 @@ impl Pipeline {
             problems,
         };
         let source = source::Source::parse(text, env).map_err(invalid)?;
-        // Every value the types refuse, not only the first: each refused `key = value` is
-        // blanked out (same length, so positions hold) and the rest deserialized again.
+        // Every problem of the file in one pass. An unset variable's entry is blanked already;
+        // each value the types refuse is blanked too (same length, so positions hold) and the
+        // rest deserialized again; a required key that is missing (or was blanked) gets a
+        // placeholder, so that the keys after it and the rules are still checked. Problems
+        // the rules find at a placeholder are consequences and dropped.
+        let mut problems = source.unset.clone();
+        let mut blanked: Vec<String> = source.blanked.clone();
+        let mut held: Vec<String> = Vec::new();
         let mut text = source.expanded.clone();
-        let mut problems = Vec::new();
-        let mut blanked: Vec<String> = Vec::new();
+        // Placeholders inserted into `text`, as (offset, length), in order.
+        let mut inserted: Vec<(usize, usize)> = Vec::new();
         let config = loop {
-            match toml::from_str::<PipelineConfig>(&text) {
+            if problems.len() >= MAX_PROBLEMS {
+                break None;
+            }
+            let e = match toml::from_str::<PipelineConfig>(&text) {
                 Ok(c) => break Some(c),
-                Err(e) => {
-                    let message = e.message().trim_end().to_owned();
-                    // A required key that was blanked is missing now: a consequence.
-                    if blanked.iter().any(|k| {
-                        let name = k.rsplit(['.', '[']).next().unwrap_or(k);
-                        message.contains(&format!("missing field `{name}`"))
-                    }) {
-                        break None;
-                    }
-                    let problem = source.problem_at(e.span(), message);
-                    let next = match e.span() {
-                        Some(span) if problems.len() < MAX_PROBLEMS => {
-                            source::blank_entry(&text, span.start)
-                        }
-                        _ => None,
-                    };
-                    blanked.push(problem.key.clone());
-                    problems.push(problem);
-                    match next {
-                        Some(t) => text = t,
-                        None => break None,
-                    }
+                Err(e) => e,
+            };
+            let message = e.message().trim_end().to_owned();
+            let span = e.span().map(|s| {
+                let start = unshift(&inserted, s.start);
+                start..unshift(&inserted, s.end).max(start)
+            });
+            if let Some(field) = missing_field(&message) {
+                let table = source.problem_at(span.clone(), String::new()).key;
+                let table = if e.span().is_some_and(|s| s.start == 0) && table.is_empty() {
+                    String::new()
+                } else {
+                    table
+                };
+                let key = if table.is_empty() {
+                    field.to_owned()
+                } else {
+                    format!("{table}.{field}")
+                };
+                if !blanked.contains(&key) {
+                    problems.push(source.problem_at(span, message.clone()));
                 }
+                match placeholder(&text, &table, field) {
+                    Some((at, insert)) if !held.contains(&key) => {
+                        text.insert_str(at, &insert);
+                        inserted.push((at, insert.len()));
+                        held.push(key);
+                        continue;
+                    }
+                    _ => break None,
+                }
+            }
+            let problem = source.problem_at(span, message);
+            let next = e
+                .span()
+                .and_then(|span| source::blank_entry(&text, span.start));
+            blanked.push(problem.key.clone());
+            problems.push(problem);
+            match next {
+                Some(t) => text = t,
+                None => break None,
             }
         };
         if let Some(config) = &config {
-            problems.extend(config.problems(&source));
+            let reported: Vec<&String> = held.iter().chain(&blanked).collect();
+            problems.extend(
+                config
+                    .problems(&source)
+                    .into_iter()
+                    .filter(|p| !reported.iter().any(|k| within(&p.key, k))),
+            );
         }
         let config = match config {
             Some(c) if problems.is_empty() => c,
@@ -754,6 +792,68 @@ impl Pipeline {
             config,
         })
     }
+}
+
+/// The field a serde "missing field `name`" message names.
+fn missing_field(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("missing field `")?
+        .split('`')
+        .next()
+        .filter(|f| !f.is_empty())
+}
+
+/// True when `key` is `of` or below it (`upstream[0].url` is within `upstream[0]`).
+fn within(key: &str, of: &str) -> bool {
+    key == of
+        || key
+            .strip_prefix(of)
+            .is_some_and(|rest| rest.starts_with(['.', '[']))
+}
+
+/// Where to insert a placeholder for the required key `field` of the table at `table` (""
+/// for the file itself) into `text`, and what: a value its type accepts and the rules pass,
+/// so that one missing or refused key does not hide every other problem of the file.
+/// `None` for keys that have a default, or a table that is not a `[header]` table.
+fn placeholder(text: &str, table: &str, field: &str) -> Option<(usize, String)> {
+    const URL: &str = "\"http://placeholder.invalid/\"";
+    let section = table.split('[').next().unwrap_or(table);
+    let value = match (section, field) {
+        ("", "collection") => {
+            return Some((
+                text.len(),
+                format!("\n[collection]\nname = \"placeholder\"\nbase_url = {URL}\n"),
+            ));
+        }
+        ("", "store") => {
+            return Some((text.len(), "\n[store]\nurl = \"memory:///\"\n".to_owned()));
+        }
+        ("collection", "name") => "\"placeholder\"".to_owned(),
+        ("collection", "base_url") | ("notify", "hub") => URL.to_owned(),
+        ("store", "url") => "\"memory:///\"".to_owned(),
+        ("upstream", "name") => {
+            // Unique: the rules check upstream names for duplicates.
+            let i = table.trim_start_matches("upstream[").trim_end_matches(']');
+            format!("\"placeholder-{i}\"")
+        }
+        ("upstream", "url") => URL.to_owned(),
+        _ => return None,
+    };
+    let at = source::table_body(text, table)?;
+    Some((at, format!("{field} = {value}\n")))
+}
+
+/// The offset in the text before `inserted` placeholders of `offset` in the text after them
+/// (an offset inside a placeholder maps to where it was inserted).
+fn unshift(inserted: &[(usize, usize)], mut offset: usize) -> usize {
+    for &(at, len) in inserted.iter().rev() {
+        if offset >= at + len {
+            offset -= len;
+        } else if offset > at {
+            offset = at;
+        }
+    }
+    offset
 }
 
 impl PipelineConfig {
@@ -787,6 +887,14 @@ impl PipelineConfig {
                 format!(
                     "`{base}` must not have a query or fragment (document names are appended to it)"
                 ),
+            );
+        }
+        if let Some(d) = &c.describedby
+            && !matches!(d.scheme(), "http" | "https")
+        {
+            err(
+                "collection.describedby",
+                format!("`{d}` is not an http(s) URL (a document Destinations can fetch)"),
             );
         }
         let store = &self.store.url;
@@ -1418,6 +1526,77 @@ poll_interval = "5m"
         let text = GOOD.replace("/tmp/rsagg-test-maps", "${V:-/tmp/dflt}");
         let p = Pipeline::parse_with_env(Path::new("p.toml"), &text, &env).unwrap();
         assert_eq!(p.config.store.url.as_str(), "file:///tmp/dflt");
+    }
+
+    /// Problems of `text` as (line, column, key), read with no variable set.
+    fn found(text: &str) -> Vec<(usize, usize, String)> {
+        match Pipeline::parse_with_env(Path::new("p.toml"), text, &|_| None) {
+            Err(Error::Invalid { problems, .. }) => problems
+                .into_iter()
+                .map(|p| (p.line, p.column, p.key))
+                .collect(),
+            other => panic!("not invalid: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_kind_of_problem_is_reported_in_one_pass() {
+        // An unset variable (at a required key), a wrong type (at a required key), an
+        // unknown key and two bad values: before, three runs of `check` (unset variable;
+        // then types and unknown keys; then values), now one.
+        let text = GOOD
+            .replace("file:///tmp/rsagg-test-maps", "${RSAGG_TEST_UNSET_STORE}")
+            .replace(
+                "url = \"https://museum.example.org/.well-known/resourcesync\"",
+                "url = 5",
+            )
+            .replace("allow_private = false", "allow_privat = false")
+            .replace("name = \"maps\"", "name = \"Maps\"")
+            .replace("poll_interval = \"5m\"", "poll_interval = \"0s\"");
+        let keys = |v: Vec<(usize, usize, String)>| -> Vec<(usize, String)> {
+            v.into_iter().map(|(l, _, k)| (l, k)).collect()
+        };
+        assert_eq!(
+            keys(found(&text)),
+            [
+                (3, "collection.name".to_owned()),
+                (7, "store.url".to_owned()),
+                (11, "upstream[0].url".to_owned()),
+                (12, "upstream[0].allow_privat".to_owned()),
+                (13, "upstream[0].poll_interval".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_required_key_does_not_hide_the_rest() {
+        // `name` of the upstream left out, `[store]` left out, and a bad value after them.
+        let text = GOOD
+            .replace("name = \"museum\"\n", "")
+            .replace("[store]\nurl = \"file:///tmp/rsagg-test-maps\"\n", "")
+            .replace("poll_interval = \"5m\"", "poll_interval = \"0s\"")
+            .replace("name = \"maps\"", "name = \"Maps\"");
+        let problems = found(&text);
+        let keys: Vec<&str> = problems.iter().map(|(_, _, k)| k.as_str()).collect();
+        assert!(keys.contains(&"collection.name"), "{problems:?}");
+        assert!(keys.contains(&"upstream[0].poll_interval"), "{problems:?}");
+        let e = Pipeline::parse_with_env(Path::new("p.toml"), &text, &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `name`"), "{e}");
+        assert!(e.contains("missing field `store`"), "{e}");
+        // Only those four: the placeholders put in for the missing keys raise nothing.
+        assert_eq!(problems.len(), 4, "{e}");
+        // A wrong type in a required key of one upstream, a bad name in the next.
+        let text = format!(
+            "{}\n[[upstream]]\nname = \"Second\"\nurl = \"https://b.example/\"\n",
+            GOOD.replace(
+                "url = \"https://museum.example.org/.well-known/resourcesync\"",
+                "url = [1]"
+            )
+        );
+        let keys: Vec<String> = found(&text).into_iter().map(|(_, _, k)| k).collect();
+        assert_eq!(keys, ["upstream[0].url", "upstream[1].name"]);
     }
 
     #[test]

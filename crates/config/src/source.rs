@@ -31,16 +31,25 @@ pub(crate) struct Source<'a> {
     edits: Vec<Edit>,
     /// The text with `${NAME}` substituted (what is deserialized).
     pub expanded: String,
+    /// Every unset variable (without a default), at its value.
+    pub unset: Vec<Problem>,
+    /// Key paths of the entries blanked out of `expanded` because a value of theirs names an
+    /// unset variable: the rest of the file is still read, and a required key among them is
+    /// missing as a consequence, not a problem of its own.
+    pub blanked: Vec<String>,
 }
 
 impl<'a> Source<'a> {
     /// Parses `text` for its spans and substitutes environment variables (`env` looks one
-    /// up). Syntax errors and unset variables are problems, every one of them.
+    /// up). A syntax error is the one problem returned (nothing after it can be read); an
+    /// unset variable is a problem in [`Source::unset`] and its `key = value` entry is
+    /// blanked out of [`Source::expanded`] (same length, so every position holds), so that
+    /// the rest of the file is still checked in the same pass.
     pub fn parse(
         text: &'a str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Source<'a>, Vec<Problem>> {
-        let doc = ImDocument::parse(text).map_err(|e| {
+        let syntax = |e: toml_edit::TomlError, text: &str| {
             let at = e.span().map_or(0, |s| s.start);
             let (line, column) = position(text, at);
             vec![Problem {
@@ -49,24 +58,58 @@ impl<'a> Source<'a> {
                 key: String::new(),
                 message: format!("TOML syntax: {}", e.message().trim_end()),
             }]
-        })?;
-        let mut walk = Walk {
-            spans: BTreeMap::new(),
-            strings: Vec::new(),
-            values: Vec::new(),
         };
+        let doc = ImDocument::parse(text).map_err(|e| syntax(e, text))?;
+        let mut walk = Walk::default();
         walk.table("", doc.as_table());
-        let mut problems = Vec::new();
+        // Unset variables first: each is reported, and its entry blanked.
+        let mut unset = Vec::new();
+        let mut blank: Vec<(Range<usize>, String)> = Vec::new();
+        walk.strings.sort_by_key(|(span, _, _)| span.start);
+        for (span, key, value) in &walk.strings {
+            if let Err(message) = expand(value, env) {
+                let (line, column) = position(text, span.start);
+                unset.push(Problem {
+                    line,
+                    column,
+                    key: key.clone(),
+                    message,
+                });
+                if let Some(entry) = walk
+                    .values
+                    .iter()
+                    .filter(|(s, _)| s.start <= span.start && span.end <= s.end)
+                    .min_by_key(|(s, _)| s.end - s.start)
+                    && !blank.contains(entry)
+                {
+                    blank.push(entry.clone());
+                }
+            }
+        }
+        let mut readable = text.to_owned();
+        for (span, _) in &blank {
+            blank_range(&mut readable, span.clone());
+        }
+        // The strings left to substitute, from the text with those entries blanked (the
+        // same positions as `text`).
+        let strings = if blank.is_empty() {
+            walk.strings
+        } else {
+            let doc = ImDocument::parse(readable.as_str()).map_err(|e| syntax(e, text))?;
+            let mut w = Walk::default();
+            w.table("", doc.as_table());
+            w.strings.sort_by_key(|(span, _, _)| span.start);
+            w.strings
+        };
         let mut edits = Vec::new();
         let mut expanded = String::with_capacity(text.len());
         let mut last = 0;
-        walk.strings.sort_by_key(|(span, _, _)| span.start);
-        for (span, key, value) in walk.strings {
+        for (span, key, value) in strings {
             match expand(&value, env) {
                 Ok(new) => {
                     let encoded = Value::from(new).to_string();
                     let encoded = encoded.trim();
-                    expanded.push_str(&text[last..span.start]);
+                    expanded.push_str(&readable[last..span.start]);
                     expanded.push_str(encoded);
                     edits.push(Edit {
                         orig: span.clone(),
@@ -75,8 +118,9 @@ impl<'a> Source<'a> {
                     last = span.end;
                 }
                 Err(message) => {
+                    // Not reached (every such entry was blanked); reported all the same.
                     let (line, column) = position(text, span.start);
-                    problems.push(Problem {
+                    unset.push(Problem {
                         line,
                         column,
                         key,
@@ -85,15 +129,14 @@ impl<'a> Source<'a> {
                 }
             }
         }
-        expanded.push_str(&text[last..]);
-        if !problems.is_empty() {
-            return Err(problems);
-        }
+        expanded.push_str(&readable[last..]);
         Ok(Source {
             text,
             spans: walk.spans,
             edits,
             expanded,
+            unset,
+            blanked: blank.into_iter().map(|(_, key)| key).collect(),
         })
     }
 
@@ -135,7 +178,9 @@ impl<'a> Source<'a> {
             .spans
             .iter()
             .filter(|(_, s)| s.start <= at && at < s.end.max(s.start + 1))
-            .min_by_key(|(_, s)| s.end - s.start)
+            // Of equal spans (an array of tables and its first table share the header), the
+            // deeper key.
+            .min_by_key(|(k, s)| (s.end - s.start, std::cmp::Reverse(k.len())))
             .map(|(k, _)| k.clone())
             .unwrap_or_default();
         let (line, column) = position(self.text, at);
@@ -214,32 +259,51 @@ pub(crate) fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<St
 /// header, a missing key), or `text` does not parse.
 pub(crate) fn blank_entry(text: &str, at: usize) -> Option<String> {
     let doc = ImDocument::parse(text).ok()?;
-    let mut walk = Walk {
-        spans: BTreeMap::new(),
-        strings: Vec::new(),
-        values: Vec::new(),
-    };
+    let mut walk = Walk::default();
     walk.table("", doc.as_table());
     let span = walk
         .values
         .iter()
+        .map(|(s, _)| s)
         .filter(|s| s.start <= at && at < s.end)
         .min_by_key(|s| s.end - s.start)?
         .clone();
+    let mut out = text.to_owned();
+    blank_range(&mut out, span);
+    Some(out)
+}
+
+/// `text[span]` replaced by spaces, newlines kept (so every position holds).
+fn blank_range(text: &mut String, span: Range<usize>) {
     let blank: String = text[span.clone()]
         .bytes()
         .map(|b| if b == b'\n' { '\n' } else { ' ' })
         .collect();
-    let mut out = text.to_owned();
-    out.replace_range(span, &blank);
-    Some(out)
+    text.replace_range(span, &blank);
+}
+
+/// Where the body of the standard table at `path` (`collection`, `upstream[1]`; written as
+/// a `[header]` or `[[header]]`) begins in `text`: after its header line. `None` when
+/// `text` has no such table (it is missing, inline or made of dotted keys).
+pub(crate) fn table_body(text: &str, path: &str) -> Option<usize> {
+    let doc = ImDocument::parse(text).ok()?;
+    let mut walk = Walk::default();
+    walk.table("", doc.as_table());
+    let header = walk.headers.get(path)?;
+    let end = text[header.end..]
+        .find('\n')
+        .map_or(text.len(), |i| header.end + i + 1);
+    Some(end)
 }
 
 /// Collects spans and the string values that need substitution.
+#[derive(Default)]
 struct Walk {
     spans: BTreeMap<String, Range<usize>>,
-    /// Spans (key and value) of every `key = value` entry.
-    values: Vec<Range<usize>>,
+    /// Spans (key and value) of every `key = value` entry, with its key path.
+    values: Vec<(Range<usize>, String)>,
+    /// Header spans of the standard tables (`[a]`, `[[a]]`), by key path.
+    headers: BTreeMap<String, Range<usize>>,
     /// (span of the value, key path, the value) of strings holding `${`.
     strings: Vec<(Range<usize>, String, String)>,
 }
@@ -268,6 +332,12 @@ impl Walk {
             let key_span = t.key(k).and_then(|k| k.span());
             match item {
                 Item::Table(sub) => {
+                    if let Some(h) = sub
+                        .span()
+                        .filter(|_| !sub.is_implicit() && !sub.is_dotted())
+                    {
+                        self.headers.insert(path.clone(), h);
+                    }
                     self.record(&path, sub.span(), None);
                     self.table(&path, sub);
                 }
@@ -275,13 +345,16 @@ impl Walk {
                     self.record(&path, a.span(), None);
                     for (i, sub) in a.iter().enumerate() {
                         let p = format!("{path}[{i}]");
+                        if let Some(h) = sub.span() {
+                            self.headers.insert(p.clone(), h);
+                        }
                         self.record(&p, sub.span(), None);
                         self.table(&p, sub);
                     }
                 }
                 Item::Value(v) => {
                     if let (Some(k), Some(v)) = (key_span.clone(), v.span()) {
-                        self.values.push(k.start..v.end);
+                        self.values.push((k.start..v.end, path.clone()));
                     }
                     self.record(&path, key_span, v.span());
                     self.value(&path, v);
@@ -371,9 +444,14 @@ mod tests {
     #[test]
     fn every_unset_variable_is_reported_with_its_line() {
         let text = "[a]\nx = \"${ONE}\"\ny = \"${TWO}\"\n";
-        let problems = Source::parse(text, &env).unwrap_err();
-        let lines: Vec<_> = problems.iter().map(|p| (p.line, p.key.as_str())).collect();
+        let s = Source::parse(text, &env).unwrap();
+        let lines: Vec<_> = s.unset.iter().map(|p| (p.line, p.key.as_str())).collect();
         assert_eq!(lines, [(2, "a.x"), (3, "a.y")]);
+        // Their entries are blanked (positions kept), so the rest is still read.
+        assert_eq!(s.blanked, ["a.x", "a.y"]);
+        assert_eq!(s.expanded.len(), text.len());
+        let t: toml::Table = toml::from_str(&s.expanded).unwrap();
+        assert!(t["a"].as_table().unwrap().is_empty());
     }
 
     #[test]

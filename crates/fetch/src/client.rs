@@ -410,7 +410,9 @@ impl Fetcher {
                         reason,
                     });
                 }
-                if e.is_builder() {
+                // A name that does not resolve does not start resolving a second later:
+                // retrying it only delays the error (5 retries took 4 s per URL).
+                if e.is_builder() || crate::cause::classify(&e) == Cause::Dns {
                     return Outcome::Fail(transport_error(url, e, attempt));
                 }
                 let reason = crate::cause::chain(&e);

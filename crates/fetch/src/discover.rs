@@ -192,6 +192,9 @@ pub async fn discover(f: &Fetcher, entry: &Url, access: &Access) -> Result<Disco
             cx.warn(format!("{url}: {what} without a resourcesync link"));
         }
         Err(e @ (Error::Refused { .. } | Error::Scheme { .. })) => return Err(e),
+        // The other routes are on the same host: say what happened, not that no Capability
+        // List was found.
+        Err(e) if e.host_unreachable() => return Err(e),
         Err(e) => cx.warn(e.to_string()),
     }
 

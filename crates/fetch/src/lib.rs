@@ -234,6 +234,16 @@ impl Error {
         }
     }
 
+    /// True when the host could not be reached at all: its name does not resolve, nothing
+    /// accepts connections at its address, or connecting timed out. Every other URL of the
+    /// same host (its `/.well-known/resourcesync`, its `robots.txt`) fails the same way.
+    pub fn host_unreachable(&self) -> bool {
+        matches!(
+            self.cause(),
+            Some(Cause::Dns | Cause::ConnectionRefused | Cause::ConnectTimeout)
+        )
+    }
+
     /// The HTTP status, for [`Error::Status`].
     pub fn status(&self) -> Option<u16> {
         match self {

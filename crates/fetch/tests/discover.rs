@@ -484,3 +484,37 @@ async fn a_legacy_source_is_discovered_as_a_1_1_one() {
         Some(u(format!("{base}/.well-known/resourcesync")))
     );
 }
+
+#[tokio::test]
+async fn an_unreachable_host_is_named_as_such_not_as_no_capability_list() {
+    // A port nobody listens on: bound, then closed.
+    let closed = {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    };
+    let entry = Url::parse(&format!("http://{closed}/.well-known/resourcesync")).unwrap();
+    let e = discover(&fetcher(), &entry, &open()).await.unwrap_err();
+    let msg = e.to_string();
+    assert_eq!(
+        e.cause(),
+        Some(rsagg_fetch::Cause::ConnectionRefused),
+        "{msg}"
+    );
+    assert!(msg.contains("connection refused"), "{msg}");
+    assert!(!msg.contains("no ResourceSync Capability List"), "{msg}");
+    // A name that does not resolve (RFC 6761 6.4): named, and not retried.
+    let entry = Url::parse("http://nonexistent.invalid/.well-known/resourcesync").unwrap();
+    let retrying = Fetcher::new(FetchConfig {
+        retries: 3,
+        ..FetchConfig::default()
+    })
+    .unwrap();
+    let e = discover(&retrying, &entry, &open()).await.unwrap_err();
+    let msg = e.to_string();
+    assert_eq!(e.cause(), Some(rsagg_fetch::Cause::Dns), "{msg}");
+    assert!(
+        matches!(e, Error::Http { attempts: 1, .. }),
+        "a DNS failure is not retried: {msg}"
+    );
+    assert!(msg.contains("DNS lookup failed"), "{msg}");
+}

@@ -996,6 +996,8 @@ async fn a_refused_connection_and_a_dns_failure_read_differently() {
         };
         let dns = f.get(&url, &access, &Request::default()).await.unwrap_err();
         assert_eq!(dns.cause(), Some(rsagg_fetch::Cause::Dns), "{dns:?}");
+        // Not retried as if transient (a refused connection is, above).
+        assert!(matches!(dns, Error::Http { attempts: 1, .. }), "{dns:?}");
         let msg = dns.to_string();
         eprintln!("dns (allow_private {allow_private}): {msg}");
         assert!(

@@ -28,6 +28,10 @@ pub struct Advertised {
     /// The change-notification channel: (topic URI, hub URL) (Change Notification 1.0.1
     /// section 5).
     pub notification: Option<(String, String)>,
+    /// `collection.describedby`: a document describing the collection, linked with
+    /// `rs:ln rel="describedby"` (spec 9.1 and 8 recommend one on the Capability List and
+    /// the Source Description).
+    pub describedby: Option<String>,
 }
 
 /// The `rs:ln rel="up"` every other document of the collection has, to its Capability List
@@ -53,6 +57,9 @@ fn capability_entry(loc: String, capability: Capability, links: Vec<Link>) -> Ur
 /// the channel).
 pub fn capability_list(base_url: &str, what: &Advertised) -> Vec<u8> {
     let mut header = Header::new(Root::Urlset, Capability::CapabilityList);
+    if let Some(d) = &what.describedby {
+        header.links.push(Link::new("describedby", d.clone()));
+    }
     header
         .links
         .push(Link::new("up", source_description_url(base_url)));
@@ -82,16 +89,39 @@ pub fn capability_list(base_url: &str, what: &Advertised) -> Vec<u8> {
     document(&header, entries)
 }
 
-/// A Source Description (spec 8) listing the Capability Lists at `capability_lists`: of this
-/// collection alone in its store, of every collection served at the server's
-/// `/.well-known/resourcesync`.
-pub fn source_description(
-    capability_lists: impl IntoIterator<Item = impl Into<String>>,
-) -> Vec<u8> {
-    let header = Header::new(Root::Urlset, Capability::Description);
-    let entries = capability_lists
-        .into_iter()
-        .map(|loc| capability_entry(loc.into(), Capability::CapabilityList, Vec::new()));
+/// One Capability List a Source Description lists: its URL and the document describing its
+/// set of resources (`collection.describedby`), when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The Capability List's URL.
+    pub capability_list: String,
+    /// `rs:ln rel="describedby"` of its entry (spec 8: recommended).
+    pub describedby: Option<String>,
+}
+
+/// A Source Description (spec 8) listing `capability_lists`: of this collection alone in its
+/// store, of every collection served at the server's `/.well-known/resourcesync`. Each
+/// entry links to the document describing its set (`describedby`), and the Source
+/// Description itself to every distinct one of them (spec 8 recommends an `rs:ln
+/// rel="describedby"` of the Source Description; rsagg's Source is its collections, so
+/// their descriptions describe it).
+pub fn source_description(capability_lists: impl IntoIterator<Item = Listed>) -> Vec<u8> {
+    let mut header = Header::new(Root::Urlset, Capability::Description);
+    let mut entries = Vec::new();
+    for l in capability_lists {
+        let mut links = Vec::new();
+        if let Some(d) = l.describedby {
+            if !header.links.iter().any(|h| h.href == d) {
+                header.links.push(Link::new("describedby", d.clone()));
+            }
+            links.push(Link::new("describedby", d));
+        }
+        entries.push(capability_entry(
+            l.capability_list,
+            Capability::CapabilityList,
+            links,
+        ));
+    }
     document(&header, entries)
 }
 
@@ -135,6 +165,7 @@ mod tests {
                 format!("{BASE}change/"),
                 "https://hub.example.org/".to_owned(),
             )),
+            describedby: None,
         };
         let (_, entries) = strict(&capability_list(BASE, &what));
         assert_eq!(entries.len(), 5);
@@ -148,12 +179,63 @@ mod tests {
 
     #[test]
     fn the_source_description_lists_capability_lists() {
+        let listed = |u: &str| Listed {
+            capability_list: u.to_owned(),
+            describedby: None,
+        };
         let xml = source_description([
-            "https://agg.example.org/maps/capabilitylist.xml",
-            "https://agg.example.org/books/capabilitylist.xml",
+            listed("https://agg.example.org/maps/capabilitylist.xml"),
+            listed("https://agg.example.org/books/capabilitylist.xml"),
         ]);
         let (header, entries) = strict(&xml);
         assert_eq!(header.md.unwrap().capability, Some(Capability::Description));
         assert_eq!(entries.len(), 2);
+    }
+
+    /// Every problem, warnings included, of one of rsagg's own documents read strictly.
+    fn problems(xml: &[u8]) -> Vec<String> {
+        let opts = rsagg_sitemap::ReadOptions::new(rsagg_model::Mode::Strict, "own document");
+        let d = rsagg_sitemap::read_document(xml, opts).unwrap();
+        d.problems.iter().map(|p| format!("{p:?}")).collect()
+    }
+
+    #[test]
+    fn with_describedby_both_documents_are_warning_free_in_strict_mode() {
+        const ABOUT: &str = "https://agg.example.org/about/maps.html";
+        let what = Advertised {
+            resource_list: true,
+            describedby: Some(ABOUT.to_owned()),
+            ..Advertised::default()
+        };
+        let list = capability_list(BASE, &what);
+        assert_eq!(problems(&list), Vec::<String>::new());
+        let (header, _) = strict(&list);
+        let d = header
+            .links
+            .iter()
+            .find(|l| l.rel == "describedby")
+            .unwrap();
+        assert_eq!(d.href, ABOUT);
+        let description = source_description([
+            Listed {
+                capability_list: capability_list_url(BASE),
+                describedby: Some(ABOUT.to_owned()),
+            },
+            Listed {
+                capability_list: "https://agg.example.org/books/capabilitylist.xml".to_owned(),
+                describedby: Some(ABOUT.to_owned()),
+            },
+        ]);
+        assert_eq!(problems(&description), Vec::<String>::new());
+        let (header, entries) = strict(&description);
+        assert_eq!(header.links.len(), 1, "one link per distinct description");
+        assert_eq!(entries[0].links[0].rel, "describedby");
+        // Without it, the recommendation is unmet (a warning, the reason for the setting).
+        let bare = capability_list(BASE, &Advertised::default());
+        assert!(
+            problems(&bare).iter().any(|p| p.contains("describedby")),
+            "{:?}",
+            problems(&bare)
+        );
     }
 }

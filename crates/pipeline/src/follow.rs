@@ -448,13 +448,18 @@ impl Follower<'_> {
                 path: self.p.config.store.url.to_string(),
             }));
         }
-        let published_seq = self.state.last_seq().await;
-        let published = publish(&self.state, &self.store, self.p, self.opts.run.publish).await;
-        let notify = self.after_publish(published_seq, &published).await;
+        let (published, notify) = if crate::runner::may_publish(&self.store, &reports).await {
+            let published_seq = self.state.last_seq().await;
+            let published = publish(&self.state, &self.store, self.p, self.opts.run.publish).await;
+            let notify = self.after_publish(published_seq, &published).await;
+            (Some(published), notify)
+        } else {
+            (None, None)
+        };
         let mut report = RunReport {
             collection: self.p.config.collection.name.clone(),
             upstreams: reports,
-            publish: Some(published),
+            publish: published,
             notify,
             seconds: started.elapsed().as_secs_f64(),
             push: self.opts.inbox.as_ref().map(|i| i.stats()),

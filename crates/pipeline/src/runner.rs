@@ -57,7 +57,12 @@ pub(crate) async fn open_as(
 ) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
     let cfg = &p.config;
     let options = cfg.store.options();
-    let loc = open_store(cfg.store.url.as_str(), &options)?;
+    let loc = if read_only {
+        // They write nothing, not even a `file://` store's directory.
+        rsagg_store::open_store_read_only(cfg.store.url.as_str(), &options)?
+    } else {
+        open_store(cfg.store.url.as_str(), &options)?
+    };
     let state = Arc::new(if read_only {
         State::open_read_only(loc.objects.clone(), cfg.store.url.as_str()).await?
     } else {
@@ -96,11 +101,14 @@ pub(crate) async fn open_as(
 async fn open_state(loc: &rsagg_store::StoreLocation, p: &Pipeline) -> Result<State, Error> {
     let cfg = &p.config.store;
     let url = cfg.url.as_str();
-    tracing::info!(
-        store = %url,
-        timeout = %humantime::format_duration(cfg.open_timeout),
-        "opening the state: waiting for the store to answer (the state database under state/)"
-    );
+    // A local store answers at once: saying that rsagg waits for it is noise there.
+    if !matches!(cfg.url.scheme(), "file" | "memory") {
+        tracing::info!(
+            store = %url,
+            timeout = %humantime::format_duration(cfg.open_timeout),
+            "opening the state: waiting for the store to answer (the state database under state/)"
+        );
+    }
     let started = Instant::now();
     let options = cfg.options();
     let opening = State::open_with(loc.objects.clone(), url, &options);
@@ -130,6 +138,33 @@ async fn open_state(loc: &rsagg_store::StoreLocation, p: &Pipeline) -> Result<St
         "state opened"
     );
     Ok(state)
+}
+
+/// Whether a pass whose upstreams ended as `upstreams` may publish the collection: once it
+/// has been published (its Capability List exists), always, so a failing upstream does not
+/// freeze what the others bring; before that, only when some upstream completed its pass.
+/// Otherwise a first run whose upstreams all failed would publish an empty (or partial)
+/// collection, which Destinations would take as the Source's state: an empty Resource List
+/// says every resource is gone (spec 10).
+pub(crate) async fn may_publish(
+    loc: &rsagg_store::StoreLocation,
+    upstreams: &[rsagg_layout::report::UpstreamReport],
+) -> bool {
+    use object_store::ObjectStoreExt;
+    if upstreams.iter().any(|u| u.ok()) {
+        return true;
+    }
+    let list = object_store::path::Path::from(rsagg_layout::paths::CAPABILITY_LIST);
+    match loc.objects.head(&list).await {
+        Err(object_store::Error::NotFound { .. }) => {
+            tracing::warn!(
+                "not publishing: no upstream has completed a pass yet, and the collection was never published (the next run that completes one publishes it)"
+            );
+            false
+        }
+        // Published before, or the store cannot tell: publishing reports its own errors.
+        _ => true,
+    }
 }
 
 /// A store error, or the breaker's fault when it tripped (which says why, in one line).
@@ -190,30 +225,34 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         store: None,
     };
     if fenced.is_none() {
-        // Then publish: what was committed, whichever upstreams failed.
-        let published_seq = state.last_seq().await;
-        // The state is closed right after: its flush may overlap the end of the publish.
-        let publishing = PublishOptions {
-            flush_state: true,
-            ..opts.publish
-        };
-        let published = unless_tripped(&loc, publish(&state, &loc, p, publishing)).await?;
-        // Then notify: only of what that publish made fetchable (see `notify::after_publish`).
-        report.notify = match Notifier::new(loc.objects.clone(), p) {
-            Ok(Some(n)) => Some(
-                unless_tripped(
-                    &loc,
-                    rsagg_notify::after_publish(&n, &state, published_seq, &published),
-                )
-                .await?,
-            ),
-            Ok(None) => None,
-            Err(e) => Some(NotifyReport {
-                errors: vec![e.to_string()],
-                ..NotifyReport::default()
-            }),
-        };
-        report.publish = Some(published);
+        // Then publish: what was committed, whichever upstreams failed (but nothing before
+        // some upstream has completed a pass).
+        if unless_tripped(&loc, may_publish(&loc, &report.upstreams)).await? {
+            let published_seq = state.last_seq().await;
+            // The state is closed right after: its flush may overlap the end of the publish.
+            let publishing = PublishOptions {
+                flush_state: true,
+                ..opts.publish
+            };
+            let published = unless_tripped(&loc, publish(&state, &loc, p, publishing)).await?;
+            // Then notify: only of what that publish made fetchable (see
+            // `notify::after_publish`).
+            report.notify = match Notifier::new(loc.objects.clone(), p) {
+                Ok(Some(n)) => Some(
+                    unless_tripped(
+                        &loc,
+                        rsagg_notify::after_publish(&n, &state, published_seq, &published),
+                    )
+                    .await?,
+                ),
+                Ok(None) => None,
+                Err(e) => Some(NotifyReport {
+                    errors: vec![e.to_string()],
+                    ..NotifyReport::default()
+                }),
+            };
+            report.publish = Some(published);
+        }
         report.seconds = started.elapsed().as_secs_f64();
         report.store = Some(loc.counters.snapshot());
         unless_tripped(&loc, write_stats(&loc.objects, &state, &report)).await?;

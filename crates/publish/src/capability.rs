@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use object_store::ObjectStore;
-use rsagg_layout::capability::{Advertised, capability_list, source_description};
+use rsagg_layout::capability::{Advertised, Listed, capability_list, source_description};
 use rsagg_layout::paths::{CAPABILITY_LIST, SOURCE_DESCRIPTION, capability_list_url};
 use rsagg_store::documents::put;
 
@@ -25,7 +25,10 @@ pub async fn publish(
     what: &Advertised,
 ) -> Result<(), Error> {
     let store = objects.as_ref();
-    let description = source_description([capability_list_url(base_url)]);
+    let description = source_description([Listed {
+        capability_list: capability_list_url(base_url),
+        describedby: what.describedby.clone(),
+    }]);
     put(store, SOURCE_DESCRIPTION, description).await?;
     put(store, CAPABILITY_LIST, capability_list(base_url, what)).await?;
     Ok(())

@@ -332,5 +332,11 @@ async fn advertised(objects: &Arc<dyn ObjectStore>, p: &Pipeline) -> Result<Adve
             .notify
             .as_ref()
             .map(|n| (topic_url(p.base_url.as_str()), n.hub.to_string())),
+        describedby: p
+            .config
+            .collection
+            .describedby
+            .as_ref()
+            .map(|u| u.to_string()),
     })
 }

@@ -22,6 +22,8 @@ pub struct Collection {
     /// The hub of the collection's change-notification channel (`[notify] hub`), when it
     /// has one: its topic URI `{base_url}change/` is then served.
     hub: Option<String>,
+    /// `collection.describedby`: linked from the Source Description's entry (spec 8).
+    describedby: Option<String>,
 }
 
 impl Collection {
@@ -57,6 +59,7 @@ impl Collection {
             base_path: url.path().to_owned(),
             objects,
             hub: None,
+            describedby: None,
         })
     }
 
@@ -67,15 +70,30 @@ impl Collection {
         self
     }
 
+    /// The same collection described by the document at `url` (`collection.describedby`),
+    /// which the Source Description links to (spec 8).
+    pub fn with_describedby(mut self, url: impl Into<String>) -> Collection {
+        self.describedby = Some(url.into());
+        self
+    }
+
     /// The collection of a validated pipeline, reading from the store its config names
     /// (opened as plain objects: the state database is never opened here).
     pub fn from_pipeline(p: &Pipeline) -> Result<Collection, Error> {
-        let store = rsagg_store::open_object_store(p.config.store.url.as_str())?;
+        // Read-only: a `file://` store no run has written yet is not created by serving it.
+        let store = rsagg_store::open_store_read_only(
+            p.config.store.url.as_str(),
+            &rsagg_store::StoreOptions::READER,
+        )?;
         let c = Collection::new(
             p.config.collection.name.clone(),
             p.config.collection.base_url.as_str(),
             store.objects,
         )?;
+        let c = match &p.config.collection.describedby {
+            Some(d) => c.with_describedby(d.to_string()),
+            None => c,
+        };
         Ok(match &p.config.notify {
             Some(n) => c.with_hub(n.hub.to_string()),
             None => c,
@@ -100,6 +118,11 @@ impl Collection {
     /// The hub of the collection's change-notification channel, when it has one.
     pub fn hub(&self) -> Option<&str> {
         self.hub.as_deref()
+    }
+
+    /// The document describing the collection (`collection.describedby`), when set.
+    pub fn describedby(&self) -> Option<&str> {
+        self.describedby.as_deref()
     }
 
     /// The store the collection's pipeline publishes into.

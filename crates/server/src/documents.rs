@@ -259,9 +259,10 @@ impl Generated {
 /// List. Served at `/.well-known/resourcesync` (spec 6.3.2), so a Destination finds every
 /// collection from the server's root.
 pub(crate) fn source_description(collections: &[Collection]) -> Generated {
-    let lists = collections
-        .iter()
-        .map(|c| capability_list_url(c.base_url()));
+    let lists = collections.iter().map(|c| capability::Listed {
+        capability_list: capability_list_url(c.base_url()),
+        describedby: c.describedby().map(str::to_owned),
+    });
     Generated::new(capability::source_description(lists), XML)
 }
 

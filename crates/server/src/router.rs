@@ -31,7 +31,7 @@ use axum::http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode, Version
 use axum::response::Response;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
-use rsagg_layout::paths::{STATS_OBJECT, TOPIC, capability_list_url};
+use rsagg_layout::paths::{CAPABILITY_LIST, TOPIC, capability_list_url};
 use tokio::net::TcpListener;
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate, SizeAbove};
@@ -57,8 +57,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
 /// Liveness: answers `200 ok` whenever the process serves requests.
 pub const HEALTHZ: &str = "/healthz";
-/// Readiness: `200` when every collection's store answers, else `503` naming those that
-/// do not.
+/// Readiness: `200` when every collection has been published and its store answers, else
+/// `503` naming those that are not, and why.
 pub const READYZ: &str = "/readyz";
 /// Prometheus text exposition (format 0.0.4).
 pub const METRICS: &str = "/metrics";
@@ -350,23 +350,24 @@ fn page(content_type: &'static str, body: String, head: bool) -> Response {
     compressible(uncached(r))
 }
 
-/// `/readyz`: every collection's store answers a HEAD of the stats object within
-/// [`READY_TIMEOUT`] (NotFound is an answer: a collection that never ran is ready to serve
-/// what there is). The state database is never touched.
+/// `/readyz`: every collection has been published (its Capability List exists: what
+/// `/.well-known/resourcesync` advertises can be fetched) and its store answers, each within
+/// [`READY_TIMEOUT`]; else `503` with one line per collection that is not, saying why (a
+/// missing bucket, a store that does not answer, a collection no run has published yet).
+/// The state database is never touched.
 async fn ready(app: &App) -> Response {
-    let path = object_store::path::Path::from(STATS_OBJECT);
+    let list = object_store::path::Path::from(CAPABILITY_LIST);
     let checks = app.given.iter().map(|&i| {
         let c = &app.served[i].collection;
-        let path = &path;
+        let list = &list;
         async move {
-            let failure = match tokio::time::timeout(READY_TIMEOUT, c.objects().head(path)).await
-            {
-                Ok(Ok(_)) | Ok(Err(object_store::Error::NotFound { .. })) => return None,
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("no answer within {READY_TIMEOUT:?}"),
+            let why = match tokio::time::timeout(READY_TIMEOUT, not_ready(c, list)).await {
+                Ok(None) => return None,
+                Ok(Some(why)) => why,
+                Err(_) => format!("the store does not answer within {READY_TIMEOUT:?}"),
             };
-            tracing::warn!(collection = c.name(), error = %failure, "not ready: the store does not answer");
-            Some(c.name().to_owned())
+            tracing::warn!(collection = c.name(), reason = %why, "not ready");
+            Some(format!("collection `{}`: {why}\n", c.name()))
         }
     });
     let failed: Vec<String> = futures::future::join_all(checks)
@@ -377,11 +378,33 @@ async fn ready(app: &App) -> Response {
     if failed.is_empty() {
         return uncached(text(StatusCode::OK, "ready\n"));
     }
-    let mut body = String::from("not ready\n");
-    for name in failed {
-        body.push_str(&format!("collection `{name}`: the store does not answer\n"));
-    }
+    let body = std::iter::once("not ready\n".to_owned())
+        .chain(failed)
+        .collect::<String>();
     uncached(text(StatusCode::SERVICE_UNAVAILABLE, body))
+}
+
+/// Why the collection `c` cannot be served yet, or `None` when it can. A HEAD of its
+/// Capability List; when that is not found, a LIST of one object tells a store that
+/// answers (nothing published there yet) from one that cannot (S3 answers a HEAD in a
+/// missing bucket with a bare 404, a LIST with `NoSuchBucket`).
+async fn not_ready(c: &Collection, list: &object_store::path::Path) -> Option<String> {
+    match c.objects().head(list).await {
+        Ok(_) => None,
+        Err(object_store::Error::NotFound { .. }) => {
+            let mut objects = c.objects().list(None);
+            match objects.try_next().await {
+                Err(e) => Some(rsagg_store::one_line(&e)),
+                Ok(_) => Some(format!(
+                    "not published yet ({CAPABILITY_LIST} is not in its store: no run has completed a pass)"
+                )),
+            }
+        }
+        Err(e) => Some(format!(
+            "the store does not answer: {}",
+            rsagg_store::one_line(&e)
+        )),
+    }
 }
 
 /// `/metrics`.

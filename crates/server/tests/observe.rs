@@ -320,12 +320,26 @@ async fn probes_metrics_and_status_show_the_last_run() {
 
     let h = get(&app, "/healthz").await;
     assert_eq!((h.status, h.body.as_str()), (StatusCode::OK, "ok\n"));
+    // Not ready while a collection has not been published (the Source Description
+    // advertises its Capability List, which is not there), with the reason; the collection
+    // the run published is ready.
     let r = get(&app, "/readyz").await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert!(
+        r.body.contains("collection `texts`: not published yet"),
+        "{}",
+        r.body
+    );
+    assert!(!r.body.contains("`maps`"), "{}", r.body);
     assert_eq!(
         request(&app, Method::HEAD, "/readyz").await.status,
-        StatusCode::OK
+        StatusCode::SERVICE_UNAVAILABLE
     );
+    let published = router(vec![
+        Collection::new("maps", BASE, objects.clone()).unwrap(),
+    ]);
+    let r = get(&published, "/readyz").await;
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "ready\n"));
 
     // Traffic the counters see: a document, a copy that is not listed, a 404 elsewhere.
     let caps = get(&app, "/maps/capabilitylist.xml").await;
@@ -551,7 +565,12 @@ async fn probes_metrics_and_status_show_the_last_run() {
     assert_eq!(req("maps", "document", "200"), 1.0);
     assert_eq!(req("maps", "copy", "404"), 1.0);
     assert_eq!(req("", "other", "404"), 1.0);
-    assert_eq!(req("", "other", "200"), 3.0, "healthz, readyz twice");
+    assert_eq!(req("", "other", "200"), 1.0, "healthz");
+    assert_eq!(
+        req("", "other", "503"),
+        2.0,
+        "readyz twice, `texts` not published"
+    );
     assert_eq!(
         value(
             &s,
@@ -665,6 +684,10 @@ async fn readyz_names_the_collection_whose_store_fails() {
     let broken = dir.path().join("broken");
     std::fs::create_dir_all(&good).unwrap();
     std::fs::create_dir_all(&broken).unwrap();
+    // Both published (ready is: published, and the store answers).
+    for d in [&good, &broken] {
+        std::fs::write(d.join("capabilitylist.xml"), b"<urlset/>").unwrap();
+    }
     let open = |p: &FsPath| {
         rsagg_store::open_object_store(&file_url(p))
             .unwrap()

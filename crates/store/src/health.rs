@@ -27,6 +27,9 @@ pub enum FaultKind {
     /// Consecutive requests failed (connection refused, timeouts, 5xx after the client's own
     /// retries): the store is down or unreachable.
     Unreachable,
+    /// The store answered that the bucket does not exist (S3 `NoSuchBucket`): it is
+    /// reachable, and no retry will make the bucket appear.
+    NoSuchBucket,
 }
 
 /// The store was given up on: why, and the last error that said so.
@@ -51,6 +54,8 @@ impl fmt::Display for StoreFault {
             FaultKind::Unreachable => {
                 write!(f, "store {} is unreachable ({})", self.store, self.cause)
             }
+            // The cause says it first: `bucket `B` does not exist (…)`.
+            FaultKind::NoSuchBucket => write!(f, "store {}: {}", self.store, self.cause),
         }
     }
 }
@@ -75,6 +80,8 @@ enum Verdict {
     Answered,
     /// Refused: credentials or permissions.
     Denied,
+    /// The bucket does not exist.
+    NoBucket,
     /// Failed in a way another request may not (network, timeout, 5xx).
     Failed,
     /// Says nothing about the store (an invalid path, an unsupported operation).
@@ -141,6 +148,7 @@ impl StoreHealth {
             Verdict::Answered => self.consecutive.store(0, Ordering::Relaxed),
             Verdict::Neutral => {}
             Verdict::Denied => self.trip(FaultKind::Denied, e),
+            Verdict::NoBucket => self.trip(FaultKind::NoSuchBucket, e),
             Verdict::Failed => {
                 let n = self.consecutive.fetch_add(1, Ordering::Relaxed) + 1;
                 if n >= self.max_failures {
@@ -172,10 +180,78 @@ impl StoreHealth {
 /// source's text), on one line (an S3 error document has several) of at most
 /// [`CAUSE_CHARS`] characters.
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let one_line = full_chain(e);
+    let one_line = one_line(e);
     match one_line.char_indices().nth(CAUSE_CHARS) {
         Some((i, _)) => format!("{}…", &one_line[..i]),
         None => one_line,
+    }
+}
+
+/// `e` and its sources on one line, as people read it: an S3 error document in it (object
+/// store clients quote the response body, `<?xml …><Error><Code>…</Code><Message>…`) is
+/// replaced by its code and message, and a missing bucket (`NoSuchBucket`) is said first,
+/// in words: `bucket `B` does not exist (…)`. Every error rsagg shows of a store goes
+/// through here (the command's one line, the breaker's fault, `/readyz`).
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let text = full_chain(e);
+    let Some(doc) = S3ErrorDocument::find(&text) else {
+        return text;
+    };
+    let mut out = String::with_capacity(text.len());
+    out.push_str(text[..doc.span.start].trim_end_matches([' ', ':']));
+    if !out.is_empty() {
+        out.push_str(": ");
+    }
+    out.push_str(&doc.code);
+    if let Some(m) = &doc.message {
+        out.push_str(": ");
+        out.push_str(m);
+    }
+    out.push_str(&text[doc.span.end..]);
+    if doc.code == "NoSuchBucket" {
+        let bucket = doc.bucket.as_deref().unwrap_or("of the store URL");
+        return format!("bucket `{bucket}` does not exist ({out})");
+    }
+    out
+}
+
+/// The fields of an S3 error response body (`<Error><Code>…</Code>…</Error>`) quoted in an
+/// error message, and where it is.
+struct S3ErrorDocument {
+    span: std::ops::Range<usize>,
+    code: String,
+    message: Option<String>,
+    bucket: Option<String>,
+}
+
+impl S3ErrorDocument {
+    fn find(text: &str) -> Option<S3ErrorDocument> {
+        let open = text.find("<Error>")?;
+        let start = text[..open].rfind("<?xml").unwrap_or(open);
+        let end = text[open..]
+            .find("</Error>")
+            .map_or(text.len(), |i| open + i + "</Error>".len());
+        let body = &text[open..end];
+        let field = |name: &str| {
+            let from = body.find(&format!("<{name}>"))? + name.len() + 2;
+            let to = from + body[from..].find(&format!("</{name}>"))?;
+            Some(body[from..to].trim().to_owned()).filter(|v| !v.is_empty())
+        };
+        let bucket = field("BucketName").or_else(|| {
+            // `<Resource>/bucket/key</Resource>` when the store does not name it.
+            field("Resource").and_then(|r| {
+                r.trim_start_matches('/')
+                    .split('/')
+                    .next()
+                    .map(str::to_owned)
+            })
+        });
+        Some(S3ErrorDocument {
+            span: start..end,
+            code: field("Code")?,
+            message: field("Message"),
+            bucket: bucket.filter(|b| !b.is_empty()),
+        })
     }
 }
 
@@ -200,6 +276,10 @@ const CAUSE_CHARS: usize = 400;
 fn classify(e: &object_store::Error) -> Verdict {
     use object_store::Error as E;
     match e {
+        // A GET or PUT in a missing bucket is a 404 too, but not an object's absence.
+        E::NotFound { .. } if full_chain(e).contains("<Code>NoSuchBucket</Code>") => {
+            Verdict::NoBucket
+        }
         E::NotFound { .. }
         | E::AlreadyExists { .. }
         | E::Precondition { .. }
@@ -225,6 +305,8 @@ fn classify(e: &object_store::Error) -> Verdict {
             ];
             if DENIED.iter().any(|d| text.contains(d)) {
                 Verdict::Denied
+            } else if text.contains("<Code>NoSuchBucket</Code>") {
+                Verdict::NoBucket
             } else {
                 Verdict::Failed
             }
@@ -265,6 +347,52 @@ mod tests {
         // Its own refusals do not change the fault.
         h.observe::<()>(&Err(refused));
         assert_eq!(h.fault().unwrap().kind, FaultKind::Unreachable);
+    }
+
+    #[test]
+    fn s3_error_documents_read_as_one_line_with_code_and_message() {
+        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>\n  <Code>NoSuchBucket</Code>\n  <Message>The specified bucket does not exist</Message>\n  <Resource>/nobucket/state/manifest</Resource>\n  <RequestId>1</RequestId>\n  <BucketName>nobucket</BucketName>\n</Error>";
+        let e = generic(&format!(
+            "Error performing GET http://127.0.0.1:1/nobucket?list-type=2 in 2ms - Server returned non-2xx status code: 404 Not Found: {body}"
+        ));
+        let line = one_line(&e);
+        assert!(!line.contains('<') && !line.contains('\n'), "{line}");
+        assert!(
+            line.starts_with("bucket `nobucket` does not exist ("),
+            "{line}"
+        );
+        assert!(
+            line.contains("404 Not Found: NoSuchBucket: The specified bucket does not exist"),
+            "{line}"
+        );
+        let e = generic(
+            "Server returned error response: <Error><Code>SlowDown</Code><Message>Reduce your request rate</Message></Error> (retry later)",
+        );
+        assert_eq!(
+            one_line(&e),
+            "Generic S3 error: Server returned error response: SlowDown: Reduce your request rate (retry later)"
+        );
+        // Without a bucket name, from the resource.
+        let e = generic("<Error><Code>NoSuchBucket</Code><Resource>/b2/x</Resource></Error>");
+        assert_eq!(
+            one_line(&e),
+            "bucket `b2` does not exist (Generic S3 error: NoSuchBucket)"
+        );
+        // The breaker gives up at once, saying what it is, not "unreachable".
+        let h = StoreHealth::new("s3://nobucket/p", 3);
+        h.observe::<()>(&Err(generic(body)));
+        let f = h.fault().unwrap();
+        assert_eq!(f.kind, FaultKind::NoSuchBucket);
+        assert!(
+            f.to_string()
+                .starts_with("store s3://nobucket/p: bucket `nobucket` does not exist ("),
+            "{f}"
+        );
+        // Anything else as it was.
+        assert_eq!(
+            one_line(&generic("connection refused")),
+            "Generic S3 error: connection refused"
+        );
     }
 
     #[tokio::test]

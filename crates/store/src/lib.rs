@@ -58,8 +58,10 @@ mod verified;
 
 pub use blobs::{BlobInfo, Blobs};
 pub use counted::{CountedStore, LIST_PAGE, StoreCounters, StoreRequests};
-pub use health::{FaultKind, StoreFault, StoreHealth};
-pub use location::{StoreLocation, StoreOptions, open_object_store, open_store};
+pub use health::{FaultKind, StoreFault, StoreHealth, one_line};
+pub use location::{
+    StoreLocation, StoreOptions, open_object_store, open_store, open_store_read_only,
+};
 pub use recent::RecentBlobs;
 pub use records::{
     Checkpoint, CopyRef, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, SeenKey,
@@ -80,8 +82,9 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
-    /// The object store failed.
-    #[error("object store at `{path}`: {source}")]
+    /// The object store failed (said on one line: an S3 error document as its code and
+    /// message, see [`one_line`]).
+    #[error("object store at `{path}`: {}", one_line(source))]
     ObjectStore {
         /// Object path.
         path: String,
@@ -118,8 +121,8 @@ pub enum Error {
         /// State path.
         path: String,
     },
-    /// The state database failed.
-    #[error("state at `{path}`: {source}")]
+    /// The state database failed (on one line, as [`Error::ObjectStore`]).
+    #[error("state at `{path}`: {}", one_line(source))]
     State {
         /// State path.
         path: String,

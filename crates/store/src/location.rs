@@ -150,6 +150,18 @@ pub fn open_object_store(url: &str) -> Result<StoreLocation, Error> {
 
 /// [`open_object_store`] with every option of the location set from `options`.
 pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Error> {
+    open(url, options, true)
+}
+
+/// [`open_store`] for those that only read (`audit`, `run --dry-run`, `quarantine list`,
+/// `serve`): a `file://` directory that does not exist is not created (they write nothing,
+/// not even a directory). Such a store reads as empty, and shows what a run writes there
+/// later: it is read through the nearest directory above it that exists.
+pub fn open_store_read_only(url: &str, options: &StoreOptions) -> Result<StoreLocation, Error> {
+    open(url, options, false)
+}
+
+fn open(url: &str, options: &StoreOptions, create: bool) -> Result<StoreLocation, Error> {
     let err = |message: String| Error::Url {
         url: url.to_owned(),
         message,
@@ -161,6 +173,10 @@ pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Er
             let dir = parsed
                 .to_file_path()
                 .map_err(|()| err("not an absolute local path".into()))?;
+            if !create && !dir.is_dir() {
+                let (objects, _) = missing_dir(&dir).map_err(err)?;
+                return Ok(located(url, objects, None, options));
+            }
             std::fs::create_dir_all(&dir)
                 .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
             let store = LocalFileSystem::new_with_prefix(&dir)
@@ -203,9 +219,19 @@ pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Er
             )));
         }
     };
+    Ok(located(url, objects, local_root, options))
+}
+
+/// The location of `objects`, counted and watched by a breaker of its own.
+fn located(
+    url: &str,
+    objects: Arc<dyn ObjectStore>,
+    local_root: Option<PathBuf>,
+    options: &StoreOptions,
+) -> StoreLocation {
     let counters = Arc::new(StoreCounters::default());
     let health = StoreHealth::new(url, options.max_failures);
-    Ok(StoreLocation {
+    StoreLocation {
         url: url.to_owned(),
         objects: Arc::new(CountedStore::with_health(
             objects,
@@ -216,7 +242,28 @@ pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Er
         recent: RecentBlobs::with_capacity(options.recent_blob_bytes),
         counters,
         health,
-    })
+    }
+}
+
+/// The directory `dir`, which does not exist, read through the nearest directory above it
+/// that does (and the relative path below that one): reads find nothing until something
+/// creates it, and nothing is created to read it.
+fn missing_dir(dir: &std::path::Path) -> Result<(Arc<dyn ObjectStore>, String), String> {
+    let mut rest: Vec<String> = Vec::new();
+    let mut at = dir;
+    while !at.is_dir() {
+        let name = at
+            .file_name()
+            .ok_or_else(|| format!("no existing directory above {}", dir.display()))?;
+        rest.push(name.to_string_lossy().into_owned());
+        at = at
+            .parent()
+            .ok_or_else(|| format!("no existing directory above {}", dir.display()))?;
+    }
+    rest.reverse();
+    let rest = rest.join("/");
+    let root = LocalFileSystem::new_with_prefix(at).map_err(|e| e.to_string())?;
+    Ok((Arc::new(PrefixStore::new(root, rest.as_str())), rest))
 }
 
 #[cfg(test)]
@@ -229,6 +276,31 @@ mod tests {
         assert!(e.contains("ftp"), "{e}");
         assert!(open_object_store("not a url").is_err());
         assert!(open_object_store("s3:///prefix").is_err());
+    }
+
+    #[tokio::test]
+    async fn read_only_opens_create_nothing_and_see_what_is_written_later() {
+        use object_store::ObjectStoreExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a/b");
+        let url = url::Url::from_directory_path(&target).unwrap();
+        let loc = open_store_read_only(url.as_str(), &StoreOptions::READER).unwrap();
+        assert!(!dir.path().join("a").exists(), "nothing created");
+        let path = object_store::path::Path::from("stats/last-run.json");
+        assert!(matches!(
+            loc.objects.get(&path).await,
+            Err(object_store::Error::NotFound { .. })
+        ));
+        let list: Vec<_> = futures::TryStreamExt::try_collect(loc.objects.list(None))
+            .await
+            .unwrap();
+        assert!(list.is_empty());
+        assert!(!dir.path().join("a").exists(), "reading created nothing");
+        // A writer creates it later: the reader opened before sees its objects.
+        let writer = open_object_store(url.as_str()).unwrap();
+        writer.objects.put(&path, "{}".into()).await.unwrap();
+        let got = loc.objects.get(&path).await.unwrap().bytes().await.unwrap();
+        assert_eq!(&got[..], b"{}");
     }
 
     #[test]
