@@ -14,14 +14,17 @@ NAME (`[collection] name`):
 - the writer, exactly one: `--mode batch` (default) a CronJob `rsagg-run-NAME` running
   `rsagg run NAME.toml --once` on `--schedule`; `--mode follow` a Deployment
   `rsagg-follow-NAME` (1 replica, Recreate) running `rsagg run NAME.toml --follow --listen
-  0.0.0.0:8080` and its Service (the WebSub callbacks, /metrics);
+  0.0.0.0:8080 --probe-listen 0.0.0.0:8081` and its Service (the WebSub callbacks, /metrics);
 - with `--serve`: a Deployment `rsagg-serve-NAME` (2 replicas) running `rsagg serve`, its
   Service and PodDisruptionBudget;
 - NetworkPolicy `rsagg-NAME`: every pod of the collection may reach DNS, the store (a
   namespace and port, or a CIDR) and the public internet on the ports of its upstreams and hub
   (private, loopback and link-local ranges excluded, as rsagg's own guard does), and takes no
   connections; NetworkPolicy `rsagg-NAME-http` (follow or serve only): port 8080 of the
-  listening pods is open (the Ingress, the hub's deliveries, Prometheus);
+  listening pods is open (the Ingress, the hub's deliveries, Prometheus); port 8081 of the
+  listening pods (`--probe-listen`: /healthz and /readyz only, with connections of their own
+  so a flood of 8080 cannot starve them) is for the kubelet's probes, from the node, and is
+  opened to no one else;
 - PodMonitor `rsagg-NAME` (Prometheus Operator; follow or serve only, unless `--no-monitor`):
   /metrics of the listening pods.
 
@@ -41,6 +44,8 @@ import tomllib
 from urllib.parse import urlsplit
 
 LISTEN_PORT = 8080
+# `--probe-listen`: the liveness and readiness probes' own listener (not in the Services).
+PROBE_PORT = 8081
 # What rsagg's address guard refuses (crates/fetch/src/guard.rs), excluded from the egress to
 # upstreams: the cluster's own pods and services are not upstreams.
 PRIVATE_V4 = ["0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
@@ -101,13 +106,14 @@ def pod_spec(name, image, args, grace, listening):
         ],
     }
     if listening:
-        container["ports"] = [{"name": "http", "containerPort": LISTEN_PORT, "protocol": "TCP"}]
+        container["ports"] = [{"name": "http", "containerPort": LISTEN_PORT, "protocol": "TCP"},
+                              {"name": "probes", "containerPort": PROBE_PORT, "protocol": "TCP"}]
         container["livenessProbe"] = {
-            "httpGet": {"path": "/healthz", "port": LISTEN_PORT},
+            "httpGet": {"path": "/healthz", "port": PROBE_PORT},
             "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 3,
         }
         container["readinessProbe"] = {
-            "httpGet": {"path": "/readyz", "port": LISTEN_PORT},
+            "httpGet": {"path": "/readyz", "port": PROBE_PORT},
             "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3,
         }
     return {
@@ -175,7 +181,8 @@ def cronjob(name, image, schedule):
 
 
 def follow(name, image):
-    args = ["run", f"/etc/rsagg/pipelines/{name}.toml", "--follow", "--listen", f"0.0.0.0:{LISTEN_PORT}"]
+    args = ["run", f"/etc/rsagg/pipelines/{name}.toml", "--follow", "--listen", f"0.0.0.0:{LISTEN_PORT}",
+            "--probe-listen", f"0.0.0.0:{PROBE_PORT}"]
     return [{
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": meta(f"rsagg-follow-{name}", name, "follow"),
@@ -193,7 +200,8 @@ def follow(name, image):
 
 
 def serve(name, image):
-    args = ["serve", f"/etc/rsagg/pipelines/{name}.toml", "--listen", f"0.0.0.0:{LISTEN_PORT}"]
+    args = ["serve", f"/etc/rsagg/pipelines/{name}.toml", "--listen", f"0.0.0.0:{LISTEN_PORT}",
+            "--probe-listen", f"0.0.0.0:{PROBE_PORT}"]
     return [{
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": meta(f"rsagg-serve-{name}", name, "serve"),

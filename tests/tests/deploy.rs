@@ -132,6 +132,21 @@ fn listen_ports(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The port of `--probe-listen 0.0.0.0:PORT` (the probes' own listener), if the manifest
+/// has one.
+fn probe_listen_port(text: &str) -> Option<String> {
+    let text: String = text
+        .lines()
+        .filter(|l| !is_blank(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let at = text.find("--probe-listen")?;
+    let rest = &text[at..];
+    let i = rest.find("0.0.0.0:")? + "0.0.0.0:".len();
+    let port: String = rest[i..].chars().take_while(char::is_ascii_digit).collect();
+    (!port.is_empty()).then_some(port)
+}
+
 /// The router of `rsagg serve` over one collection in a memory store (always reachable).
 fn router() -> Result<axum::Router> {
     let objects = rsagg_store::open_object_store("memory://")?.objects;
@@ -145,6 +160,7 @@ async fn probe_paths_are_answered_by_the_router() -> Result<()> {
     for (file, text) in manifests()? {
         let found = http_probes(&file, &text);
         let ports = listen_ports(&text);
+        let probe_port = probe_listen_port(&text);
         for p in &found {
             let at = format!("{}:{} ({})", p.file, p.line, p.kind);
             let (Some(path), Some(port)) = (&p.path, &p.port) else {
@@ -154,6 +170,12 @@ async fn probe_paths_are_answered_by_the_router() -> Result<()> {
             ensure!(
                 ports.contains(port),
                 "{at}: probe port {port} is not a port the container listens on ({ports:?})"
+            );
+            // The probes go to their own listener, which a flood of the main one cannot
+            // starve (`--probe-listen`, docs/contract.md).
+            ensure!(
+                probe_port.as_ref() == Some(port),
+                "{at}: probe port {port} is not the --probe-listen port ({probe_port:?})"
             );
         }
         // A container that listens is probed for both liveness and readiness.
@@ -174,7 +196,8 @@ async fn probe_paths_are_answered_by_the_router() -> Result<()> {
     paths.dedup();
     let mut failed = Vec::new();
     for path in paths {
-        let response = router()?
+        // As the probe listener answers them.
+        let response = rsagg_server::probes_only(router()?)
             .oneshot(
                 Request::builder()
                     .method("GET")
@@ -434,6 +457,7 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
     files.sort();
     ensure!(files.len() >= 2, "pipeline files in {}", dir.display());
     let mut paths = std::collections::BTreeSet::new();
+    let mut probe_paths = std::collections::BTreeSet::new();
     for file in &files {
         let text = std::fs::read_to_string(file)?;
         let pipeline = rsagg_pipeline::Pipeline::parse(file, &text)
@@ -507,10 +531,22 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
                             args.contains(&format!("0.0.0.0:{port}").as_str()),
                             "{at}: {what} listens elsewhere than its port {port}: {args:?}"
                         );
+                        // The probes on their own listener (`--probe-listen`).
+                        ensure!(ports[1]["name"] == "probes", "{at}: {what}: {ports:?}");
+                        let probe_port = ports[1]["containerPort"].as_u64().context("port")?;
+                        let flag = args.iter().position(|a| *a == "--probe-listen");
+                        ensure!(
+                            flag.and_then(|i| args.get(i + 1)).copied()
+                                == Some(format!("0.0.0.0:{probe_port}").as_str()),
+                            "{at}: {what} has no --probe-listen 0.0.0.0:{probe_port}: {args:?}"
+                        );
                         for probe in ["livenessProbe", "readinessProbe"] {
                             let get = &c[probe]["httpGet"];
-                            ensure!(get["port"].as_u64() == Some(port), "{at}: {what} {probe}");
-                            paths.insert(get["path"].as_str().context("path")?.to_owned());
+                            ensure!(
+                                get["port"].as_u64() == Some(probe_port),
+                                "{at}: {what} {probe}"
+                            );
+                            probe_paths.insert(get["path"].as_str().context("path")?.to_owned());
                         }
                     }
                 }
@@ -590,7 +626,19 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
             paths.insert(endpoint["path"].as_str().context("path")?.to_owned());
         }
     }
-    // Every path probed or scraped is answered by the real router.
+    // Every path probed is answered by the real router as the probe listener serves it,
+    // every path scraped by the real router.
+    for path in &probe_paths {
+        let response = rsagg_server::probes_only(router()?)
+            .oneshot(Request::builder().uri(path.as_str()).body(Body::empty())?)
+            .await?;
+        ensure!(
+            response.status() == StatusCode::OK,
+            "GET {path} (probe listener): {}",
+            response.status()
+        );
+    }
+    ensure!(probe_paths.contains("/readyz"), "{probe_paths:?}");
     for path in &paths {
         let response = router()?
             .oneshot(Request::builder().uri(path.as_str()).body(Body::empty())?)
@@ -601,10 +649,7 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
             response.status()
         );
     }
-    ensure!(
-        paths.contains("/metrics") && paths.contains("/readyz"),
-        "{paths:?}"
-    );
+    ensure!(paths.contains("/metrics"), "{paths:?}");
 
     // An image by tag, or a bad pipeline file, is refused (exit 2) with the reason.
     let reference = dir.join("reference.toml");

@@ -85,7 +85,18 @@ pub async fn hub(args: HubArgs) -> ExitCode {
         Err(e) => return usage(e.to_string()),
     };
     let server = match HubServer::bind(&args.listen).await {
-        Ok(s) => s.with_limits(args.limits.limits()),
+        Ok(s) => s,
+        Err(e) => return failure(e.to_string()),
+    };
+    let server = match &args.limits.probe_listen {
+        Some(probes) => match server.bind_probes(probes).await {
+            Ok(s) => s,
+            Err(e) => return failure(format!("--probe-listen: {e}")),
+        },
+        None => server,
+    };
+    let probes = match server.probe_addr() {
+        Ok(a) => a,
         Err(e) => return failure(e.to_string()),
     };
     let addr = match server.local_addr() {
@@ -109,11 +120,18 @@ pub async fn hub(args: HubArgs) -> ExitCode {
     if let Err(e) = config.validate() {
         return usage(e.to_string());
     }
+    // The budget must hold at least one publication of the largest size accepted.
+    let server = match args.limits.limits(config.max_publish_bytes) {
+        Ok(l) => server.with_limits(l),
+        Err(e) => return usage(e),
+    };
     let hub = match Hub::open(objects, config).await {
         Ok(h) => Arc::new(h),
         Err(e) => return failure(format!("store `{store_url}`: {e}")),
     };
-    if crate::lifecycle::announce(addr).is_err() {
+    if crate::lifecycle::announce_probes(probes).is_err()
+        || crate::lifecycle::announce(addr).is_err()
+    {
         return ExitCode::from(1);
     }
     match server.run(hub, crate::lifecycle::shutdown()).await {

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use rsagg_server::Limits;
 
-/// `--header-timeout` and `--max-connections`: what a client may hold of a listener, so a
-/// client holding half-sent requests or many idle connections cannot keep the server's
-/// connections (and tasks) for itself.
+/// `--header-timeout`, `--max-connections` and `--max-inflight-body-bytes`: what a client may
+/// hold of a listener, so a client holding half-sent requests, many idle connections or many
+/// large bodies cannot keep the server's connections (and tasks, and memory) for itself; and
+/// `--probe-listen`, the probes' own listener, which such clients cannot fill.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct LimitArgs {
     /// Disconnect a client that has not sent a complete request head within this time;
@@ -21,12 +22,33 @@ pub(crate) struct LimitArgs {
     #[arg(long, default_value_t = Limits::DEFAULT_MAX_CONNECTIONS, value_name = "N",
           value_parser = at_least_one)]
     max_connections: usize,
+    /// Request body bytes held at once by all connections together; a body that cannot
+    /// have its bytes within 5 s is answered 503 with Retry-After. At least the largest body
+    /// one request may send (the hub: 52428800; run --listen: 10485760).
+    #[arg(long, default_value_t = Limits::DEFAULT_MAX_INFLIGHT_BODY_BYTES, value_name = "BYTES",
+          value_parser = at_least_one)]
+    max_inflight_body_bytes: usize,
+    /// Also answer /healthz and /readyz (only those) on this address (`HOST:PORT`), with
+    /// connections of their own: a flood of the main listener cannot starve the probes.
+    /// Port 0 picks a free port, reported on stdout as `probes http://HOST:PORT`.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) probe_listen: Option<String>,
 }
 
 impl LimitArgs {
-    /// The server crate's limits.
-    pub(crate) fn limits(&self) -> Limits {
-        Limits::new(self.header_timeout, self.max_connections)
+    /// The server crate's limits, once `--max-inflight-body-bytes` is checked against
+    /// `largest_body`, the most one request of this server may send: a smaller budget would
+    /// answer such a request 503 forever.
+    pub(crate) fn limits(&self, largest_body: usize) -> Result<Limits, String> {
+        if self.max_inflight_body_bytes < largest_body {
+            return Err(format!(
+                "--max-inflight-body-bytes {} is less than the {largest_body} bytes one request \
+                 may send",
+                self.max_inflight_body_bytes
+            ));
+        }
+        Ok(Limits::new(self.header_timeout, self.max_connections)
+            .with_inflight_body_bytes(self.max_inflight_body_bytes))
     }
 }
 
@@ -53,6 +75,15 @@ fn at_least_one(s: &str) -> Result<usize, String> {
 pub(crate) fn announce(addr: std::net::SocketAddr) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening http://{addr}")?;
+    out.flush()
+}
+
+/// Prints `probes http://HOST:PORT`, the probe listener's address (before the `listening`
+/// line, so whoever waits for that one knows both), and flushes it.
+pub(crate) fn announce_probes(addr: Option<std::net::SocketAddr>) -> std::io::Result<()> {
+    let Some(addr) = addr else { return Ok(()) };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "probes http://{addr}")?;
     out.flush()
 }
 

@@ -28,8 +28,9 @@ pub struct RunArgs {
     /// advertises a change-notification channel are subscribed to (unless `push = false`).
     #[arg(long, requires = "follow")]
     listen: Option<String>,
-    // `--header-timeout`, `--max-connections`: the limits of the --listen server (without
-    // --listen there is no server to limit and they are not used).
+    // `--header-timeout`, `--max-connections`, `--max-inflight-body-bytes`, `--probe-listen`:
+    // the limits and probe listener of the --listen server (without --listen there is no
+    // server and they are not used).
     #[command(flatten)]
     limits: crate::lifecycle::LimitArgs,
     /// How long a pass may still run after SIGINT/SIGTERM before it is abandoned (what was
@@ -114,6 +115,10 @@ pub fn check(args: CheckArgs) -> ExitCode {
 /// Runs a pipeline once or continuously; `terminal`: stderr is a terminal (progress line
 /// rather than heartbeat events).
 pub async fn run(args: RunArgs, terminal: bool) -> ExitCode {
+    if args.limits.probe_listen.is_some() && args.listen.is_none() {
+        eprintln!("rsagg run: --probe-listen needs --listen (the probes are those of its server)");
+        return ExitCode::from(2);
+    }
     let p = match Pipeline::load(&args.pipeline) {
         Ok(p) => p,
         Err(e) => {
@@ -246,7 +251,16 @@ async fn follow(
     };
     let server = match &args.listen {
         Some(listen) => {
-            match start_server(p, listen, args.limits.limits(), inbox.clone(), stop.clone()).await {
+            // The WebSub callbacks read the largest bodies this server accepts.
+            let limits = match args.limits.limits(rsagg_server::MAX_PAYLOAD_BYTES) {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("rsagg run: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let probes = args.limits.probe_listen.as_deref();
+            match start_server(p, listen, probes, limits, inbox.clone(), stop.clone()).await {
                 Ok(handle) => Some(handle),
                 Err(e) => {
                     eprintln!("rsagg run: {e}");
@@ -297,11 +311,14 @@ async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
 }
 
 /// Serves what `p` publishes on `listen` (`run --follow --listen`), with the WebSub
-/// callbacks of its upstreams when `inbox` is given, within `limits`, until `stop` is set.
-/// Prints `listening http://HOST:PORT` once connections are accepted.
+/// callbacks of its upstreams when `inbox` is given, within `limits`, until `stop` is set;
+/// with `probes`, `/healthz` and `/readyz` also on that address (`--probe-listen`). Prints
+/// `probes http://HOST:PORT` (with `probes`) and `listening http://HOST:PORT` once
+/// connections are accepted.
 async fn start_server(
     p: &Pipeline,
     listen: &str,
+    probes: Option<&str>,
     limits: rsagg_server::Limits,
     inbox: Option<std::sync::Arc<rsagg_pipeline::Inbox>>,
     stop: tokio::sync::watch::Receiver<bool>,
@@ -319,7 +336,16 @@ async fn start_server(
         .await
         .map_err(|e| e.to_string())?
         .with_limits(limits);
+    let server = match probes {
+        Some(probes) => server
+            .bind_probes(probes)
+            .await
+            .map_err(|e| format!("--probe-listen: {e}"))?,
+        None => server,
+    };
     let addr = server.local_addr().map_err(|e| e.to_string())?;
+    let probes = server.probe_addr().map_err(|e| e.to_string())?;
+    crate::lifecycle::announce_probes(probes).map_err(|e| format!("stdout: {e}"))?;
     crate::lifecycle::announce(addr).map_err(|e| format!("stdout: {e}"))?;
     Ok(tokio::spawn(async move {
         let mut stop = stop;

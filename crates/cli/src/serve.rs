@@ -47,21 +47,44 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
         eprintln!("rsagg serve: {e}");
         return ExitCode::from(2);
     }
+    // `serve` reads no request body (the WebSub callbacks are `run --follow --listen`'s).
+    let limits = match args.limits.limits(0) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("rsagg serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let server = match Server::bind(&args.listen, collections).await {
-        Ok(s) => s.with_limits(args.limits.limits()),
+        Ok(s) => s.with_limits(limits),
         Err(e) => {
             eprintln!("rsagg serve: {e}");
             return ExitCode::from(1);
         }
     };
-    let addr = match server.local_addr() {
+    let server = match &args.limits.probe_listen {
+        Some(probes) => match server.bind_probes(probes).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("rsagg serve: --probe-listen: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => server,
+    };
+    let (addr, probes) = match server
+        .local_addr()
+        .and_then(|a| Ok((a, server.probe_addr()?)))
+    {
         Ok(a) => a,
         Err(e) => {
             eprintln!("rsagg serve: {e}");
             return ExitCode::from(1);
         }
     };
-    if crate::lifecycle::announce(addr).is_err() {
+    if crate::lifecycle::announce_probes(probes).is_err()
+        || crate::lifecycle::announce(addr).is_err()
+    {
         return ExitCode::from(1);
     }
     match server.run(crate::lifecycle::shutdown()).await {

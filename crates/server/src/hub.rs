@@ -9,7 +9,8 @@
 //!
 //! Bodies are capped at [`rsagg_websub::HubConfig::max_publish_bytes`] (413 beyond; a
 //! form is further capped at `max_form_bytes` by the hub). The connection loop and its
-//! limits are `listen.rs`'s, as for `serve`.
+//! limits are `listen.rs`'s, as for `serve`, and so is the bound on the request bytes held
+//! at once by all connections together (`budget.rs`; 503 with `Retry-After` beyond it).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -76,20 +77,17 @@ async fn ready(State(hub): State<Arc<Hub>>) -> Response {
 #[derive(Debug)]
 pub struct HubServer {
     listener: TcpListener,
+    /// The probe listener (`--probe-listen`), when bound.
+    probes: Option<TcpListener>,
     limits: Limits,
 }
 
 impl HubServer {
     /// Binds `listen` (`HOST:PORT`; port 0 picks a free one, see [`HubServer::local_addr`]).
     pub async fn bind(listen: &str) -> Result<HubServer, Error> {
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| Error::Bind {
-                addr: listen.to_owned(),
-                source,
-            })?;
         Ok(HubServer {
-            listener,
+            listener: crate::listen::bind(listen).await?,
+            probes: None,
             limits: Limits::default(),
         })
     }
@@ -106,6 +104,21 @@ impl HubServer {
         self.listener.local_addr().map_err(Error::Serve)
     }
 
+    /// Also binds `listen` (`HOST:PORT`) for `/healthz` and `/readyz` only, with a
+    /// connection pool of their own (see `listen.rs`).
+    pub async fn bind_probes(mut self, listen: &str) -> Result<HubServer, Error> {
+        self.probes = Some(crate::listen::bind(listen).await?);
+        Ok(self)
+    }
+
+    /// The address the probe listener bound, if any.
+    pub fn probe_addr(&self) -> Result<Option<SocketAddr>, Error> {
+        self.probes
+            .as_ref()
+            .map(|l| l.local_addr().map_err(Error::Serve))
+            .transpose()
+    }
+
     /// Serves `hub` within its [`Limits`] until `shutdown` resolves, lets requests in flight
     /// finish, then stops the hub's background work (its persisted queue stays for the next
     /// start).
@@ -113,8 +126,9 @@ impl HubServer {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        crate::listen::serve(
+        crate::listen::serve_with_probes(
             self.listener,
+            self.probes,
             hub_router(hub.clone()),
             self.limits,
             shutdown,

@@ -56,8 +56,12 @@
 //!   graceful shutdown).
 //! - `listen.rs`: the connection loop of every listener (`serve`, `run --follow --listen`,
 //!   `hub`) and its [`Limits`]: a header read timeout that is also the idle keep-alive limit,
-//!   and a cap on concurrent connections.
+//!   a cap on concurrent connections, and the probe listener (`--probe-listen`: `/healthz`
+//!   and `/readyz` with a connection pool of their own).
+//! - `budget.rs`: the total bound on request body bytes a listener holds at once (taken as
+//!   bodies are read, 503 with `Retry-After` when they cannot be had in time).
 
+mod budget;
 mod callbacks;
 mod chart;
 mod collection;
@@ -75,7 +79,7 @@ mod topic;
 
 pub use callbacks::{LivePushStats, MAX_PAYLOAD_BYTES, Push, PushIntake};
 pub use collection::{Collection, check_collections};
-pub use listen::Limits;
+pub use listen::{Limits, PROBE_MAX_CONNECTIONS, probes_only};
 pub use router::{DEFAULT_LISTEN, HEALTHZ, METRICS, READYZ, STATUS, Server, router, router_with};
 
 /// Errors of the server crate: configuration of the collections served, and failures of the

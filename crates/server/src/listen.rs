@@ -19,6 +19,17 @@
 //!   limit the loop stops accepting, so further connections wait in the kernel's accept
 //!   backlog (they are not refused) and are served as soon as one closes; with the header
 //!   timeout, a connection that sends nothing frees its slot within that time.
+//! - **Request bytes held at once** ([`Limits::max_inflight_body_bytes`]): one budget of
+//!   bytes per listener that every request body draws from as it is read, with a short wait
+//!   and a 503 beyond it (see `budget.rs`).
+//! - **A probe listener of its own** ([`serve_with_probes`], `--probe-listen`): `/healthz`
+//!   and `/readyz` only, with a connection pool of its own
+//!   ([`PROBE_MAX_CONNECTIONS`]). A flood of idle or half-sent connections on the main
+//!   listener fills its `--max-connections` slots, and the rest wait in the kernel's
+//!   backlog, where a probe would wait behind them (and, since the path is only known once
+//!   the head is read, no admission on one listener can tell a probe from the flood). The
+//!   probe listener's slots are taken only by probes, so a liveness probe keeps answering
+//!   and the orchestrator does not restart a healthy process for being busy.
 //!
 //! Graceful shutdown is kept: when the shutdown future resolves the loop stops accepting,
 //! every connection is told to finish (hyper closes idle ones at once and lets a request in
@@ -37,7 +48,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-/// Limits on what clients may hold of a listener (`--header-timeout`, `--max-connections`).
+/// Limits on what clients may hold of a listener (`--header-timeout`, `--max-connections`,
+/// `--max-inflight-body-bytes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
@@ -48,6 +60,13 @@ pub struct Limits {
     /// Connections served at once; beyond it new connections wait in the accept backlog
     /// until one closes. Default [`Limits::DEFAULT_MAX_CONNECTIONS`]; at least 1.
     pub max_connections: usize,
+    /// Request body bytes held at once by all connections together; a body that cannot
+    /// take its bytes within [`Limits::body_wait`] gets 503 with `Retry-After` (see
+    /// `budget.rs`). Default [`Limits::DEFAULT_MAX_INFLIGHT_BODY_BYTES`]; at least 1.
+    pub max_inflight_body_bytes: usize,
+    /// How long a body waits for its bytes of the budget before the request is refused.
+    /// Default [`Limits::DEFAULT_BODY_WAIT`].
+    pub body_wait: Duration,
 }
 
 impl Limits {
@@ -57,14 +76,93 @@ impl Limits {
     /// 1024: below the usual soft limit of open files (1024 is common, the process needs
     /// some for its stores), far above what one aggregator's Destinations and hub need.
     pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+    /// 128 MiB: two of the hub's largest publications (50 MiB) at once and room for small
+    /// requests beside them, within the 512 MiB the listening pods of `deploy/k8s` may use.
+    pub const DEFAULT_MAX_INFLIGHT_BODY_BYTES: usize = 128 << 20;
+    /// Five seconds: long enough for a body in flight to be read and answered on any link
+    /// that could send it, so a burst is served in turn rather than refused; short enough
+    /// that the refused client's own timeout has not run out before it hears 503.
+    pub const DEFAULT_BODY_WAIT: Duration = Duration::from_secs(5);
 
-    /// Limits with the given values (`max_connections` of 0 is taken as 1).
+    /// Limits with the given values (`max_connections` of 0 is taken as 1) and the default
+    /// body budget.
     pub fn new(header_timeout: Duration, max_connections: usize) -> Limits {
         Limits {
             header_timeout,
             max_connections: max_connections.max(1),
+            max_inflight_body_bytes: Limits::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+            body_wait: Limits::DEFAULT_BODY_WAIT,
         }
     }
+
+    /// These limits with a budget of `bytes` request body bytes held at once (0 is taken
+    /// as 1).
+    pub fn with_inflight_body_bytes(mut self, bytes: usize) -> Limits {
+        self.max_inflight_body_bytes = bytes.max(1);
+        self
+    }
+
+    /// These limits with bodies waiting at most `wait` for their bytes of the budget.
+    pub fn with_body_wait(mut self, wait: Duration) -> Limits {
+        self.body_wait = wait;
+        self
+    }
+
+    /// The limits of the probe listener: the same header timeout, a pool of
+    /// [`PROBE_MAX_CONNECTIONS`] and a small body budget (probes send no body).
+    fn probes(&self) -> Limits {
+        Limits::new(self.header_timeout, PROBE_MAX_CONNECTIONS)
+            .with_inflight_body_bytes(PROBE_BODY_BYTES)
+            .with_body_wait(Duration::ZERO)
+    }
+}
+
+/// Connections the probe listener serves at once: kubelet (or any orchestrator) opens one
+/// per probe and closes it after the answer, so a few suffice; more leave room for a
+/// monitoring agent probing beside it.
+pub const PROBE_MAX_CONNECTIONS: usize = 64;
+
+/// Body bytes the probe listener holds at once: its routes read no body.
+const PROBE_BODY_BYTES: usize = 64 << 10;
+
+/// `router` reduced to the probes: `/healthz` and `/readyz` as the router answers them
+/// (the same handlers, so the probe listener says what the main one would), 404 for every
+/// other path.
+pub fn probes_only(router: Router) -> Router {
+    router.layer(axum::middleware::from_fn(
+        |request: axum::extract::Request, next: axum::middleware::Next| async move {
+            let path = request.uri().path();
+            if path == crate::HEALTHZ || path == crate::READYZ {
+                next.run(request).await
+            } else {
+                crate::http::not_found()
+            }
+        },
+    ))
+}
+
+/// [`serve`] of `router` on `listener` and, with `probes`, of [`probes_only`] of it on that
+/// second listener (its own connection pool: see the module documentation), until
+/// `shutdown` resolves; returns once both have finished.
+pub(crate) async fn serve_with_probes<F>(
+    listener: TcpListener,
+    probes: Option<TcpListener>,
+    router: Router,
+    limits: Limits,
+    shutdown: F,
+) where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let Some(probes) = probes else {
+        return serve(listener, router, limits, shutdown).await;
+    };
+    let shutdown = futures::FutureExt::shared(shutdown);
+    let probe_router = probes_only(router.clone());
+    futures::future::join(
+        serve(listener, router, limits, shutdown.clone()),
+        serve(probes, probe_router, limits.probes(), shutdown),
+    )
+    .await;
 }
 
 impl Default for Limits {
@@ -74,6 +172,16 @@ impl Default for Limits {
             Limits::DEFAULT_MAX_CONNECTIONS,
         )
     }
+}
+
+/// Binds `listen` (`HOST:PORT`).
+pub(crate) async fn bind(listen: &str) -> Result<TcpListener, crate::Error> {
+    TcpListener::bind(listen)
+        .await
+        .map_err(|source| crate::Error::Bind {
+            addr: listen.to_owned(),
+            source,
+        })
 }
 
 /// The semaphore takes permits as `u32` when waiting for all of them back.
@@ -86,6 +194,10 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let max = limits.max_connections.clamp(1, MAX_PERMITS);
+    let router = router.layer(axum::middleware::from_fn_with_state(
+        crate::budget::Budget::new(&limits),
+        crate::budget::admit,
+    ));
     let slots = Arc::new(Semaphore::new(max));
     let mut builder = Builder::new(TokioExecutor::new()).http1_only();
     builder

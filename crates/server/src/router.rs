@@ -448,6 +448,8 @@ async fn status(app: &App, head: bool) -> Response {
 #[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
+    /// The probe listener (`--probe-listen`), when bound.
+    probes: Option<TcpListener>,
     router: Router,
     limits: Limits,
 }
@@ -467,14 +469,10 @@ impl Server {
         push: Option<Push>,
     ) -> Result<Server, Error> {
         check_collections(&collections)?;
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| Error::Bind {
-                addr: listen.to_owned(),
-                source,
-            })?;
+        let listener = crate::listen::bind(listen).await?;
         Ok(Server {
             listener,
+            probes: None,
             router: router_with(collections, push),
             limits: Limits::default(),
         })
@@ -492,6 +490,22 @@ impl Server {
         self.listener.local_addr().map_err(Error::Serve)
     }
 
+    /// Also binds `listen` (`HOST:PORT`) for the probes only (`/healthz`, `/readyz`), served
+    /// with a connection pool of their own so a flood of the main listener cannot starve
+    /// them (see `listen.rs`).
+    pub async fn bind_probes(mut self, listen: &str) -> Result<Server, Error> {
+        self.probes = Some(crate::listen::bind(listen).await?);
+        Ok(self)
+    }
+
+    /// The address the probe listener bound, if any.
+    pub fn probe_addr(&self) -> Result<Option<SocketAddr>, Error> {
+        self.probes
+            .as_ref()
+            .map(|l| l.local_addr().map_err(Error::Serve))
+            .transpose()
+    }
+
     /// Serves within its [`Limits`] until `shutdown` resolves, then stops accepting and lets
     /// requests in flight finish (graceful shutdown, so a restart does not cut a
     /// Destination's download).
@@ -499,7 +513,14 @@ impl Server {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        crate::listen::serve(self.listener, self.router, self.limits, shutdown).await;
+        crate::listen::serve_with_probes(
+            self.listener,
+            self.probes,
+            self.router,
+            self.limits,
+            shutdown,
+        )
+        .await;
         Ok(())
     }
 }

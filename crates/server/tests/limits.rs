@@ -214,3 +214,183 @@ async fn the_hub_cuts_a_half_sent_head_and_refuses_bodies_over_its_cap() {
     tx.send(()).unwrap();
     tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
 }
+
+/// Tries `n` connections to `addr` at once, each sending half a request head and holding
+/// it: those the kernel completed (the listener's slots, then its accept backlog; beyond
+/// that, connection attempts wait for the backlog, as a flood's do).
+async fn flood(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let tries = (0..n).map(|_| async move {
+        let mut s = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr))
+            .await
+            .ok()?
+            .ok()?;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: te")
+            .await
+            .ok()?;
+        Some(s)
+    });
+    futures::future::join_all(tries)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// GET `path` on a fresh connection, answered within `within`: the status and body, or
+/// `None` when no answer came.
+async fn get_within(addr: SocketAddr, path: &str, within: Duration) -> Option<(u16, String)> {
+    tokio::time::timeout(within, exchange(addr, &head("GET", path, &[], b""), b""))
+        .await
+        .ok()
+}
+
+/// The probe listener of a flooded server: the flood holds every connection slot of the
+/// main listener (and waits in its backlog), so its `/healthz` does not answer; the probe
+/// listener answers `/healthz` and `/readyz` at once and nothing else.
+async fn probes_answer_while_flooded(addr: SocketAddr, probes: SocketAddr) {
+    let held = flood(addr, 300).await;
+    assert!(held.len() > 4, "only {} connections held", held.len());
+    assert!(
+        get_within(addr, "/healthz", Duration::from_millis(700))
+            .await
+            .is_none(),
+        "the main listener answered although its slots are held"
+    );
+    let started = Instant::now();
+    let (status, body) = get_within(probes, "/healthz", WAIT).await.unwrap();
+    assert_eq!((status, body.trim()), (200, "ok"));
+    let (status, body) = get_within(probes, "/readyz", WAIT).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the probes took {:?}",
+        started.elapsed()
+    );
+    let (status, _) = get_within(probes, "/status", WAIT).await.unwrap();
+    assert_eq!(status, 404, "the probe listener serves the probes only");
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_probes_on_their_own_listener_under_a_flood() {
+    let objects = Arc::new(object_store::memory::InMemory::new());
+    let collection = Collection::new("maps", BASE, objects).unwrap();
+    // A header timeout beyond the test: only the probe listener can answer.
+    let server = Server::bind("127.0.0.1:0", vec![collection])
+        .await
+        .unwrap()
+        .with_limits(Limits::new(Duration::from_secs(120), 4))
+        .bind_probes("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = server.local_addr().unwrap();
+    let probes = server.probe_addr().unwrap().unwrap();
+    let (stop, task) = spawn_server(server);
+    probes_answer_while_flooded(addr, probes).await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+}
+
+/// Starts a hub on 127.0.0.1 within `limits`, publications capped at `max_publish` bytes,
+/// with a probe listener when `probes`.
+async fn start_hub(
+    limits: Limits,
+    max_publish: usize,
+    probes: bool,
+) -> (
+    SocketAddr,
+    Option<SocketAddr>,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let mut server = HubServer::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_limits(limits);
+    if probes {
+        server = server.bind_probes("127.0.0.1:0").await.unwrap();
+    }
+    let addr = server.local_addr().unwrap();
+    let probe_addr = server.probe_addr().unwrap();
+    let mut config = HubConfig::new(Url::parse(&format!("http://{addr}/")).unwrap());
+    config.max_publish_bytes = max_publish;
+    let objects = Arc::new(object_store::memory::InMemory::new());
+    let hub = Arc::new(Hub::open(objects, config).await.unwrap());
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        server
+            .run(hub, async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    (addr, probe_addr, tx, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_answers_probes_on_their_own_listener_under_a_flood() {
+    let limits = Limits::new(Duration::from_secs(120), 4);
+    let (addr, probes, stop, task) = start_hub(limits, 4096, true).await;
+    probes_answer_while_flooded(addr, probes.unwrap()).await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_refuses_bodies_beyond_its_budget_with_503() {
+    // Room for one 6000-byte publication at a time; a body waits 300 ms for room.
+    let limits = Limits::new(TIMEOUT * 30, 8)
+        .with_inflight_body_bytes(8192)
+        .with_body_wait(Duration::from_millis(300));
+    let (addr, _, stop, task) = start_hub(limits, 8192, false).await;
+    let links = [
+        "Content-Type: application/xml",
+        "Link: <http://src.example/change/>; rel=\"self\", <http://hub.example/>; rel=\"hub\"",
+    ];
+    let body = vec![b' '; 6000];
+    // The first publication's head and half its body: the hub takes its 6000 bytes of the
+    // budget as it begins to read it, and keeps them while the rest is awaited.
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    first
+        .write_all(head("POST", "/", &links, &body).as_bytes())
+        .await
+        .unwrap();
+    first.write_all(&body[..3000]).await.unwrap();
+    // A second one cannot have its bytes meanwhile: 503 with Retry-After, unread.
+    let refused = async {
+        loop {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(head("POST", "/", &links, &body).as_bytes())
+                .await
+                .unwrap();
+            let _ = s.write_all(&body).await;
+            let mut raw = Vec::new();
+            let _ = s.read_to_end(&mut raw).await;
+            let text = String::from_utf8_lossy(&raw).into_owned();
+            // Until the first body is being read, the second may still be admitted.
+            if text.starts_with("HTTP/1.1 503") {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let text = tokio::time::timeout(WAIT, refused).await.unwrap();
+    assert!(
+        text.to_ascii_lowercase().contains("retry-after: 2"),
+        "{text}"
+    );
+    // Once the first is complete and answered, its bytes are back: the next is read.
+    first.write_all(&body[3000..]).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(WAIT, first.read_to_end(&mut raw))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    assert!(!text.starts_with("HTTP/1.1 503"), "{text}");
+    let (status, body) = exchange(addr, &head("POST", "/", &links, &body), &body).await;
+    assert_ne!(status, 503, "{body}");
+    stop.send(()).unwrap();
+    tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+}
