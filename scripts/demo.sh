@@ -39,13 +39,12 @@ base="http://127.0.0.1:$RSAGG_DEMO_PORT/demo/"
 # pipelines/demo.toml reads these three; the operator commands printed at the end need the
 # same values, so they are kept in a file that `set -a; . FILE; set +a` loads.
 envfile="$out/demo.env"
-cat >"$envfile" <<ENV
-# The environment scripts/demo.sh ran pipelines/demo.toml with.
-# Load it with: set -a; . $envfile; set +a
-RSAGG_DEMO_UPSTREAM=$RSAGG_DEMO_UPSTREAM
-RSAGG_DEMO_PORT=$RSAGG_DEMO_PORT
-RSAGG_DEMO_STORE=$RSAGG_DEMO_STORE
-ENV
+{
+  echo "# The environment scripts/demo.sh ran pipelines/demo.toml with."
+  echo "# Load it with: set -a; . $envfile; set +a"
+  printf 'RSAGG_DEMO_UPSTREAM=%q\nRSAGG_DEMO_PORT=%q\nRSAGG_DEMO_STORE=%q\n' \
+    "$RSAGG_DEMO_UPSTREAM" "$RSAGG_DEMO_PORT" "$RSAGG_DEMO_STORE"
+} >"$envfile"
 
 echo "== sample upstream: $RSAGG_DEMO_UPSTREAM/.well-known/resourcesync"
 "$rsagg" check pipelines/demo.toml

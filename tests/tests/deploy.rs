@@ -1,7 +1,8 @@
 //! The Kubernetes manifests of `deploy/k8s` against the code they deploy:
 //!
 //! - every `httpGet` probe (liveness, readiness, startup) names a path the real router of
-//!   `rsagg serve` answers with 200 (memory:// stores are reachable, so `/readyz` is ready)
+//!   `rsagg serve` answers with 200 (a collection published into a memory:// store, so
+//!   `/readyz` is ready)
 //!   and the port the container listens on (`--listen 0.0.0.0:PORT`), and every listening
 //!   container has both a liveness and a readiness probe;
 //! - every pipeline file of the ConfigMap `rsagg-pipelines` is a valid pipeline, and the
@@ -147,9 +148,17 @@ fn probe_listen_port(text: &str) -> Option<String> {
     (!port.is_empty()).then_some(port)
 }
 
-/// The router of `rsagg serve` over one collection in a memory store (always reachable).
-fn router() -> Result<axum::Router> {
+/// The router of `rsagg serve` over one published collection (its Capability List is in
+/// the store: `/readyz` is 503 until then) in a memory store (always reachable).
+async fn router() -> Result<axum::Router> {
+    use object_store::ObjectStoreExt;
     let objects = rsagg_store::open_object_store("memory://")?.objects;
+    objects
+        .put(
+            &object_store::path::Path::from("capabilitylist.xml"),
+            "<urlset/>".into(),
+        )
+        .await?;
     let collection = rsagg_server::Collection::new("c", "http://127.0.0.1:8080/c/", objects)?;
     Ok(rsagg_server::router(vec![collection]))
 }
@@ -197,7 +206,7 @@ async fn probe_paths_are_answered_by_the_router() -> Result<()> {
     let mut failed = Vec::new();
     for path in paths {
         // As the probe listener answers them.
-        let response = rsagg_server::probes_only(router()?)
+        let response = rsagg_server::probes_only(router().await?)
             .oneshot(
                 Request::builder()
                     .method("GET")
@@ -629,7 +638,7 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
     // Every path probed is answered by the real router as the probe listener serves it,
     // every path scraped by the real router.
     for path in &probe_paths {
-        let response = rsagg_server::probes_only(router()?)
+        let response = rsagg_server::probes_only(router().await?)
             .oneshot(Request::builder().uri(path.as_str()).body(Body::empty())?)
             .await?;
         ensure!(
@@ -640,7 +649,8 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
     }
     ensure!(probe_paths.contains("/readyz"), "{probe_paths:?}");
     for path in &paths {
-        let response = router()?
+        let response = router()
+            .await?
             .oneshot(Request::builder().uri(path.as_str()).body(Body::empty())?)
             .await?;
         ensure!(
