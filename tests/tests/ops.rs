@@ -609,3 +609,474 @@ fn a_missing_bucket_is_said_as_such_on_one_line() -> Result<()> {
     );
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// An upstream whose Change List runs past its Resource List (issue 25, points 1 and 2)
+
+/// When each change of [`past_list`] happened: after the Resource List's `at` ([`T0`]).
+fn after_t0(i: usize) -> String {
+    format!("2026-01-02T00:00:{i:02}Z")
+}
+
+/// An upstream as most real Sources are: a Resource List made at [`T0`] naming `r0`..`r19`,
+/// then a Change List with changes after it: `n0`..`n4` created, `r0`..`r4` updated (the
+/// list still announces their old bytes, and has no `lastmod` that could explain the
+/// difference), `r5`..`r9` deleted (gone from the site). Returns the site and its current
+/// state (URI → bytes: `r0`..`r4` new, `r10`..`r19`, `n0`..`n4`).
+fn past_list() -> Result<(Site, Vec<(String, Vec<u8>)>)> {
+    let site = Site::new()?;
+    site.source_description("/.well-known/resourcesync", &["/capabilitylist.xml"])?;
+    site.capability_list(
+        "/capabilitylist.xml",
+        Some("/.well-known/resourcesync"),
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist.xml"),
+        ],
+    )?;
+    let old = |i: usize| format!("resource {i} as listed").into_bytes();
+    let new = |i: usize| format!("resource {i}, updated after the list").into_bytes();
+    let created = |i: usize| format!("new resource {i}").into_bytes();
+    let r = |i: usize| format!("/res/r{i}.txt");
+    let n = |i: usize| format!("/res/n{i}.txt");
+    let listed: Vec<String> = (0..20)
+        .map(|i| url_item(&site.url(&r(i)), None, &md_of(&old(i)), ""))
+        .collect();
+    site.write(
+        "/resourcelist.xml",
+        doc(
+            "urlset",
+            &format!(r#"capability="resourcelist" at="{T0}""#),
+            &[("up", &site.url("/capabilitylist.xml"))],
+            &listed,
+        ),
+    )?;
+    let mut changes = Vec::new();
+    let mut state = Vec::new();
+    for i in 0..5 {
+        site.write(&r(i), new(i))?;
+        changes.push(change_item(
+            &site.url(&r(i)),
+            "updated",
+            &after_t0(i),
+            Some(&new(i)),
+        ));
+        state.push((site.url(&r(i)), new(i)));
+    }
+    for i in 5..10 {
+        changes.push(change_item(&site.url(&r(i)), "deleted", &after_t0(i), None));
+    }
+    for i in 10..20 {
+        site.write(&r(i), old(i))?;
+        state.push((site.url(&r(i)), old(i)));
+    }
+    for i in 0..5 {
+        site.write(&n(i), created(i))?;
+        changes.push(change_item(
+            &site.url(&n(i)),
+            "created",
+            &after_t0(10 + i),
+            Some(&created(i)),
+        ));
+        state.push((site.url(&n(i)), created(i)));
+    }
+    site.changes("/changelist.xml", "changelist", T0, &changes)?;
+    state.sort();
+    Ok((site, state))
+}
+
+#[test]
+fn audit_is_in_sync_after_a_run_when_the_change_list_runs_past_the_resource_list() -> Result<()> {
+    let (site, state) = past_list()?;
+    let case = Case::new(
+        Store::file("past-list-audit")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let toml = case.toml.to_string_lossy().into_owned();
+
+    // Before any run, the plan is the upstream's state: the resources it has now, not
+    // those its list had at T0.
+    let (code, out, err) = cmd(&case, &["run", &toml, "--dry-run", "--json"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let plan: Value = serde_json::from_str(out.trim())?;
+    let mut planned: Vec<String> = plan["items"]
+        .as_array()
+        .context("items")?
+        .iter()
+        .map(|i| {
+            format!(
+                "{} {}",
+                i["action"].as_str().unwrap_or("?"),
+                i["uri"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    planned.sort();
+    let creates: Vec<String> = state.iter().map(|(u, _)| format!("create {u}")).collect();
+    assert_eq!(planned, creates, "{plan:#}");
+
+    let run = case.run()?;
+    run.assert_ok();
+    // Nothing fetched against a stale entry: no quarantine, no resource listed but gone.
+    assert_eq!((run.n("quarantined"), run.n("gone")), (0, 0), "{run:#?}");
+    let snap = case.assert_state(UP, &state, &[])?;
+    assert!(snap.quarantine.is_empty(), "{:#?}", snap.quarantine);
+    snap.assert_log_sane();
+
+    // The audit judges against the same state: in sync.
+    let (code, r) = audit(&case, &[])?;
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["in_sync"], true, "{r:#}");
+    let up = &r["upstreams"][0];
+    assert_eq!(up["listed"], 20, "{r:#}");
+    assert_eq!(up["extra_checked"], true, "{r:#}");
+    let (code, r) = audit(&case, &["--read-data"])?;
+    assert_eq!(code, 0, "{r:#}");
+
+    // And it still sees what differs from that state: a resource deleted in the store.
+    let (_, text, _) = cmd(&case, &["audit", &toml])?;
+    assert!(text.ends_with("IN SYNC\n"), "{text}");
+    let blob = copy_of(&case, &site, "/res/n0.txt")?;
+    std::fs::remove_file(blob_file(&case, &blob)?)?;
+    let (code, r) = audit(&case, &[])?;
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(items(&site, &r), ["missing /res/n0.txt"], "{r:#}");
+    Ok(())
+}
+
+#[test]
+fn run_baseline_logs_no_event_when_the_change_list_runs_past_the_resource_list() -> Result<()> {
+    let (site, state) = past_list()?;
+    let case = Case::new(
+        Store::file("past-list-baseline")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    case.run()?.assert_ok();
+    let before = case.snapshot(UP)?;
+
+    // A dry run of the re-sync plans no deletion and no creation of what is there.
+    let toml = case.toml.to_string_lossy().into_owned();
+    let (code, out, err) = cmd(&case, &["run", &toml, "--dry-run", "--baseline", "--json"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let plan: Value = serde_json::from_str(out.trim())?;
+    let up = &plan["upstreams"][0];
+    assert_eq!(
+        (&up["create"], &up["delete"], &up["update"]),
+        (&0.into(), &0.into(), &20.into()),
+        "every resource fetched again, none created or deleted: {plan:#}"
+    );
+
+    let run = case.run_with(&["--baseline"])?;
+    run.assert_ok();
+    assert!(
+        run.resyncs().iter().any(|r| r.contains("run --baseline")),
+        "{run:#?}"
+    );
+    assert_eq!(
+        run.cud(),
+        (0, 0, 0),
+        "no event for an unchanged state: {run:#?}"
+    );
+    assert_eq!(run.n("quarantined"), 0, "{run:#?}");
+    let after = case.assert_state(UP, &state, &[])?;
+    assert_eq!(
+        after.log.len(),
+        before.log.len(),
+        "no change-log entry: {:#?}",
+        &after.log[before.log.len().min(after.log.len())..]
+    );
+    assert!(after.quarantine.is_empty(), "{:#?}", after.quarantine);
+    // The published Change List holds no more entries than before.
+    let (code, r) = audit(&case, &[])?;
+    assert_eq!(code, 0, "{r:#}");
+    Ok(())
+}
+
+#[test]
+fn quarantine_retry_judges_by_the_changes_after_the_resource_list() -> Result<()> {
+    let site = with_changelist(&[A])?;
+    let u = "/res/u.txt";
+    // The list announces bytes the upstream no longer serves (no lastmod to explain it).
+    site.write(u, "u as it is now")?;
+    let cap = site.url("/capabilitylist.xml");
+    site.write(
+        "/resourcelist.xml",
+        doc(
+            "urlset",
+            &format!(r#"capability="resourcelist" at="{T0}""#),
+            &[("up", &cap)],
+            &[
+                url_item(&site.url(A.0), Some(LASTMOD), &md_of(A.1), ""),
+                url_item(&site.url(u), None, &md_of(b"u as it was"), ""),
+            ],
+        ),
+    )?;
+    let case = Case::new(
+        Store::file("quarantine-later")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    assert_eq!(run.n("quarantined"), 1, "{run:#?}");
+    // The upstream's Change List announces the update after the list's `at`: what it
+    // serves is right, the list is stale. A retry judges by the change and releases it.
+    site.changes(
+        "/changelist.xml",
+        "changelist",
+        T0,
+        &[change_item(
+            &site.url(u),
+            "updated",
+            &after_t0(1),
+            Some(b"u as it is now"),
+        )],
+    )?;
+    let toml = case.toml.to_string_lossy().into_owned();
+    let (code, out, err) = cmd(&case, &["quarantine", "retry", &toml, "--json"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let r: Value = serde_json::from_str(out.trim())?;
+    assert_eq!(r["upstreams"][0]["created"], 1, "{r:#}");
+    assert_eq!(r["upstreams"][0]["quarantined"], 0, "{r:#}");
+    let snap = case.assert_state(
+        UP,
+        &[
+            (site.url(A.0), A.1.to_vec()),
+            (site.url(u), b"u as it is now".to_vec()),
+        ],
+        &[],
+    )?;
+    assert!(snap.quarantine.is_empty(), "{:#?}", snap.quarantine);
+    // The next run applies the change: the copy is what it announces, nothing new.
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    assert_eq!(audit(&case, &[])?.0, 0);
+    Ok(())
+}
+
+#[test]
+fn a_run_releases_a_quarantine_when_a_later_change_stores_the_announced_bytes() -> Result<()> {
+    // A quarantine left by an earlier run (the list announced other bytes): the change
+    // after the list that announces what is served stores it, and the quarantine goes.
+    let site = with_changelist(&[A])?;
+    let u = "/res/u.txt";
+    site.write(u, "u as it is now")?;
+    let cap = site.url("/capabilitylist.xml");
+    site.write(
+        "/resourcelist.xml",
+        doc(
+            "urlset",
+            &format!(r#"capability="resourcelist" at="{T0}""#),
+            &[("up", &cap)],
+            &[
+                url_item(&site.url(A.0), Some(LASTMOD), &md_of(A.1), ""),
+                url_item(&site.url(u), None, &md_of(b"u as it was"), ""),
+            ],
+        ),
+    )?;
+    let case = Case::new(
+        Store::file("quarantine-released")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    assert_eq!(case.run()?.n("quarantined"), 1);
+    site.changes(
+        "/changelist.xml",
+        "changelist",
+        T0,
+        &[change_item(
+            &site.url(u),
+            "updated",
+            &after_t0(1),
+            Some(b"u as it is now"),
+        )],
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 0, 0), "{run:#?}");
+    let snap = case.snapshot(UP)?;
+    assert!(snap.quarantine.is_empty(), "{:#?}", snap.quarantine);
+    // `run --baseline` then: the list is still stale, the change still after it: the
+    // resource is left to the change, not quarantined again.
+    let run = case.run_with(&["--baseline"])?;
+    run.assert_ok();
+    assert_eq!(
+        (run.cud(), run.n("quarantined")),
+        ((0, 0, 0), 0),
+        "{run:#?}"
+    );
+    assert!(case.snapshot(UP)?.quarantine.is_empty());
+    Ok(())
+}
+
+#[test]
+fn audit_exits_2_on_a_store_error_not_missing_or_corrupt() -> Result<()> {
+    let site = with_changelist(&[A, B])?;
+    let case = Case::new(
+        Store::file("audit-store-error")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    case.run()?.assert_ok();
+    // b's blob replaced by a symbolic link to itself: looking it up fails (not "not
+    // found"), as a store that errs does.
+    let path = blob_file(&case, &copy_of(&case, &site, B.0)?)?;
+    std::fs::remove_file(&path)?;
+    std::os::unix::fs::symlink(&path, &path)?;
+    let toml = case.toml.to_string_lossy().into_owned();
+    for args in [vec![], vec!["--read-data"]] {
+        let mut all = vec!["audit", toml.as_str(), "--json"];
+        all.extend(args.iter().copied());
+        let (code, out, err) = cmd(&case, &all)?;
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            out.trim().is_empty(),
+            "no verdict on a failing store: {out}"
+        );
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("rsagg audit:"))
+            .unwrap_or_default();
+        assert!(line.contains("blobs/sha256"), "{args:?}: {err}");
+    }
+    Ok(())
+}
+
+/// A proxy to `upstream` (SeaweedFS) that answers every HEAD itself with a 500 and a body
+/// (which a HEAD answer must not have), as a faulty S3 endpoint did; the other requests are
+/// forwarded as they are (the signature covers the `Host` it keeps), one per connection.
+fn head_500_proxy(upstream: std::net::SocketAddr) -> Result<std::net::SocketAddr> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            std::thread::spawn(move || -> std::io::Result<()> {
+                let mut reader = BufReader::new(client.try_clone()?);
+                let mut client = client;
+                loop {
+                    let mut head = Vec::new();
+                    loop {
+                        let mut line = Vec::new();
+                        if reader.read_until(b'\n', &mut line)? == 0 {
+                            return Ok(());
+                        }
+                        let end = line == b"\r\n";
+                        head.extend_from_slice(&line);
+                        if end {
+                            break;
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head).into_owned();
+                    if text.starts_with("HEAD ") {
+                        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>";
+                        write!(
+                            client,
+                            "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        )?;
+                        client.flush()?;
+                        continue;
+                    }
+                    let length: usize = text
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body)?;
+                    let head: String = text
+                        .split("\r\n")
+                        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+                        .collect::<Vec<_>>()
+                        .join("\r\n");
+                    let head = head.trim_end_matches("\r\n").to_owned();
+                    let mut up = std::net::TcpStream::connect(upstream)?;
+                    write!(up, "{head}\r\nConnection: close\r\n\r\n")?;
+                    up.write_all(&body)?;
+                    let mut answer = Vec::new();
+                    up.read_to_end(&mut answer)?;
+                    client.write_all(&answer)?;
+                    return Ok(());
+                }
+            });
+        }
+    });
+    Ok(addr)
+}
+
+#[test]
+fn audit_exits_2_promptly_when_s3_answers_head_with_a_500_and_a_body() -> Result<()> {
+    let site = with_changelist(&[A, B, C])?;
+    let store = Store::s3("audit-head-500")?;
+    let store_url = store.url.clone();
+    let case = Case::new(store, &site.url("/.well-known/resourcesync"), "")?;
+    case.run()?.assert_ok();
+    let sw = rsagg_e2e::Seaweed::shared()?;
+    let endpoint: std::net::SocketAddr = sw
+        .endpoint()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()?;
+    let proxy = head_500_proxy(endpoint)?;
+    // Short store retries, so that the test takes seconds.
+    let toml = std::fs::read_to_string(&case.toml)?.replace(
+        "[store]\n",
+        "[store]\nretries = 1\nretry_timeout = \"2s\"\n",
+    );
+    std::fs::write(&case.toml, toml)?;
+    let env: Vec<(String, String)> = sw
+        .env()
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "AWS_ENDPOINT" | "AWS_ENDPOINT_URL" => (k, format!("http://{proxy}")),
+            _ => (k, v),
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let mut child = Command::new(rsagg_bin()?)
+        .args(["audit", &case.toml.to_string_lossy(), "--json"])
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_PROFILE")
+        .envs(env)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let limit = std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if started.elapsed() > limit {
+            child.kill()?;
+            let out = child.wait_with_output()?;
+            anyhow::bail!(
+                "audit still running after {limit:?} against a store failing HEAD: {}",
+                tail(&String::from_utf8_lossy(&out.stderr), 30)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let out = child.wait_with_output()?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(status.code(), Some(2), "{stdout}{stderr}");
+    assert!(stdout.trim().is_empty(), "no verdict: {stdout}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("rsagg audit:"))
+        .unwrap_or_default();
+    assert!(
+        line.contains(&store_url) || line.contains("blobs/sha256"),
+        "{stderr}"
+    );
+    assert!(line.contains("500"), "{stderr}");
+    Ok(())
+}

@@ -21,6 +21,7 @@
 use std::collections::HashSet;
 use std::io::{BufWriter, Read, Write};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use md5::Digest as _;
@@ -36,6 +37,7 @@ use url::Url;
 use crate::Error;
 use crate::compare::{announces_other_bytes, uri_digest, verify};
 use crate::context::{Ctx, Harvest};
+use crate::later::{Later, is_deletion};
 use crate::upstream::discover_sets;
 
 /// What `audit` checks beyond the lists.
@@ -246,6 +248,7 @@ impl Listed {
         configured: &HashSet<String>,
         complete: &HashSet<String>,
         set: Option<&str>,
+        deadline: Option<Duration>,
         mut extra: impl FnMut(String, String, &'static str),
     ) -> Result<(), Error> {
         let io = |source| Error::Io {
@@ -266,15 +269,25 @@ impl Listed {
                 .collect();
             drop(bytes);
             let first = u16::try_from(b << 8).unwrap_or(u16::MAX);
-            let mut members = state.present_in_slots(first..=first | 0xff).await?;
-            while let Some((_, upstream, uri)) = members.next().await? {
+            let range = first..=first | 0xff;
+            let scan = || format!("scanning the slots {range:?} of the state");
+            let mut members =
+                store_request(deadline, scan, state.present_in_slots(range.clone())).await?;
+            while let Some((_, upstream, uri)) =
+                store_request(deadline, scan, members.next()).await?
+            {
                 if !configured.contains(&upstream) {
                     extra(upstream, uri, "its upstream is no longer in the pipeline");
                 } else if complete.contains(&upstream)
                     && !listed.contains(&Self::digest(&upstream, &uri))
                 {
                     if let Some(set) = set {
-                        let record = state.resource(&upstream, &uri).await?;
+                        let record = store_request(
+                            deadline,
+                            || format!("reading the record of {uri}"),
+                            state.resource(&upstream, &uri),
+                        )
+                        .await?;
                         if record.is_none_or(|r| r.set != set) {
                             continue;
                         }
@@ -326,42 +339,61 @@ fn announced(e: &UrlEntry) -> String {
     parts.join(", ")
 }
 
-/// Checks one listed entry against the state (and the blob, and the upstream).
+/// A store request of the audit, bounded by `deadline`: one that fails, or does not answer
+/// in time, is a store error (the audit stops, exit 2), never a discrepancy: a request that
+/// failed says nothing of what the store holds.
+pub(crate) async fn store_request<T>(
+    deadline: Option<Duration>,
+    what: impl FnOnce() -> String,
+    request: impl Future<Output = Result<T, rsagg_store::Error>>,
+) -> Result<T, Error> {
+    let Some(deadline) = deadline else {
+        return request.await.map_err(Error::Store);
+    };
+    match tokio::time::timeout(deadline, request).await {
+        Ok(r) => r.map_err(Error::Store),
+        Err(_) => Err(Error::StoreDeadline {
+            what: what(),
+            deadline: humantime::format_duration(deadline).to_string(),
+        }),
+    }
+}
+
+/// Checks one entry of the upstream's state against the state (and the blob, and the
+/// upstream); `Err` when the store failed (see [`store_request`]).
 async fn check_entry(
     ctx: &Ctx,
     access: &Access,
     upstream: &str,
     e: UrlEntry,
     opts: AuditOptions,
-) -> Vec<(Discrepancy, String, String)> {
+    deadline: Duration,
+) -> Result<Vec<(Discrepancy, String, String)>, Error> {
+    let deadline = Some(deadline);
     let uri = e.loc.trim().to_owned();
     let mut out = Vec::new();
     let mut found = |kind, detail: String| out.push((kind, uri.clone(), detail));
-    let record = match ctx.state.resource(upstream, &uri).await {
-        Ok(r) => r,
-        Err(err) => {
-            found(
-                Discrepancy::Missing,
-                format!("the state cannot be read: {err}"),
-            );
-            return out;
-        }
-    };
+    let record = store_request(
+        deadline,
+        || format!("reading the record of {uri}"),
+        ctx.state.resource(upstream, &uri),
+    )
+    .await?;
     let (r, copy) = match &record {
         None => {
             found(Discrepancy::Missing, "not in the store".into());
-            return out;
+            return Ok(out);
         }
         Some(r) if r.status == ResourceStatus::Deleted => {
             found(
                 Discrepancy::Missing,
                 "deleted in the store, listed upstream".into(),
             );
-            return out;
+            return Ok(out);
         }
         Some(ResourceRecord { copy: None, .. }) => {
             found(Discrepancy::Missing, "a record without a copy".into());
-            return out;
+            return Ok(out);
         }
         Some(r @ ResourceRecord { copy: Some(c), .. }) => (r, c),
     };
@@ -390,50 +422,60 @@ async fn check_entry(
             format!("the list's lastmod is {listed}, the copy's {held}"),
         );
     }
+    let blob = || format!("blob {}", copy.sha256);
     if opts.read_data {
-        match ctx.blobs.get(&copy.sha256).await {
-            Ok(stream) => match hash_stream(stream).await {
-                Ok(info) if info.sha256 != copy.sha256 || info.length != copy.length => found(
-                    Discrepancy::Corrupt,
-                    format!(
-                        "the stored bytes are sha-256:{} ({} bytes), their address and record say sha-256:{} ({} bytes)",
-                        info.sha256, info.length, copy.sha256, copy.length
-                    ),
-                ),
-                Ok(info) => {
-                    if !changed && let Err((expected, got)) = verify(&e, &info) {
-                        changed = true;
-                        found(
-                            Discrepancy::Changed,
-                            format!("the list announces {expected}, the stored bytes are {got}"),
-                        );
-                    }
-                }
-                Err(err) => found(
-                    Discrepancy::Corrupt,
-                    format!("blob {} cannot be read: {err}", copy.sha256),
-                ),
-            },
-            Err(_) if matches!(ctx.blobs.exists(&copy.sha256).await, Ok(false)) => found(
-                Discrepancy::Missing,
-                format!("its blob {} is gone from the store", copy.sha256),
-            ),
-            Err(err) => found(
+        let read = async {
+            let stream = ctx.blobs.get(&copy.sha256).await?;
+            hash_stream(stream)
+                .await
+                .map_err(|e| rsagg_store::Error::object_store(blob(), e))
+        };
+        match store_request(deadline, || format!("reading {}", blob()), read).await {
+            Ok(info) if info.sha256 != copy.sha256 || info.length != copy.length => found(
                 Discrepancy::Corrupt,
-                format!("blob {} cannot be read: {err}", copy.sha256),
+                format!(
+                    "the stored bytes are sha-256:{} ({} bytes), their address and record say sha-256:{} ({} bytes)",
+                    info.sha256, info.length, copy.sha256, copy.length
+                ),
             ),
+            Ok(info) => {
+                if !changed && let Err((expected, got)) = verify(&e, &info) {
+                    changed = true;
+                    found(
+                        Discrepancy::Changed,
+                        format!("the list announces {expected}, the stored bytes are {got}"),
+                    );
+                }
+            }
+            // Not readable: gone (the store says so when asked), else the store failed.
+            Err(err) => {
+                let exists = store_request(
+                    deadline,
+                    || format!("looking up {}", blob()),
+                    ctx.blobs.exists(&copy.sha256),
+                )
+                .await?;
+                if exists {
+                    return Err(err);
+                }
+                found(
+                    Discrepancy::Missing,
+                    format!("its {} is gone from the store", blob()),
+                );
+            }
         }
     } else {
-        match ctx.blobs.exists(&copy.sha256).await {
-            Ok(true) => {}
-            Ok(false) => found(
+        let exists = store_request(
+            deadline,
+            || format!("looking up {}", blob()),
+            ctx.blobs.exists(&copy.sha256),
+        )
+        .await?;
+        if !exists {
+            found(
                 Discrepancy::Missing,
-                format!("its blob {} is gone from the store", copy.sha256),
-            ),
-            Err(err) => found(
-                Discrepancy::Missing,
-                format!("blob {} cannot be looked up: {err}", copy.sha256),
-            ),
+                format!("its {} is gone from the store", blob()),
+            );
         }
     }
     if opts.fetch && !changed {
@@ -465,14 +507,17 @@ async fn check_entry(
             ),
         }
     }
-    out
+    Ok(out)
 }
 
-/// Audits `upstreams` against `ctx`'s state (opened read-only by the caller).
+/// Audits `upstreams` against `ctx`'s state (opened read-only by the caller). Every store
+/// request is given up after `store_deadline`; a store error (a failed request, or one past
+/// its deadline) ends the audit with `Err` ([`Error::is_store`]): nothing can be judged then.
 pub async fn audit(
     ctx: Arc<Ctx>,
     upstreams: &[UpstreamConfig],
     opts: AuditOptions,
+    store_deadline: Duration,
 ) -> Result<AuditReport, Error> {
     let mut report = AuditReport {
         checks: std::iter::once("lists")
@@ -505,8 +550,9 @@ pub async fn audit(
         };
         let mut all_read = true;
         for set in &sets {
-            if let Err(e) = audit_set(&h, set, opts, &mut listed, &mut report).await {
-                if e.is_fenced() {
+            if let Err(e) = audit_set(&h, set, opts, store_deadline, &mut listed, &mut report).await
+            {
+                if e.is_fenced() || e.is_store() {
                     return Err(e);
                 }
                 all_read = false;
@@ -531,6 +577,7 @@ pub async fn audit(
             &configured,
             &complete,
             None,
+            Some(store_deadline),
             |upstream, uri, why| {
                 report.add(
                     max,
@@ -551,11 +598,13 @@ pub async fn audit(
     Ok(report)
 }
 
-/// One set: its Resource List streamed and every entry checked.
+/// One set: the upstream's state (its Resource List, and the changes after the list's `at`,
+/// `later.rs`) streamed and every entry checked.
 async fn audit_set(
     h: &Harvest,
     set: &CapabilitySet,
     opts: AuditOptions,
+    deadline: Duration,
     listed: &mut Listed,
     report: &mut AuditReport,
 ) -> Result<(), Error> {
@@ -566,45 +615,103 @@ async fn audit_set(
             message: "no Resource List to compare the store with".into(),
         });
     };
-    let upstream = h.up.name.clone();
+    // The changes after the list's `at`: a resource they concern is judged by its last
+    // change, not by its stale list entry.
+    let (later_at, later) = match h.later_changes(set, &list_url, true).await? {
+        Some((at, later)) => (Some(at), later),
+        None => (None, Later::none()),
+    };
     let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
     let docs = h.docs();
     let producer = docs.stream_entries(&list_url, tx);
-    let concurrency = h.ctx.fetch.concurrency.max(1);
+    let later_ref = &later;
     let consumer = async {
         let entries =
-            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
-        let mut checked = std::pin::pin!(
-            entries
-                .map(|(_, e)| {
-                    let (ctx, access, upstream) = (&h.ctx, &h.access, upstream.as_str());
-                    let uri = e.loc.trim().to_owned();
-                    async move { (uri, check_entry(ctx, access, upstream, e, opts).await) }
-                })
-                .buffer_unordered(concurrency)
-        );
-        while let Some((uri, found)) = checked.next().await {
-            listed.insert(&upstream, &uri)?;
-            if let Some(u) = report.upstreams.last_mut() {
-                u.listed += 1;
-            }
-            for (kind, uri, detail) in found {
-                report.add(
-                    opts.max_items,
-                    AuditItem {
-                        upstream: upstream.clone(),
-                        kind,
-                        uri,
-                        detail,
-                    },
-                );
-            }
-        }
-        Ok::<_, Error>(())
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) })
+                .filter(|(_, e)| std::future::ready(!later_ref.contains(&e.loc)));
+        check_all(
+            h,
+            entries.map(|(_, e)| e),
+            opts,
+            deadline,
+            &mut *listed,
+            &mut *report,
+        )
+        .await
     };
     let (header, consumed) = futures::join!(producer, consumer);
     consumed?;
-    header?;
+    let header = header?;
+    let at = header.md.as_ref().and_then(|m| m.at);
+    if let (Some(before), Some(now)) = (later_at, at)
+        && !before.cmp_instant(&now).is_eq()
+    {
+        return Err(Error::Upstream {
+            url: list_url.to_string(),
+            section: "10.1",
+            message: format!(
+                "the Resource List changed while it was audited (at {before}, then {now}); audit again"
+            ),
+        });
+    }
+    // Then the resources changed after the list, by their last change; a deleted one is not
+    // in the upstream's state (a present copy of it is found `extra` below).
+    let changed = later.into_entries().into_iter().filter(|e| !is_deletion(e));
+    check_all(
+        h,
+        futures::stream::iter(changed),
+        opts,
+        deadline,
+        listed,
+        report,
+    )
+    .await?;
+    Ok(())
+}
+
+/// Checks each entry of the upstream's state (at `[fetch] concurrency`), notes it as listed
+/// and adds what it found to the report.
+async fn check_all(
+    h: &Harvest,
+    entries: impl futures::Stream<Item = UrlEntry>,
+    opts: AuditOptions,
+    deadline: Duration,
+    listed: &mut Listed,
+    report: &mut AuditReport,
+) -> Result<(), Error> {
+    let upstream = h.up.name.as_str();
+    let mut checked = std::pin::pin!(
+        entries
+            .map(|e| {
+                let (ctx, access) = (&h.ctx, &h.access);
+                let uri = e.loc.trim().to_owned();
+                async move {
+                    (
+                        uri,
+                        check_entry(ctx, access, upstream, e, opts, deadline).await,
+                    )
+                }
+            })
+            .buffer_unordered(h.ctx.fetch.concurrency.max(1))
+    );
+    while let Some((uri, found)) = checked.next().await {
+        let found = found?;
+        listed.insert(upstream, &uri)?;
+        if let Some(u) = report.upstreams.last_mut() {
+            u.listed += 1;
+        }
+        for (kind, uri, detail) in found {
+            report.add(
+                opts.max_items,
+                AuditItem {
+                    upstream: upstream.to_owned(),
+                    kind,
+                    uri,
+                    detail,
+                },
+            );
+        }
+    }
     Ok(())
 }
 
@@ -663,7 +770,7 @@ mod tests {
         let complete: HashSet<String> = ["a"].map(String::from).into();
         let mut extra = Vec::new();
         listed
-            .unlisted(&state, &configured, &complete, None, |up, uri, _| {
+            .unlisted(&state, &configured, &complete, None, None, |up, uri, _| {
                 extra.push(format!("{up} {uri}"))
             })
             .await

@@ -57,13 +57,46 @@ impl Harvest {
             return Ok(None);
         };
         let started = W3cDateTime::now();
+        // The upstream's state is the list plus the changes after its `at` (`later.rs`):
+        // the resources those concern are left to the incremental pass that follows (from
+        // the checkpoint at `at`), neither fetched against their stale entries nor deleted
+        // for being unlisted. They count as listed from the start, so the loop below skips
+        // them as it skips a URI listed twice.
+        let later_at = match self
+            .bounded(self.later_changes(set, &list_url, false))
+            .await
+        {
+            Ok(Some((at, later))) => {
+                if !later.is_empty() {
+                    tracing::info!(
+                        upstream = %self.up.name,
+                        set = %set.url,
+                        resources = later.len(),
+                        "changed after the Resource List's `at`: left to the Change List"
+                    );
+                }
+                Some((at, later))
+            }
+            Ok(None) => None,
+            Err(e) if e.is_fenced() || e.is_deadline() => return Err(e),
+            Err(e) => {
+                report.warn(format!(
+                    "{}: the changes after the Resource List could not be read ({e}); judged by the Resource List alone",
+                    set.url
+                ));
+                None
+            }
+        };
         let shared_set = Arc::new(set.clone());
         let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
         let docs = self.docs();
         // The list is read until the pass deadline at most: then the channel closes, the
         // resources in flight finish (each bounded by its own deadline) and are committed.
         let producer = self.bounded(docs.stream_entries(&list_url, tx));
-        let mut listed: HashSet<u128> = HashSet::new();
+        let (overlay_at, mut listed) = match later_at {
+            Some((at, later)) => (Some(at), later.digests().collect::<HashSet<u128>>()),
+            None => (None, HashSet::new()),
+        };
         let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
         // A first baseline (no record of this upstream yet, the common case for a large
@@ -90,7 +123,8 @@ impl Harvest {
                     entries
                         .map(|(_, e)| {
                             // A URI listed twice is stored once (two concurrent stores of
-                            // the same resource would both see it as new).
+                            // the same resource would both see it as new); one a later
+                            // change concerns is left to the Change List.
                             let first = listed.insert(uri_digest(e.loc.trim()));
                             let (h, set) = (self.clone(), shared_set.clone());
                             async move {
@@ -128,7 +162,15 @@ impl Harvest {
                 return Err(e);
             }
         };
-        let at = header.md.as_ref().and_then(|m| m.at);
+        let mut at = header.md.as_ref().and_then(|m| m.at);
+        // The list rewritten between reading its `at` for the changes and reading it whole:
+        // the checkpoint is the earlier of the two, so no change after either is missed
+        // (one applied to a list that already has it changes nothing).
+        if let (Some(o), Some(a)) = (overlay_at, at)
+            && o.cmp_instant(&a).is_lt()
+        {
+            at = Some(o);
+        }
         self.finish_sync(
             set, &list_url, listed, committer, all_ok, at, started, counted, fresh, report,
         )

@@ -20,7 +20,13 @@ pub(crate) enum Outcome {
         release: bool,
     },
     /// Same bytes as the copy held; the record may carry new upstream metadata.
-    Unchanged(Option<ResourceRecord>),
+    Unchanged {
+        /// The record with new upstream metadata, when it has some.
+        touched: Option<ResourceRecord>,
+        /// The URI whose quarantine is lifted: the copy held is what the upstream
+        /// announces now.
+        release: Option<String>,
+    },
     Deleted(ResourceRecord),
     /// Nothing to do (deletion of an unknown resource).
     Skipped,
@@ -97,8 +103,11 @@ impl<'a> Committer<'a> {
                 self.commit.changes.push(Applied { change, record });
                 true
             }
-            Outcome::Unchanged(touched) => {
+            Outcome::Unchanged { touched, release } => {
                 report.unchanged += 1;
+                if let Some(uri) = release {
+                    self.commit.release.push(uri);
+                }
                 if let Some(r) = touched {
                     self.commit.touched.push(r);
                 }
@@ -148,11 +157,6 @@ impl<'a> Committer<'a> {
             self.flush().await?;
         }
         Ok(ok)
-    }
-
-    /// Lifts the quarantine of `uri` with the next commit.
-    pub(crate) fn release(&mut self, uri: String) {
-        self.commit.release.push(uri);
     }
 
     pub(crate) fn checkpoint(&mut self, cp: Checkpoint) {

@@ -3,7 +3,7 @@
 //! extends with its own `impl Harvest` block.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rsagg_config::{DeadlinesConfig, FetchSection, UpstreamConfig};
 use rsagg_fetch::{Access, Fetcher};
@@ -41,15 +41,29 @@ pub struct Harvest {
     pub(crate) ctx: Arc<Ctx>,
     pub(crate) up: Arc<UpstreamConfig>,
     pub(crate) access: Access,
-    /// URIs of this upstream in quarantine when the run started (few): a verified copy
-    /// releases them.
-    pub(crate) quarantined: Arc<HashSet<String>>,
+    /// URIs of this upstream in quarantine (few): those quarantined when the run started,
+    /// and those the run quarantines itself, so that a later verified copy of the same run
+    /// (a change after a baseline) releases them too.
+    pub(crate) quarantined: Arc<Mutex<HashSet<String>>>,
     /// When this pass must end (`[deadlines] pass`, or the run's deadline if sooner), and
     /// which of the two it is; `None` for push passes (bounded per resource).
     pub(crate) deadline: Option<(tokio::time::Instant, Arc<str>)>,
 }
 
 impl Harvest {
+    /// Notes that `uri` is being quarantined.
+    pub(crate) fn note_quarantined(&self, uri: &str) {
+        if let Ok(mut q) = self.quarantined.lock() {
+            q.insert(uri.to_owned());
+        }
+    }
+
+    /// Whether `uri` is in quarantine, taking it out of the set: the caller releases it
+    /// with its commit.
+    pub(crate) fn take_quarantined(&self, uri: &str) -> bool {
+        self.quarantined.lock().is_ok_and(|mut q| q.remove(uri))
+    }
+
     /// The error of a pass cut short by its deadline.
     pub(crate) fn deadline_error(&self) -> Error {
         Error::PassDeadline {

@@ -208,11 +208,14 @@ impl Harvest {
                 p.upstream_meta.etag.clone(),
                 p.upstream_meta.http_last_modified.clone(),
             );
-            return Outcome::Unchanged(Some(ResourceRecord {
-                upstream_meta: meta,
-                set: set.url.to_string(),
-                ..p.clone()
-            }));
+            return Outcome::Unchanged {
+                touched: Some(ResourceRecord {
+                    upstream_meta: meta,
+                    set: set.url.to_string(),
+                    ..p.clone()
+                }),
+                release: None,
+            };
         }
         let want_sha1 =
             e.md.as_ref()

@@ -31,6 +31,8 @@
 //!   bytes, lists still being read).
 //! - `compare.rs`: pure rules: change instants and order, unchanged copies, verification.
 //! - `lists.rs`: reading the upstream's lists and indexes as streams of entries.
+//! - `later.rs`: the upstream's current state, its Resource List plus the changes after the
+//!   list's `at`, which baselines, re-syncs and the operator commands judge against.
 //! - `packages.rs`: the upstream's dump packages: download, check, stream the items.
 //! - `audit.rs`: `rsagg audit`: the store compared with the upstreams' lists (read-only),
 //!   blobs re-hashed, resources re-fetched on request; `extra` found in bounded memory.
@@ -48,6 +50,7 @@ mod compare;
 mod context;
 mod from_dump;
 mod incremental;
+mod later;
 mod lists;
 mod packages;
 pub mod plan;
@@ -117,6 +120,15 @@ pub enum Error {
         /// Which deadline, and its value.
         deadline: String,
     },
+    /// A store request did not finish within its deadline (`rsagg audit`): the store does
+    /// not answer, so nothing can be judged against it.
+    #[error("store: {what} did not finish within {deadline}; the store is not answering")]
+    StoreDeadline {
+        /// What was being asked.
+        what: String,
+        /// The deadline.
+        deadline: String,
+    },
     /// Local I/O (temporary files) failed.
     #[error("{what}: {source}")]
     Io {
@@ -132,6 +144,12 @@ impl Error {
     /// True when another writer fenced this one out (exit code 3).
     pub fn is_fenced(&self) -> bool {
         matches!(self, Error::Store(e) if e.is_fenced())
+    }
+
+    /// True when the store failed (a request, or the deadline of one): what was being judged
+    /// against it cannot be told (`rsagg audit` exit 2).
+    pub fn is_store(&self) -> bool {
+        matches!(self, Error::Store(_) | Error::StoreDeadline { .. })
     }
 
     /// True when the pass was cut at its deadline.

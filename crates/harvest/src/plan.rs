@@ -33,6 +33,7 @@ use crate::audit::Listed;
 use crate::compare::{change_of, in_order, seen_key, unchanged};
 use crate::context::{Ctx, Harvest};
 use crate::incremental::MAX_CHANGES_PER_LIST;
+use crate::later::{Later, is_deletion};
 use crate::upstream::discover_sets;
 
 /// What the next run would do to one resource.
@@ -399,8 +400,9 @@ async fn plan_set(
     Ok(())
 }
 
-/// A baseline or re-sync's plan: the Resource List against the state, then the present
-/// records of the set it no longer names.
+/// A baseline or re-sync's plan: the upstream's state (the Resource List, and the changes
+/// after its `at` that the run applies next) against the state, then the present records of
+/// the set neither names.
 async fn plan_resync(
     h: &Harvest,
     set: &CapabilitySet,
@@ -416,12 +418,22 @@ async fn plan_resync(
     };
     let upstream = h.up.name.clone();
     let mut listed = Listed::new()?;
+    // The resources changed after the list's `at` are left to the changes, as the run
+    // leaves them (`later.rs`): planned by their last change, never from their stale entry,
+    // nor deleted for being unlisted.
+    let later = h
+        .later_changes(set, &list_url, true)
+        .await?
+        .map(|(_, later)| later)
+        .unwrap_or_else(Later::none);
+    let later_ref = &later;
     let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
     let docs = h.docs();
     let producer = docs.stream_entries(&list_url, tx);
     let consumer = async {
         let entries =
-            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) })
+                .filter(|(_, e)| std::future::ready(!later_ref.contains(&e.loc)));
         let mut looked_up = std::pin::pin!(
             entries
                 .map(|(_, e)| {
@@ -459,6 +471,33 @@ async fn plan_resync(
     let (header, consumed) = futures::join!(producer, consumer);
     consumed?;
     header?;
+    for e in later.into_entries() {
+        let uri = e.loc.trim().to_owned();
+        listed.insert(&upstream, &uri)?;
+        let prior = h.ctx.state.resource(&upstream, &uri).await?;
+        let action = if is_deletion(&e) {
+            prior
+                .filter(|p| p.status == ResourceStatus::Present)
+                .map(|_| Action::Delete)
+        } else {
+            listed_action(&h.ctx, &e, prior.as_ref())
+        };
+        match action {
+            Some(action) => report.add(
+                max,
+                PlanItem {
+                    upstream: upstream.clone(),
+                    action,
+                    uri,
+                },
+            ),
+            None => {
+                if let Some(u) = report.upstreams.last_mut() {
+                    u.unchanged += 1;
+                }
+            }
+        }
+    }
     let only: HashSet<String> = std::iter::once(upstream.clone()).collect();
     listed
         .unlisted(
@@ -466,6 +505,7 @@ async fn plan_resync(
             &only,
             &only,
             Some(set.url.as_str()),
+            None,
             |up, uri, _| {
                 report.add(
                     max,

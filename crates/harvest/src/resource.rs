@@ -31,12 +31,16 @@ impl Harvest {
         if let Some(p) = prior.filter(|p| p.status == ResourceStatus::Present)
             && p.copy.as_ref().is_some_and(|c| c.sha256 == info.sha256)
         {
-            return Outcome::Unchanged(Some(ResourceRecord {
-                upstream_meta: meta,
-                set: set.url.to_string(),
-                mime_type,
-                ..p.clone()
-            }));
+            // Verified bytes, the same as held: a quarantine of the resource is lifted.
+            return Outcome::Unchanged {
+                touched: Some(ResourceRecord {
+                    upstream_meta: meta,
+                    set: set.url.to_string(),
+                    mime_type,
+                    ..p.clone()
+                }),
+                release: self.release_of(e.loc.trim()),
+            };
         }
         let change = match prior {
             Some(p) if p.status == ResourceStatus::Present => Change::Updated,
@@ -45,7 +49,8 @@ impl Harvest {
         };
         Outcome::Stored {
             change,
-            release: self.quarantined.contains(e.loc.trim()),
+            // Also a quarantine of this run (a baseline's, released by a later change).
+            release: self.take_quarantined(e.loc.trim()),
             record: ResourceRecord {
                 upstream: self.up.name.clone(),
                 uri: e.loc.trim().to_owned(),
@@ -98,13 +103,19 @@ impl Harvest {
                 p.upstream_meta.etag.clone(),
                 p.upstream_meta.http_last_modified.clone(),
             );
-            return Outcome::Unchanged(
-                (meta != p.upstream_meta || p.set != set.url.as_str()).then(|| ResourceRecord {
-                    upstream_meta: meta,
-                    set: set.url.to_string(),
-                    ..p.clone()
+            // The entry announces the copy held: a quarantine of the resource is lifted
+            // when the copy verifies against it.
+            let verified = p.copy.as_ref().is_some_and(|c| verify(&e, c).is_ok());
+            return Outcome::Unchanged {
+                touched: (meta != p.upstream_meta || p.set != set.url.as_str()).then(|| {
+                    ResourceRecord {
+                        upstream_meta: meta,
+                        set: set.url.to_string(),
+                        ..p.clone()
+                    }
                 }),
-            );
+                release: verified.then(|| self.release_of(&uri)).flatten(),
+            };
         }
         let url = match Url::parse(&uri) {
             Ok(u) => u,
@@ -140,15 +151,19 @@ impl Harvest {
             if fetched.not_modified
                 && let Some(p) = present
             {
-                return Outcome::Unchanged(Some(ResourceRecord {
-                    upstream_meta: upstream_meta(
-                        &e,
-                        p.upstream_meta.etag.clone(),
-                        p.upstream_meta.http_last_modified.clone(),
-                    ),
-                    set: set.url.to_string(),
-                    ..p.clone()
-                }));
+                let verified = p.copy.as_ref().is_some_and(|c| verify(&e, c).is_ok());
+                return Outcome::Unchanged {
+                    touched: Some(ResourceRecord {
+                        upstream_meta: upstream_meta(
+                            &e,
+                            p.upstream_meta.etag.clone(),
+                            p.upstream_meta.http_last_modified.clone(),
+                        ),
+                        set: set.url.to_string(),
+                        ..p.clone()
+                    }),
+                    release: verified.then(|| self.release_of(&uri)).flatten(),
+                };
             }
             let (etag, last_modified, content_type) = (
                 fetched.etag.clone(),
@@ -181,6 +196,7 @@ impl Harvest {
                     tracing::warn!(upstream = %self.up.name, %uri, %expected, %got, "bytes differ from the list: fetching once more");
                     continue;
                 } else {
+                    self.note_quarantined(&uri);
                     return Outcome::Quarantined(QuarantineRecord {
                         upstream: self.up.name.clone(),
                         uri,
@@ -202,6 +218,11 @@ impl Harvest {
                 content_type,
             );
         }
+    }
+
+    /// `Some(uri)` when `uri` is in quarantine (and no longer in the set): to be released.
+    fn release_of(&self, uri: &str) -> Option<String> {
+        self.take_quarantined(uri).then(|| uri.to_owned())
     }
 
     pub(crate) async fn delete_entry(&self, e: &UrlEntry) -> Outcome {

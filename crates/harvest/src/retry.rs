@@ -4,8 +4,12 @@
 //! (`Harvest::store_entry`): a copy that verifies lifts the quarantine, one that still does
 //! not is quarantined again with what was received this time.
 //!
+//! What the upstream says of a resource now is its Resource List entry, unless a change after
+//! the list's `at` concerns it (`later.rs`): then its last change.
+//!
 //! Only the quarantined URIs are held (a quarantine is small by nature: persistent,
-//! unexplained mismatches); the lists are streamed. A quarantined URI that no Resource List
+//! unexplained mismatches), and the last changes after the list's `at` (bounded, see
+//! `later.rs`); the lists are streamed. A quarantined URI that no Resource List
 //! names any more stays in quarantine and is reported: the next change of it, or its
 //! deletion, settles it.
 
@@ -21,6 +25,7 @@ use url::Url;
 use crate::Error;
 use crate::commit::{Committer, Outcome};
 use crate::context::{Ctx, Harvest};
+use crate::later::{Later, is_deletion};
 use crate::upstream::discover_sets;
 
 /// Retries the quarantined resources of `up` (only `uri` when given). The report counts
@@ -62,7 +67,7 @@ pub async fn retry_quarantined(
         ctx: ctx.clone(),
         up,
         access,
-        quarantined: Arc::new(wanted.clone()),
+        quarantined: Arc::new(std::sync::Mutex::new(wanted.clone())),
         deadline: None,
     };
     let mut pending = wanted;
@@ -96,6 +101,14 @@ async fn retry_set(
     let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
         return Ok(());
     };
+    // What the upstream announces now is its list plus the changes after the list's `at`
+    // (`later.rs`): a resource changed since is verified against its last change, not its
+    // stale list entry.
+    let later = h
+        .later_changes(set, &list_url, true)
+        .await?
+        .map(|(_, later)| later)
+        .unwrap_or_else(Later::none);
     let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
     let docs = h.docs();
     let producer = docs.stream_entries(&list_url, tx);
@@ -106,22 +119,49 @@ async fn retry_set(
         // The quarantined entries are few: one after the other.
         while let Some((_, e)) = rx.recv().await {
             let uri = e.loc.trim().to_owned();
-            if !pending.remove(&uri) {
+            if later.contains(&uri) || !pending.remove(&uri) {
                 continue;
             }
-            tracing::info!(upstream = %h.up.name, %uri, "retrying a quarantined resource");
-            let outcome = h.store_entry(&set, e, true).await;
-            if matches!(outcome, Outcome::Unchanged(_)) {
-                // The copy held is what the list says now: nothing to store, the
-                // quarantine is lifted all the same.
-                committer.release(uri);
-            }
-            committer.add(outcome, report).await?;
+            retry_one(h, &set, e, &mut committer, report).await?;
         }
-        committer.flush().await
+        Ok::<_, Error>(())
     };
     let (header, consumed) = futures::join!(producer, consumer);
     consumed?;
     header?;
+    // Those changed after the list: against their last change (a deletion: not in the
+    // upstream's state, so nothing to verify; kept, and reported as not listed).
+    let mut changed: Vec<String> = pending
+        .iter()
+        .filter(|u| later.get(u).is_some_and(|e| !is_deletion(e)))
+        .cloned()
+        .collect();
+    changed.sort();
+    for uri in changed {
+        if let Some(e) = later.get(&uri) {
+            pending.remove(&uri);
+            retry_one(h, &set, e.clone(), &mut committer, report).await?;
+        }
+    }
+    committer.flush().await
+}
+
+/// Fetches one quarantined resource again, verified against `e`, and commits the outcome.
+async fn retry_one(
+    h: &Harvest,
+    set: &rsagg_fetch::CapabilitySet,
+    e: UrlEntry,
+    committer: &mut Committer<'_>,
+    report: &mut UpstreamReport,
+) -> Result<(), Error> {
+    let uri = e.loc.trim().to_owned();
+    tracing::info!(upstream = %h.up.name, %uri, "retrying a quarantined resource");
+    let mut outcome = h.store_entry(set, e, true).await;
+    if let Outcome::Unchanged { release, .. } = &mut outcome {
+        // The copy held is what the upstream says now: nothing to store, the quarantine is
+        // lifted all the same.
+        release.get_or_insert(uri);
+    }
+    committer.add(outcome, report).await?;
     Ok(())
 }

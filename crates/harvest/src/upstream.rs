@@ -199,7 +199,7 @@ async fn harvest_into(
         ctx: ctx.clone(),
         up: up_arc,
         access,
-        quarantined: Arc::new(quarantined),
+        quarantined: Arc::new(std::sync::Mutex::new(quarantined)),
         deadline,
     };
     for set in &sets {

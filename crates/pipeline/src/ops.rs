@@ -15,7 +15,7 @@ use rsagg_publish::publish;
 use rsagg_store::{QuarantineRecord, State};
 
 use crate::Error;
-use crate::runner::{RunOptions, open_as, write_stats};
+use crate::runner::{RunOptions, open_as, unless_tripped, write_stats};
 
 /// Closes a state the command opened, if nothing else holds it.
 async fn close(state: Arc<State>) -> Result<(), Error> {
@@ -25,10 +25,20 @@ async fn close(state: Arc<State>) -> Result<(), Error> {
     Ok(())
 }
 
-/// `rsagg audit`: the store against every upstream's lists (state read-only).
+/// Beyond `[store] retry_timeout` (how long the S3 client retries one request), how long an
+/// audit waits for one store request before it gives up on the store.
+pub const AUDIT_STORE_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `rsagg audit`: the store against every upstream's current state, its lists and the
+/// changes after them (state read-only). A store error, a request that failed or one that
+/// did not finish within `[store] retry_timeout` + [`AUDIT_STORE_MARGIN`], ends it with
+/// `Err` (exit 2), never with a discrepancy; so does the store's breaker
+/// (`[store] max_failures`) tripping.
 pub async fn audit(p: &Pipeline, opts: AuditOptions) -> Result<AuditReport, Error> {
-    let (_loc, state, ctx) = open_as(p, &RunOptions::default(), true, None).await?;
-    let mut report = rsagg_harvest::audit::audit(ctx, &p.config.upstreams, opts).await?;
+    let (loc, state, ctx) = open_as(p, &RunOptions::default(), true, None).await?;
+    let deadline = p.config.store.retry_timeout + AUDIT_STORE_MARGIN;
+    let audited = rsagg_harvest::audit::audit(ctx, &p.config.upstreams, opts, deadline);
+    let mut report = unless_tripped(&loc, audited).await??;
     report.collection = p.config.collection.name.clone();
     close(state).await?;
     Ok(report)
@@ -40,8 +50,10 @@ pub async fn dry_run(
     opts: &RunOptions,
     max_items: usize,
 ) -> Result<PlanReport, Error> {
-    let (_loc, state, ctx) = open_as(p, opts, true, None).await?;
-    let mut report = rsagg_harvest::plan::plan(ctx, &p.config.upstreams, max_items).await?;
+    let (loc, state, ctx) = open_as(p, opts, true, None).await?;
+    // The state retries a failing store without end: the breaker ends the dry run instead.
+    let planned = rsagg_harvest::plan::plan(ctx, &p.config.upstreams, max_items);
+    let mut report = unless_tripped(&loc, planned).await??;
     report.collection = p.config.collection.name.clone();
     close(state).await?;
     Ok(report)
@@ -53,15 +65,19 @@ pub async fn quarantine_list(
     p: &Pipeline,
     mut each: impl FnMut(QuarantineRecord),
 ) -> Result<u64, Error> {
-    let (_loc, state, ctx) = open_as(p, &RunOptions::default(), true, None).await?;
+    let (loc, state, ctx) = open_as(p, &RunOptions::default(), true, None).await?;
     drop(ctx);
-    let mut n = 0;
-    let mut q = state.quarantine().await?;
-    while let Some(r) = q.next().await? {
-        n += 1;
-        each(r);
-    }
-    drop(q);
+    let listing = async {
+        let mut n = 0;
+        let mut q = state.quarantine().await?;
+        while let Some(r) = q.next().await? {
+            n += 1;
+            each(r);
+        }
+        Ok::<_, rsagg_store::Error>(n)
+    };
+    // The state retries a failing store without end: the breaker ends the listing instead.
+    let n = unless_tripped(&loc, listing).await??;
     close(state).await?;
     Ok(n)
 }

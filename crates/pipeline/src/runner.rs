@@ -64,7 +64,30 @@ pub(crate) async fn open_as(
         open_store(cfg.store.url.as_str(), &options)?
     };
     let state = Arc::new(if read_only {
-        State::open_read_only(loc.objects.clone(), cfg.store.url.as_str()).await?
+        // Bounded as the writer's opening is: the state database retries a failing store
+        // without end (a store answering 500 to HEAD hung `audit` with no request in flight,
+        // the breaker having tripped), so the breaker or `[store] open_timeout` ends it.
+        let opening = State::open_read_only(loc.objects.clone(), cfg.store.url.as_str());
+        tokio::select! {
+            r = tokio::time::timeout(cfg.store.open_timeout, opening) => match r {
+                Ok(r) => r.map_err(|e| store_error(&loc, e))?,
+                Err(_) => {
+                    return Err(Error::Store(rsagg_store::Error::Unavailable(
+                        rsagg_store::StoreFault {
+                            store: cfg.store.url.to_string(),
+                            kind: rsagg_store::FaultKind::Unreachable,
+                            cause: format!(
+                                "the state was not opened within {} ([store] open_timeout)",
+                                humantime::format_duration(cfg.store.open_timeout)
+                            ),
+                        },
+                    )));
+                }
+            },
+            fault = loc.health.tripped() => {
+                return Err(Error::Store(rsagg_store::Error::Unavailable(fault)));
+            }
+        }
     } else {
         open_state(&loc, p).await?
     });
