@@ -343,3 +343,155 @@ fn a_store_stopped_mid_run_ends_it_and_the_rerun_loses_nothing() -> Result<()> {
     }
     Ok(())
 }
+
+/// An upstream with one resource whose body drips: `len` bytes, `chunk` bytes at a time, one
+/// chunk a second (10 B/s for the issue's 5,000 bytes: 500 s to read it whole). Its Resource
+/// List announces the right length and hashes, so only time is wrong with it.
+fn dripping_upstream(len: usize, chunk: usize) -> Result<SocketAddr> {
+    let body: Arc<Vec<u8>> = Arc::new((0..len).map(|i| b'a' + (i % 26) as u8).collect());
+    let addr_slot: Arc<std::sync::OnceLock<SocketAddr>> = Arc::new(std::sync::OnceLock::new());
+    let (a1, a2) = (addr_slot.clone(), addr_slot.clone());
+    let md = md_of(&body);
+    let app = Router::new()
+        .route(
+            "/capabilitylist.xml",
+            get(move || {
+                let base = format!("http://{}", a1.get().expect("address"));
+                async move {
+                    doc(
+                        "urlset",
+                        r#"capability="capabilitylist""#,
+                        &[],
+                        &[url_item(
+                            &format!("{base}/resourcelist.xml"),
+                            None,
+                            r#"capability="resourcelist""#,
+                            "",
+                        )],
+                    )
+                }
+            }),
+        )
+        .route(
+            "/resourcelist.xml",
+            get(move || {
+                let base = format!("http://{}", a2.get().expect("address"));
+                let md = md.clone();
+                async move {
+                    doc(
+                        "urlset",
+                        &format!(r#"capability="resourcelist" at="{T0}""#),
+                        &[("up", &format!("{base}/capabilitylist.xml"))],
+                        &[url_item(&format!("{base}/drip"), Some(LASTMOD), &md, "")],
+                    )
+                }
+            }),
+        )
+        .route(
+            "/drip",
+            get(move || {
+                let body = body.clone();
+                async move {
+                    let chunks = futures::stream::unfold(0usize, move |at| {
+                        let body = body.clone();
+                        async move {
+                            if at >= body.len() {
+                                return None;
+                            }
+                            if at > 0 {
+                                tokio::time::sleep(Duration::from_secs(1)).await;
+                            }
+                            let end = (at + chunk).min(body.len());
+                            let part = bytes::Bytes::copy_from_slice(&body[at..end]);
+                            Some((Ok::<_, std::io::Error>(part), end))
+                        }
+                    });
+                    (
+                        [(header::CONTENT_TYPE, "text/plain")],
+                        Body::from_stream(chunks),
+                    )
+                }
+            }),
+        );
+    let addr = serve(app)?;
+    addr_slot.set(addr).expect("set once");
+    Ok(addr)
+}
+
+/// A body still downloading at the deadline is cut (issue 26, point 3): with one upstream
+/// dripping 5,000 bytes at 10 B/s and `min_rate = 0`, the run ends at `deadline` (plus a
+/// publish), not after the 500 s the body takes; the healthy upstream is published, the
+/// dripping one reported failed by the deadline, and the rerun fetches it again.
+fn a_dripping_body_is_cut_at_the_deadline(deadline: &str, what: &str) -> Result<()> {
+    let slow = dripping_upstream(5_000, 10)?;
+    let site = Site::new()?;
+    let res: Vec<(String, Vec<u8>)> = (0..3)
+        .map(|i| (format!("/h/{i}.txt"), format!("healthy {i}").into_bytes()))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = res.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &refs)?;
+    let case = Case::published_at(
+        Store::file(&format!("drip-{what}"))?,
+        &[
+            upstream("slow", &format!("http://{slow}/capabilitylist.xml"), ""),
+            upstream(UP, &site.url("/.well-known/resourcesync"), ""),
+        ],
+        &format!("http://agg.example.org/drip-{what}/"),
+        &format!("[deadlines]\n{deadline}\nmin_rate = 0\n"),
+    )?;
+    let started = std::time::Instant::now();
+    // Bounded wait: before, the run took the body's 500 s; now the deadline (a few
+    // seconds) plus the publish. 30 s beyond the deadline is a generous bound on a busy
+    // machine that still fails the old behaviour.
+    let run = case.spawn_run(&Vec::<(String, String)>::new())?;
+    let run = run.finish(Duration::from_secs(35))?;
+    let took = started.elapsed();
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.verdict(), "ok", "{run:#?}");
+    assert_eq!(run.n("created"), 3, "{run:#?}");
+    let s = run.up_named("slow");
+    assert_eq!(s["verdict"], "failed", "{run:#?}");
+    assert_eq!(s["failed"], 1, "{run:#?}");
+    assert_eq!(s["created"], 0, "{run:#?}");
+    let error = s["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("deadline") && error.contains(&format!("[deadlines] {what}")),
+        "{error}"
+    );
+    assert!(
+        run.report.as_ref().unwrap()["publish"]["errors"]
+            .as_array()
+            .is_some_and(Vec::is_empty),
+        "{run:#?}"
+    );
+    // The healthy upstream is published.
+    let objects = case.store.objects()?;
+    let list = block_on(async move {
+        let p = object_store::path::Path::from("resourcelist.xml");
+        let b = object_store::ObjectStoreExt::get(objects.as_ref(), &p)
+            .await?
+            .bytes()
+            .await?;
+        Ok(String::from_utf8(b.to_vec())?)
+    })?;
+    for (p, _) in &res {
+        assert!(list.contains(&site.url(p)), "{p} not published:\n{list}");
+    }
+    assert!(!list.contains(&format!("http://{slow}/drip")), "{list}");
+    // Nothing half-downloaded was recorded.
+    let snap = case.snapshot("slow")?;
+    assert!(snap.records.is_empty(), "{:?}", snap.records.keys());
+    eprintln!("{what} deadline: run ended after {took:?}");
+    Ok(())
+}
+
+#[test]
+fn a_body_dripping_past_the_pass_deadline_is_cut_and_the_healthy_upstream_published() -> Result<()>
+{
+    a_dripping_body_is_cut_at_the_deadline("pass = \"3s\"", "pass")
+}
+
+#[test]
+fn a_body_dripping_past_the_run_deadline_is_cut_and_the_healthy_upstream_published() -> Result<()> {
+    a_dripping_body_is_cut_at_the_deadline("run = \"3s\"", "run")
+}

@@ -91,7 +91,8 @@ impl Harvest {
         let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
         let docs = self.docs();
         // The list is read until the pass deadline at most: then the channel closes, the
-        // resources in flight finish (each bounded by its own deadline) and are committed.
+        // transfers in flight are cut (`Harvest::cut_at_deadline`) and what was stored is
+        // committed.
         let producer = self.bounded(docs.stream_entries(&list_url, tx));
         let (overlay_at, mut listed) = match later_at {
             Some((at, later)) => (Some(at), later.digests().collect::<HashSet<u128>>()),
@@ -114,7 +115,7 @@ impl Harvest {
         let consumer =
             async {
                 // At the pass deadline no more entries are taken (those already read and
-                // waiting in the channel included); the resources in flight finish.
+                // waiting in the channel included); the transfers in flight are cut.
                 let entries = futures::stream::unfold(rx, |mut rx| async move {
                     rx.recv().await.map(|x| (x, rx))
                 })
@@ -144,13 +145,21 @@ impl Harvest {
                         })
                         .buffer_unordered(self.ctx.fetch.concurrency.max(1))
                 );
+                let mut cut = false;
                 while let Some(outcome) = results.next().await {
+                    cut |= outcome.cut_at_deadline();
                     all_ok &= committer.add(outcome, report).await?;
                 }
-                Ok::<_, Error>(())
+                Ok::<_, Error>(cut)
             };
         let (header, consumed) = futures::join!(producer, consumer);
-        consumed?;
+        // Transfers cut at the deadline: the pass ends as cut short, even when the list
+        // itself was read in time (what was stored is committed, nothing is deleted).
+        let header = if consumed? {
+            header.and(Err(self.deadline_error()))
+        } else {
+            header
+        };
         let header = match header {
             Ok(h) => h,
             Err(e) => {

@@ -50,6 +50,11 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// True for a resource cut at the pass deadline (its transfer was still in flight).
+    pub(crate) fn cut_at_deadline(&self) -> bool {
+        matches!(self, Outcome::Failed { what, .. } if *what == crate::context::CUT_AT_DEADLINE)
+    }
+
     /// A failure of `what` for the resource `uri`, because of `error` (with its causes).
     pub(crate) fn failed(uri: &str, what: &'static str, error: &dyn std::error::Error) -> Self {
         Outcome::Failed {

@@ -11,6 +11,14 @@ use rsagg_store::{Blobs, State};
 
 use crate::Error;
 
+/// A response body cut at the pass deadline ([`Harvest::cut_at_deadline`]).
+pub(crate) type CutBody =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<bytes::Bytes, String>> + Send>>;
+
+/// What a resource cut at the pass deadline failed at (its body was still downloading, or
+/// its request not yet answered).
+pub(crate) const CUT_AT_DEADLINE: &str = "cut at the pass deadline";
+
 /// Shared by every upstream of a run.
 pub struct Ctx {
     /// The HTTP client (the pipeline's `[fetch]` bounds).
@@ -88,6 +96,37 @@ impl Harvest {
             Some((at, _)) => tokio::time::sleep_until(*at).await,
             None => std::future::pending().await,
         }
+    }
+
+    /// `body`, ending with an error once the pass deadline passes: a transfer still in
+    /// flight then is cut (its upload aborted by the store, the resource counted failed and
+    /// fetched again by the next run) instead of running on to its own body deadline. A
+    /// body dripping at a few bytes per second kept a `pass = "20s"` run going for 500 s
+    /// and held back the publish of every other upstream.
+    pub(crate) fn cut_at_deadline<S, E>(&self, body: S) -> CutBody
+    where
+        S: futures::Stream<Item = Result<bytes::Bytes, E>> + Send + Unpin + 'static,
+        E: std::fmt::Display,
+    {
+        use futures::StreamExt;
+        let Some((at, what)) = self.deadline.clone() else {
+            return Box::pin(body.map(|r| r.map_err(|e| e.to_string())));
+        };
+        Box::pin(futures::stream::unfold(Some(body), move |body| {
+            let what = what.clone();
+            async move {
+                let mut body = body?;
+                tokio::select! {
+                    biased;
+                    () = tokio::time::sleep_until(at) => {
+                        Some((Err(format!("{CUT_AT_DEADLINE} ({what})")), None))
+                    }
+                    chunk = body.next() => {
+                        chunk.map(|c| (c.map_err(|e| e.to_string()), Some(body)))
+                    }
+                }
+            }
+        }))
     }
 
     /// `work`, unless the pass deadline passes first (then [`Error::PassDeadline`]; `work` is

@@ -79,7 +79,15 @@ impl Harvest {
                 committer.flush().await?;
                 return Err(self.deadline_error());
             }
-            let mut pkg = self.open_package(base, entry).await?;
+            // A package still downloading at the deadline is cut too.
+            let mut pkg = match self.bounded(self.open_package(base, entry)).await {
+                Ok(p) => p,
+                Err(e) if e.is_deadline() => {
+                    committer.flush().await?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
             let mut seen = 0usize;
             while let Some(next) = pkg.next().await {
                 let (item, body) = next?;
@@ -147,7 +155,8 @@ impl Harvest {
                 // Every earlier package's changes are committed with the checkpoint.
                 return Err(self.deadline_error());
             }
-            let mut pkg = self.open_package(base, entry).await?;
+            // Cut at the deadline while it downloads (earlier packages are committed).
+            let mut pkg = self.bounded(self.open_package(base, entry)).await?;
             let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
             let mut seen = 0usize;
             while let Some(next) = pkg.next().await {

@@ -10,7 +10,7 @@ use url::Url;
 
 use crate::commit::Outcome;
 use crate::compare::*;
-use crate::context::Harvest;
+use crate::context::{CUT_AT_DEADLINE, Harvest};
 
 impl Harvest {
     /// The outcome of a verified copy: unchanged when the bytes are those already held,
@@ -138,7 +138,14 @@ impl Harvest {
                 inflate_gzip: false,
                 timeout: None,
             };
-            let fetched = match self.ctx.fetcher.get(&url, &self.access, &req).await {
+            // A request (its retries and their backoff included) is cut at the pass deadline.
+            let fetching = self.ctx.fetcher.get(&url, &self.access, &req);
+            let got = tokio::select! {
+                biased;
+                () = self.deadline_passed() => return self.cut(&uri),
+                r = fetching => r,
+            };
+            let fetched = match got {
                 Ok(f) => f,
                 Err(err) if gone_ok && matches!(err.status(), Some(404 | 410)) => {
                     return Outcome::Gone {
@@ -177,10 +184,13 @@ impl Harvest {
             let info = match self
                 .ctx
                 .blobs
-                .put_stream(&uri, fetched.body, want_sha1)
+                .put_stream(&uri, self.cut_at_deadline(fetched.body), want_sha1)
                 .await
             {
                 Ok(i) => i,
+                Err(err) if self.past_deadline() => {
+                    return Outcome::failed(&uri, CUT_AT_DEADLINE, &err);
+                }
                 Err(err) => return Outcome::failed(&uri, "storing failed", &err),
             };
             self.ctx.progress.bytes(info.length);
@@ -223,6 +233,15 @@ impl Harvest {
     /// `Some(uri)` when `uri` is in quarantine (and no longer in the set): to be released.
     fn release_of(&self, uri: &str) -> Option<String> {
         self.take_quarantined(uri).then(|| uri.to_owned())
+    }
+
+    /// The outcome of a resource whose request was not answered by the pass deadline.
+    fn cut(&self, uri: &str) -> Outcome {
+        Outcome::Failed {
+            uri: Some(uri.to_owned()),
+            what: CUT_AT_DEADLINE,
+            error: self.deadline_error().to_string(),
+        }
     }
 
     pub(crate) async fn delete_entry(&self, e: &UrlEntry) -> Outcome {

@@ -448,6 +448,8 @@ impl Follower<'_> {
                 path: self.p.config.store.url.to_string(),
             }));
         }
+        // Still the writer? A follower fenced out while it harvested publishes nothing.
+        self.state.hold().await?;
         let (published, notify) = if crate::runner::may_publish(&self.store, &reports).await {
             let published_seq = self.state.last_seq().await;
             let published = publish(&self.state, &self.store, self.p, self.opts.run.publish).await;

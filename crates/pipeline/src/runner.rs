@@ -134,7 +134,8 @@ async fn open_state(loc: &rsagg_store::StoreLocation, p: &Pipeline) -> Result<St
     }
     let started = Instant::now();
     let options = cfg.options();
-    let opening = State::open_with(loc.objects.clone(), url, &options);
+    // Fenced out later, the store refuses every write and the run ends (exit 3).
+    let opening = State::open_fenced(loc.objects.clone(), url, &options, loc.health.clone());
     let state = tokio::select! {
         r = tokio::time::timeout(cfg.open_timeout, opening) => match r {
             Ok(r) => r.map_err(|e| store_error(loc, e))?,
@@ -198,8 +199,9 @@ pub(crate) fn store_error(loc: &rsagg_store::StoreLocation, e: rsagg_store::Erro
     }
 }
 
-/// Runs `work` unless the store's breaker trips first: then the run ends at once with the
-/// fault (what was committed stays; the next run resumes from it).
+/// Runs `work` unless the store's breaker trips first, or another writer fences this one
+/// out: then the run ends at once, whatever step it is in, with the fault (exit 1) or as
+/// fenced (exit 3). What was committed stays; the next run resumes from it.
 pub(crate) async fn unless_tripped<T>(
     loc: &rsagg_store::StoreLocation,
     work: impl Future<Output = T>,
@@ -207,7 +209,29 @@ pub(crate) async fn unless_tripped<T>(
     tokio::select! {
         biased;
         fault = loc.health.tripped() => Err(Error::Store(rsagg_store::Error::Unavailable(fault))),
+        path = loc.health.fenced_out() => Err(Error::Store(rsagg_store::Error::Fenced { path })),
         r = work => Ok(r),
+    }
+}
+
+/// Checks that the run still holds the state before it writes what others read (documents,
+/// stats, history, notifications): a writer fenced out meanwhile stops here (exit 3) rather
+/// than overwrite what the current writer published.
+async fn hold(loc: &rsagg_store::StoreLocation, state: &State) -> Result<(), Error> {
+    unless_tripped(loc, state.hold())
+        .await?
+        .map_err(|e| store_error(loc, e))
+}
+
+/// `r`, or fenced when the store says this writer was fenced out: then whatever failed (a
+/// write the store refused, a read of a state closed for it) failed because of the fence,
+/// and the exit status is 3, not 1.
+fn fenced_or<T>(loc: &rsagg_store::StoreLocation, r: Result<T, Error>) -> Result<T, Error> {
+    match (loc.health.fenced(), r) {
+        (Some(path), Ok(_) | Err(_)) => Err(Error::Store(rsagg_store::Error::Fenced {
+            path: path.to_owned(),
+        })),
+        (None, r) => r,
     }
 }
 
@@ -222,8 +246,23 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         .run
         .map(|d| tokio::time::Instant::from_std(started) + d);
     let (loc, state, ctx) = open(p, opts, run_deadline).await?;
+    let r = pass(p, opts, &loc, state, ctx, started, started_at).await;
+    fenced_or(&loc, r)
+}
+
+/// [`run_once`] once the state is open.
+async fn pass(
+    p: &Pipeline,
+    opts: &RunOptions,
+    loc: &rsagg_store::StoreLocation,
+    state: Arc<State>,
+    ctx: Arc<Ctx>,
+    started: Instant,
+    started_at: W3cDateTime,
+) -> Result<RunReport, Error> {
+    let cfg = &p.config;
     let upstreams = unless_tripped(
-        &loc,
+        loc,
         futures::future::join_all(
             cfg.upstreams
                 .iter()
@@ -250,20 +289,22 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
     if fenced.is_none() {
         // Then publish: what was committed, whichever upstreams failed (but nothing before
         // some upstream has completed a pass).
-        if unless_tripped(&loc, may_publish(&loc, &report.upstreams)).await? {
+        if unless_tripped(loc, may_publish(loc, &report.upstreams)).await? {
+            hold(loc, &state).await?;
             let published_seq = state.last_seq().await;
             // The state is closed right after: its flush may overlap the end of the publish.
             let publishing = PublishOptions {
                 flush_state: true,
                 ..opts.publish
             };
-            let published = unless_tripped(&loc, publish(&state, &loc, p, publishing)).await?;
+            let published = unless_tripped(loc, publish(&state, loc, p, publishing)).await?;
+            hold(loc, &state).await?;
             // Then notify: only of what that publish made fetchable (see
             // `notify::after_publish`).
             report.notify = match Notifier::new(loc.objects.clone(), p) {
                 Ok(Some(n)) => Some(
                     unless_tripped(
-                        &loc,
+                        loc,
                         rsagg_notify::after_publish(&n, &state, published_seq, &published),
                     )
                     .await?,
@@ -278,14 +319,15 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         }
         report.seconds = started.elapsed().as_secs_f64();
         report.store = Some(loc.counters.snapshot());
-        unless_tripped(&loc, write_stats(&loc.objects, &state, &report)).await?;
+        hold(loc, &state).await?;
+        unless_tripped(loc, write_stats(&loc.objects, &state, &report)).await?;
         let times = RunTimes {
             started: started_at,
             finished: W3cDateTime::now(),
             harvest_seconds,
         };
         unless_tripped(
-            &loc,
+            loc,
             record_history(
                 &loc.objects,
                 &report,
@@ -297,9 +339,9 @@ pub async fn run_once(p: &Pipeline, opts: &RunOptions) -> Result<RunReport, Erro
         .await?;
     }
     if let Ok(state) = Arc::try_unwrap(state) {
-        unless_tripped(&loc, state.close())
+        unless_tripped(loc, state.close())
             .await?
-            .map_err(|e| store_error(&loc, e))?;
+            .map_err(|e| store_error(loc, e))?;
     }
     // The whole run's requests, the stats object and the state's last flush included.
     report.store = Some(loc.counters.snapshot());

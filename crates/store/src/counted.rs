@@ -200,7 +200,7 @@ impl ObjectStore for CountedStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        self.health.check()?;
+        self.health.check_write()?;
         let bytes = payload.content_length();
         let r = self.inner.put_opts(location, payload, opts).await;
         // A backend that cannot take the options answers at once, without a request
@@ -224,7 +224,7 @@ impl ObjectStore for CountedStore {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         StoreCounters::add(&self.counters.put, 1);
-        self.health.check()?;
+        self.health.check_write()?;
         let upload = self.seen(self.inner.put_multipart_opts(location, opts).await)?;
         Ok(Box::new(CountedUpload {
             upload,
@@ -279,7 +279,11 @@ impl ObjectStore for CountedStore {
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
         let counters = self.counters.clone();
+        // Each deletion is a write: refused one by one once the writer is fenced out (a
+        // collection started before goes no further).
+        let health = self.health.clone();
         let counted = locations
+            .map(move |r| r.and_then(|p| health.check_write().map(|()| p)))
             .inspect_ok(move |_| StoreCounters::add(&counters.delete, 1))
             .boxed();
         self.watched(self.inner.delete_stream(counted))
@@ -307,13 +311,13 @@ impl ObjectStore for CountedStore {
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         StoreCounters::add(&self.counters.copy, 1);
-        self.health.check()?;
+        self.health.check_write()?;
         self.seen(self.inner.copy_opts(from, to, options).await)
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         StoreCounters::add(&self.counters.copy, 1);
-        self.health.check()?;
+        self.health.check_write()?;
         self.seen(self.inner.rename_opts(from, to, options).await)
     }
 }
@@ -331,7 +335,7 @@ impl MultipartUpload for CountedUpload {
     fn put_part(&mut self, data: PutPayload) -> UploadPart {
         StoreCounters::add(&self.counters.put, 1);
         StoreCounters::add(&self.counters.bytes_written, data.content_length() as u64);
-        if let Err(e) = self.health.check() {
+        if let Err(e) = self.health.check_write() {
             return Box::pin(async move { Err(e) });
         }
         let part = self.upload.put_part(data);
@@ -345,7 +349,7 @@ impl MultipartUpload for CountedUpload {
 
     async fn complete(&mut self) -> Result<PutResult> {
         StoreCounters::add(&self.counters.put, 1);
-        self.health.check()?;
+        self.health.check_write()?;
         let r = self.upload.complete().await;
         self.health.observe(&r);
         r

@@ -10,6 +10,12 @@
 //! every request fails at once, without touching the network, and whoever waits on
 //! [`StoreHealth::tripped`] (the run) ends with one line naming the store and the cause.
 //! Nothing is lost: the state only moves with what was committed, so the next run resumes.
+//!
+//! The same place holds the writer's fence: once the state database says another writer
+//! fenced this one out ([`StoreHealth::fence`]), every write through the store is refused
+//! (published documents, stats, history, the outbox, blobs), whatever step asks for it, and
+//! whoever waits on [`StoreHealth::fenced_out`] (the run) ends with exit 3. Before, a fenced
+//! writer went on publishing and recording its history over what the current writer wrote.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -70,6 +76,18 @@ pub struct StoreHealth {
     consecutive: AtomicU32,
     fault: OnceLock<StoreFault>,
     tripped: Notify,
+    /// The state path, once another writer fenced this one out.
+    fenced: OnceLock<String>,
+    fenced_notify: Notify,
+}
+
+/// Why a write was refused: another writer of the same state fenced this one out, so
+/// nothing it writes may reach the store any more (it would overwrite the current writer's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("state at `{path}`: fenced out by another writer; no more writes to the store")]
+pub struct FencedOut {
+    /// The state path.
+    pub path: String,
 }
 
 /// How one request's outcome counts.
@@ -102,7 +120,47 @@ impl StoreHealth {
             consecutive: AtomicU32::new(0),
             fault: OnceLock::new(),
             tripped: Notify::new(),
+            fenced: OnceLock::new(),
+            fenced_notify: Notify::new(),
         })
+    }
+
+    /// Marks the writer as fenced out of the state at `path` (by the state database, on the
+    /// first error or status that says so): from now on every write is refused. Final.
+    pub fn fence(&self, path: &str) {
+        if self.fenced.set(path.to_owned()).is_ok() {
+            tracing::debug!(store = %self.store, state = %path, "fenced out: no more writes");
+            self.fenced_notify.notify_waiters();
+        }
+    }
+
+    /// The state path, once this writer was fenced out.
+    pub fn fenced(&self) -> Option<&str> {
+        self.fenced.get().map(String::as_str)
+    }
+
+    /// Resolves once this writer is fenced out (at once if it is), with the state path.
+    pub async fn fenced_out(&self) -> String {
+        loop {
+            let notified = self.fenced_notify.notified();
+            if let Some(p) = self.fenced.get() {
+                return p.clone();
+            }
+            notified.await;
+        }
+    }
+
+    /// Before a write (PUT, upload, copy, rename, delete): an error when the breaker tripped
+    /// or the writer was fenced out.
+    pub(crate) fn check_write(&self) -> object_store::Result<()> {
+        self.check()?;
+        match self.fenced.get() {
+            Some(path) => Err(object_store::Error::Generic {
+                store: "rsagg",
+                source: Box::new(FencedOut { path: path.clone() }),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The fault, once the breaker tripped.
@@ -289,7 +347,9 @@ fn classify(e: &object_store::Error) -> Verdict {
         | E::NotSupported { .. }
         | E::InvalidPath { .. }
         | E::UnknownConfigurationKey { .. } => Verdict::Neutral,
-        E::Generic { source, .. } if source.is::<StoreFault>() => Verdict::Neutral,
+        E::Generic { source, .. } if source.is::<StoreFault>() || source.is::<FencedOut>() => {
+            Verdict::Neutral
+        }
         other => {
             // Stores that report a refusal only in the text of a generic error (S3's XML
             // codes, an HTTP status in the message).
@@ -421,5 +481,23 @@ mod tests {
             source: Box::new(std::io::Error::other("AccessDenied")),
         }));
         assert!(h.fault().is_none() && h.check().is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_fence_refuses_writes_only_and_is_final() {
+        let h = StoreHealth::new("s3://b", 3);
+        assert!(h.check_write().is_ok() && h.fenced().is_none());
+        h.fence("s3://b/state");
+        h.fence("s3://b/other");
+        assert_eq!(h.fenced(), Some("s3://b/state"));
+        assert_eq!(h.fenced_out().await, "s3://b/state");
+        // Reads still go out; writes do not, and the refusal is no store fault.
+        assert!(h.check().is_ok());
+        let refused = h.check_write().unwrap_err();
+        assert!(refused.to_string().contains("fenced out"), "{refused}");
+        for _ in 0..5 {
+            h.observe::<()>(&Err(h.check_write().unwrap_err()));
+        }
+        assert!(h.fault().is_none());
     }
 }

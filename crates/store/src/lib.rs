@@ -58,7 +58,7 @@ mod verified;
 
 pub use blobs::{BlobInfo, Blobs};
 pub use counted::{CountedStore, LIST_PAGE, StoreCounters, StoreRequests};
-pub use health::{FaultKind, StoreFault, StoreHealth, one_line};
+pub use health::{FaultKind, FencedOut, StoreFault, StoreHealth, one_line};
 pub use location::{
     StoreLocation, StoreOptions, open_object_store, open_store, open_store_read_only,
 };
@@ -155,8 +155,16 @@ impl Error {
         }
     }
 
-    /// True when this writer was fenced out by another (exit code 3 of `rsagg run`).
+    /// True when this writer was fenced out by another (exit code 3 of `rsagg run`): the
+    /// state said so, or the store refused a write because it had ([`FencedOut`]).
     pub fn is_fenced(&self) -> bool {
-        matches!(self, Error::Fenced { .. })
+        match self {
+            Error::Fenced { .. } => true,
+            Error::ObjectStore {
+                source: object_store::Error::Generic { source, .. },
+                ..
+            } => source.is::<FencedOut>(),
+            _ => false,
+        }
     }
 }

@@ -29,6 +29,7 @@ use slatedb::{Db, DbIterator, DbReader, WriteBatch};
 use tokio::sync::Mutex;
 
 use crate::Error;
+use crate::health::StoreHealth;
 use crate::records::{Checkpoint, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus};
 
 const STATE_PATH: &str = "state";
@@ -74,6 +75,19 @@ pub struct State {
     db: Handle,
     path: String,
     head: Mutex<LogHead>,
+    /// Told when the database says another writer fenced this one out (see
+    /// [`State::open_fenced`]), so that nothing more is written to the store.
+    fence: Arc<StoreHealth>,
+    /// Watches the writer's status for the fence (aborted with the state).
+    watcher: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        if let Some(w) = &self.watcher {
+            w.abort();
+        }
+    }
 }
 
 /// How the database is held: as its writer, as a reader that never writes to the store
@@ -184,6 +198,21 @@ impl State {
         display: &str,
         options: &crate::StoreOptions,
     ) -> Result<State, Error> {
+        Self::open_fenced(objects, display, options, StoreHealth::new(display, 0)).await
+    }
+
+    /// [`State::open_with`], telling `fence` (the health of the store `objects` writes
+    /// through, [`crate::StoreLocation::health`]) once another writer fenced this one out:
+    /// on the first error that says so, or when the database closes itself for it (it
+    /// polls its manifest), so that the store refuses every later write, whatever step
+    /// asks, and the run ends with exit 3 (a fenced writer that went on publishing
+    /// overwrote what the current one published).
+    pub async fn open_fenced(
+        objects: Arc<dyn ObjectStore>,
+        display: &str,
+        options: &crate::StoreOptions,
+        fence: Arc<StoreHealth>,
+    ) -> Result<State, Error> {
         let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
         let compactions = options.state_compactions.max(1) as usize;
         let settings = slatedb::Settings {
@@ -236,11 +265,30 @@ impl State {
             .with_db_cache(Arc::new(db_cache), 0)
             .build()
             .await
-            .map_err(|e| map_err(&path, e))?;
+            .map_err(|e| map_err(&path, &fence, e))?;
+        let watcher = {
+            let mut status = db.subscribe();
+            let fence = fence.clone();
+            let path = path.clone();
+            tokio::spawn(async move {
+                loop {
+                    if status.borrow_and_update().close_reason == Some(slatedb::CloseReason::Fenced)
+                    {
+                        fence.fence(&path);
+                        return;
+                    }
+                    if status.changed().await.is_err() {
+                        return;
+                    }
+                }
+            })
+        };
         let state = State {
             db: Handle::Writer(db),
             path,
             head: Mutex::new(LogHead::default()),
+            fence,
+            watcher: Some(watcher),
         };
         state.read_head().await?;
         Ok(state)
@@ -259,6 +307,8 @@ impl State {
         display: &str,
     ) -> Result<State, Error> {
         let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
+        // A reader is never fenced; its own, unshared health.
+        let fence = StoreHealth::new(display, 0);
         let prefix = object_store::path::Path::from(format!("{STATE_PATH}/manifest"));
         let mut listing = objects.list(Some(&prefix));
         let exists = futures::StreamExt::next(&mut listing)
@@ -273,7 +323,7 @@ impl State {
                 .with_reader_mode(slatedb::DbReaderMode::FollowLatest)
                 .build()
                 .await
-                .map_err(|e| map_err(&path, e))?;
+                .map_err(|e| map_err(&path, &fence, e))?;
             Handle::Reader(Box::new(reader))
         } else {
             Handle::Absent
@@ -282,6 +332,8 @@ impl State {
             db,
             path,
             head: Mutex::new(LogHead::default()),
+            fence,
+            watcher: None,
         };
         state.read_head().await?;
         Ok(state)
@@ -304,7 +356,7 @@ impl State {
             Handle::Reader(db) => db.get(key.as_bytes()).await,
             Handle::Absent => return Ok(None),
         };
-        got.map_err(|e| map_err(&self.path, e))
+        got.map_err(|e| map_err(&self.path, &self.fence, e))
     }
 
     /// Keys from `start` (inclusive) to `end` (exclusive); `bulk` when the range is expected
@@ -321,7 +373,8 @@ impl State {
             Handle::Reader(db) => db.scan_with_options(start..end, &o).await,
             Handle::Absent => return Ok(None),
         };
-        iter.map(Some).map_err(|e| map_err(&self.path, e))
+        iter.map(Some)
+            .map_err(|e| map_err(&self.path, &self.fence, e))
     }
 
     /// Every key under `prefix`, a whole-collection pass (see [`scan_options`]).
@@ -332,7 +385,8 @@ impl State {
             Handle::Reader(db) => db.scan_prefix_with_options(prefix, .., &o).await,
             Handle::Absent => return Ok(None),
         };
-        iter.map(Some).map_err(|e| map_err(&self.path, e))
+        iter.map(Some)
+            .map_err(|e| map_err(&self.path, &self.fence, e))
     }
 
     /// The writer, or [`Error::ReadOnly`].
@@ -409,6 +463,7 @@ impl State {
         Ok(SlotMembers {
             iter,
             path: self.path.clone(),
+            fence: self.fence.clone(),
         })
     }
 
@@ -468,7 +523,7 @@ impl State {
         let iter = self
             .db_scan(start.into_bytes(), b"l0".to_vec(), bulk)
             .await?;
-        Ok(Records::new(iter, self.path.clone()))
+        Ok(Records::new(iter, self.path.clone(), self.fence.clone()))
     }
 
     /// The last sequence number given out (0 when the log is empty).
@@ -481,7 +536,7 @@ impl State {
         prefix: String,
     ) -> Result<Records<T>, Error> {
         let iter = self.db_scan_prefix(prefix.into_bytes()).await?;
-        Ok(Records::new(iter, self.path.clone()))
+        Ok(Records::new(iter, self.path.clone(), self.fence.clone()))
     }
 
     /// Commits `c` atomically and durably: every change gets the next sequence number and a
@@ -544,7 +599,7 @@ impl State {
                 .writer()?
                 .write(batch)
                 .await
-                .map_err(|e| map_err(&self.path, e))?;
+                .map_err(|e| map_err(&self.path, &self.fence, e))?;
             *head = next;
             handle
         };
@@ -552,9 +607,27 @@ impl State {
             handle
                 .await_durable()
                 .await
-                .map_err(|e| map_err(&self.path, e))?;
+                .map_err(|e| map_err(&self.path, &self.fence, e))?;
         }
         Ok(written)
+    }
+
+    /// Checks that this writer still holds the state: reads the latest manifest, which fails
+    /// with [`Error::Fenced`] when another writer opened the state since (and marks the
+    /// fence, so the store refuses every later write). One manifest read. Called before
+    /// documents and stats are written, so that a writer fenced out while it harvested does
+    /// not overwrite what the current writer published. Nothing for a read-only state.
+    pub async fn hold(&self) -> Result<(), Error> {
+        if let Some(p) = self.fence.fenced() {
+            return Err(Error::Fenced { path: p.to_owned() });
+        }
+        match &self.db {
+            Handle::Writer(db) => db
+                .refresh_manifest()
+                .await
+                .map_err(|e| map_err(&self.path, &self.fence, e)),
+            Handle::Reader(_) | Handle::Absent => Ok(()),
+        }
     }
 
     /// Makes every commit applied so far durable (writes the WAL out and waits for it).
@@ -565,7 +638,7 @@ impl State {
         self.writer()?
             .flush()
             .await
-            .map_err(|e| map_err(&self.path, e))
+            .map_err(|e| map_err(&self.path, &self.fence, e))
     }
 
     /// Writes what the database holds in memory (its memtable) to the store, as
@@ -578,7 +651,7 @@ impl State {
                     flush_type: slatedb::config::FlushType::MemTable,
                 })
                 .await
-                .map_err(|e| map_err(&self.path, e)),
+                .map_err(|e| map_err(&self.path, &self.fence, e)),
             Handle::Reader(_) | Handle::Absent => Ok(()),
         }
     }
@@ -590,7 +663,7 @@ impl State {
             Handle::Reader(db) => db.close().await,
             Handle::Absent => Ok(()),
         };
-        closed.map_err(|e| map_err(&self.path, e))
+        closed.map_err(|e| map_err(&self.path, &self.fence, e))
     }
 }
 
@@ -652,11 +725,19 @@ fn json<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }
 
-fn map_err(path: &str, e: slatedb::Error) -> Error {
+/// slatedb's text when two writers opening the same state race to write its manifest (no
+/// kind of its own: a data error). The loser of that race is fenced out as surely as one
+/// opened earlier: exit 3, not 1.
+const MANIFEST_RACE: &str = "transactional object (e.g. manifest) version already exists";
+
+fn map_err(path: &str, fence: &StoreHealth, e: slatedb::Error) -> Error {
     if matches!(
         e.kind(),
         slatedb::ErrorKind::Closed(slatedb::CloseReason::Fenced)
-    ) {
+    ) || e.to_string().contains(MANIFEST_RACE)
+    {
+        // Final: from now on nothing more is written through the store.
+        fence.fence(path);
         Error::Fenced {
             path: path.to_owned(),
         }
@@ -672,14 +753,16 @@ fn map_err(path: &str, e: slatedb::Error) -> Error {
 pub struct Records<T> {
     iter: Option<DbIterator>,
     path: String,
+    fence: Arc<StoreHealth>,
     _t: std::marker::PhantomData<fn() -> T>,
 }
 
 impl<T: for<'de> Deserialize<'de>> Records<T> {
-    fn new(iter: Option<DbIterator>, path: String) -> Self {
+    fn new(iter: Option<DbIterator>, path: String, fence: Arc<StoreHealth>) -> Self {
         Records {
             iter,
             path,
+            fence,
             _t: std::marker::PhantomData,
         }
     }
@@ -697,7 +780,7 @@ impl<T: for<'de> Deserialize<'de>> Records<T> {
                     source,
                 }),
             Ok(None) => Ok(None),
-            Err(e) => Err(map_err(&self.path, e)),
+            Err(e) => Err(map_err(&self.path, &self.fence, e)),
         }
     }
 }
@@ -706,6 +789,7 @@ impl<T: for<'de> Deserialize<'de>> Records<T> {
 pub struct SlotMembers {
     iter: Option<DbIterator>,
     path: String,
+    fence: Arc<StoreHealth>,
 }
 
 impl SlotMembers {
@@ -745,7 +829,11 @@ impl SlotMembers {
             return Ok(None);
         };
         loop {
-            let Some(kv) = iter.next().await.map_err(|e| map_err(&self.path, e))? else {
+            let Some(kv) = iter
+                .next()
+                .await
+                .map_err(|e| map_err(&self.path, &self.fence, e))?
+            else {
                 return Ok(None);
             };
             let key = String::from_utf8_lossy(&kv.key);
@@ -1026,5 +1114,98 @@ mod tests {
             ]
         );
         s.close().await.unwrap();
+    }
+
+    /// A store location over `inner` whose writes go through a counted store with a health
+    /// of its own, as a run's do; `inner` is the same store as another process sees it.
+    fn fenced_location() -> (Arc<dyn ObjectStore>, crate::StoreLocation) {
+        let inner: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let health = StoreHealth::new("memory://", 0);
+        let mut loc = crate::StoreLocation::new(
+            "memory://",
+            Arc::new(crate::CountedStore::with_health(
+                inner.clone(),
+                Default::default(),
+                health.clone(),
+            )),
+        );
+        loc.health = health;
+        (inner, loc)
+    }
+
+    /// Fencing is final: once a second writer opened the state, the first one's check before
+    /// publishing fails as fenced, and from then on the store it writes through refuses every
+    /// write (documents, stats, history), not only the state's.
+    #[tokio::test]
+    async fn a_fenced_writer_can_write_nothing_more_to_the_store() {
+        use object_store::ObjectStoreExt;
+        let (inner, loc) = fenced_location();
+        let first = State::open_fenced(
+            loc.objects.clone(),
+            "memory://",
+            &crate::StoreOptions::default(),
+            loc.health.clone(),
+        )
+        .await
+        .unwrap();
+        create(&first, &uris(2)).await;
+        first.hold().await.expect("still the writer");
+        let doc = object_store::path::Path::from("resourcelist.xml");
+        loc.objects
+            .put(&doc, b"first".to_vec().into())
+            .await
+            .unwrap();
+        assert!(loc.health.fenced().is_none());
+
+        // Another process (its own store handle) opens the same state.
+        let second = State::open(inner.clone(), "memory://").await.unwrap();
+        let e = first.hold().await.unwrap_err();
+        assert!(e.is_fenced(), "expected fencing, got {e}");
+        assert_eq!(loc.health.fenced(), Some("memory:/state"));
+        // Every later write of the first is refused and says why; reads still answer.
+        let refused = loc
+            .objects
+            .put(&doc, b"stale".to_vec().into())
+            .await
+            .unwrap_err();
+        let refused = crate::Error::object_store(&doc, refused);
+        assert!(refused.is_fenced(), "{refused}");
+        assert!(refused.to_string().contains("fenced out"), "{refused}");
+        let body = loc.objects.get(&doc).await.unwrap().bytes().await.unwrap();
+        assert_eq!(&body[..], b"first");
+        assert!(
+            first
+                .commit(Commit::default())
+                .await
+                .unwrap_err()
+                .is_fenced()
+        );
+        // The run waiting on the fence learns it at once.
+        assert_eq!(loc.health.fenced_out().await, "memory:/state");
+        assert_eq!(second.last_seq().await, 2);
+        second.close().await.unwrap();
+    }
+
+    /// A writer fenced out learns it from the database itself too (it polls its manifest and
+    /// closes), without a call of its own failing first.
+    #[tokio::test]
+    async fn the_fence_is_noticed_without_a_failing_call() {
+        let (inner, loc) = fenced_location();
+        let first = State::open_fenced(
+            loc.objects.clone(),
+            "memory://",
+            &crate::StoreOptions::default(),
+            loc.health.clone(),
+        )
+        .await
+        .unwrap();
+        create(&first, &uris(1)).await;
+        let second = State::open(inner.clone(), "memory://").await.unwrap();
+        // Bounded: the manifest is polled every second by default.
+        tokio::time::timeout(std::time::Duration::from_secs(30), loc.health.fenced_out())
+            .await
+            .expect("the fence was noticed");
+        second.close().await.unwrap();
+        drop(first);
     }
 }
