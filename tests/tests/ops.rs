@@ -618,12 +618,15 @@ fn after_t0(i: usize) -> String {
     format!("2026-01-02T00:00:{i:02}Z")
 }
 
+/// Resources as URI and bytes.
+type Resources = Vec<(String, Vec<u8>)>;
+
 /// An upstream as most real Sources are: a Resource List made at [`T0`] naming `r0`..`r19`,
 /// then a Change List with changes after it: `n0`..`n4` created, `r0`..`r4` updated (the
 /// list still announces their old bytes, and has no `lastmod` that could explain the
 /// difference), `r5`..`r9` deleted (gone from the site). Returns the site and its current
 /// state (URI → bytes: `r0`..`r4` new, `r10`..`r19`, `n0`..`n4`).
-fn past_list() -> Result<(Site, Vec<(String, Vec<u8>)>)> {
+fn past_list() -> Result<(Site, Resources)> {
     let site = Site::new()?;
     site.source_description("/.well-known/resourcesync", &["/capabilitylist.xml"])?;
     site.capability_list(

@@ -292,7 +292,11 @@ impl Listed {
                             continue;
                         }
                     }
-                    extra(upstream, uri, "no Resource List of the upstream names it");
+                    extra(
+                        upstream,
+                        uri,
+                        "not in the upstream's state (no Resource List names it, or a change after the list deleted it)",
+                    );
                 }
             }
         }

@@ -86,7 +86,7 @@ pub async fn retry_quarantined(
     left.sort();
     for uri in left {
         report.warn(format!(
-            "{uri}: no Resource List of the upstream names it now; kept in quarantine"
+            "{uri}: not in the upstream's state now (no Resource List names it, or a change after the list deleted it); kept in quarantine"
         ));
     }
     report
