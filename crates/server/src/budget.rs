@@ -23,6 +23,13 @@
 //!
 //! Bodies no route reads (a GET with a body, which `serve` ignores) take nothing: the
 //! budget is drawn only when a body is read.
+//!
+//! A body that sends nothing for [`Limits::header_timeout`] while it is read is cut and the
+//! request answered `408 Request Timeout` (RFC 9110 15.5.9): otherwise a few connections
+//! declaring large bodies and sending nothing would hold the whole budget, and every other
+//! request would be refused, for as long as they stay open (hyper has no body timeout). A
+//! client trickling its body still holds its bytes as long as it trickles; the connection
+//! cap bounds how many can.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,6 +56,8 @@ pub(crate) struct Budget {
     /// can ask for).
     total: u64,
     wait: std::time::Duration,
+    /// The longest a body being read may send nothing.
+    stall: std::time::Duration,
 }
 
 impl Budget {
@@ -61,6 +70,7 @@ impl Budget {
             bytes: Arc::new(Semaphore::new(total)),
             total: total as u64,
             wait: limits.body_wait,
+            stall: limits.header_timeout,
         }
     }
 
@@ -88,6 +98,8 @@ struct Held {
     taken: Mutex<Option<OwnedSemaphorePermit>>,
     /// The body could not take what it needed: the answer is 503.
     refused: AtomicBool,
+    /// The body sent nothing for the stall limit: the answer is 408.
+    stalled: AtomicBool,
 }
 
 impl Held {
@@ -109,6 +121,11 @@ impl Held {
 #[derive(Debug, thiserror::Error)]
 #[error("the server holds as many request bytes as it may; retry later")]
 struct OverBudget;
+
+/// The error a body yields when it sent nothing for the stall limit.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body stalled")]
+struct Stalled;
 
 /// Reading state of a budgeted body.
 struct Reading {
@@ -136,7 +153,15 @@ impl Reading {
                 None => return Some(self.refuse()),
             }
         }
-        let chunk = match self.data.next().await? {
+        let next = match tokio::time::timeout(self.budget.stall, self.data.next()).await {
+            Ok(next) => next?,
+            Err(_) => {
+                self.held.stalled.store(true, Ordering::Relaxed);
+                self.done = true;
+                return Some((Err(axum::Error::new(Stalled)), self));
+            }
+        };
+        let chunk = match next {
             Ok(c) => c,
             Err(e) => {
                 self.done = true;
@@ -186,6 +211,15 @@ pub(crate) async fn admit(State(budget): State<Budget>, request: Request, next: 
     held.give_back();
     if held.refused.load(Ordering::Relaxed) {
         return busy();
+    }
+    if held.stalled.load(Ordering::Relaxed) {
+        let mut r = crate::http::text(
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body stalled; the connection is closed\n",
+        );
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
     }
     response
 }
@@ -459,6 +493,35 @@ mod tests {
         // A chunked body larger than the whole budget can never be held.
         let alone = post_body(server.addr, BUDGET + 1, true).await;
         assert_eq!(status(&alone), "503", "{alone}");
+        server.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_body_that_stalls_is_cut_and_gives_its_bytes_back() {
+        // Header (and body stall) timeout 1 s; bodies may wait the whole test for room.
+        let limits = Limits::new(Duration::from_secs(1), 16)
+            .with_inflight_body_bytes(BUDGET)
+            .with_body_wait(WAIT);
+        let server = Running::start(limits).await;
+        let _ = server.release.send(true);
+        // Declares a body that takes most of the budget, sends a little of it, then nothing.
+        let mut stalled = TcpStream::connect(server.addr).await.unwrap();
+        let head = format!("POST /hold HTTP/1.1\r\nHost: test\r\nContent-Length: {BODY}\r\n\r\n");
+        stalled.write_all(head.as_bytes()).await.unwrap();
+        stalled.write_all(&[b'x'; 1000]).await.unwrap();
+        let started = std::time::Instant::now();
+        let mut raw = Vec::new();
+        tokio::time::timeout(WAIT, stalled.read_to_end(&mut raw))
+            .await
+            .unwrap()
+            .unwrap();
+        let took = started.elapsed();
+        let text = String::from_utf8_lossy(&raw);
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(took < Duration::from_secs(5), "cut after {took:?}");
+        // Its bytes are back: a body of the same size is read and answered.
+        let next = post_body(server.addr, BODY, false).await;
+        assert_eq!(status(&next), "200", "{next}");
         server.stop().await;
     }
 }
