@@ -380,7 +380,8 @@ pub struct DeadlinesConfig {
     #[serde(with = "humantime_serde")]
     pub document: Duration,
     /// One upstream's pass, discovery to the last commit (default `6h`). When it passes,
-    /// rsagg stops taking new work from the upstream, commits what is done, reports the
+    /// rsagg stops taking new work from the upstream, cuts the transfers still in flight
+    /// (those resources count as failed), commits what is done, reports the
     /// upstream as failed with the reason (exit 1) and publishes what every upstream
     /// brought; the next run goes on from what was committed.
     #[serde(with = "humantime_serde")]

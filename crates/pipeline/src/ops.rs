@@ -119,12 +119,15 @@ pub async fn quarantine_retry(
         }
     }
     drop(ctx);
+    // Still the writer? One fenced out meanwhile publishes nothing (exit 3).
+    state.hold().await?;
     report.publish = Some(publish(&state, &loc, p, opts.publish).await);
     report.seconds = started.elapsed().as_secs_f64();
     write_stats(&loc.objects, &state, &report).await;
     close(state).await?;
     report.store = Some(loc.counters.snapshot());
-    Ok(report)
+    // Fenced at any point (the store then refused the writes): exit 3, not a report.
+    crate::runner::fenced_or(&loc, Ok(report))
 }
 
 /// `rsagg gc [--force]`: blob garbage collection now if it is due (or at once with
@@ -135,6 +138,7 @@ pub async fn gc(p: &Pipeline, force: bool) -> Result<Option<GcReport>, Error> {
     drop(ctx);
     let collected =
         rsagg_publish::gc::collect(&state, &loc.objects, &p.config.publish, force).await;
-    close(state).await?;
-    Ok(collected?)
+    let closed = close(state).await;
+    // Fenced meanwhile (the store then refused the deletions): exit 3, whatever failed.
+    crate::runner::fenced_or(&loc, closed.and_then(|()| Ok(collected?)))
 }

@@ -226,7 +226,10 @@ async fn hold(loc: &rsagg_store::StoreLocation, state: &State) -> Result<(), Err
 /// `r`, or fenced when the store says this writer was fenced out: then whatever failed (a
 /// write the store refused, a read of a state closed for it) failed because of the fence,
 /// and the exit status is 3, not 1.
-fn fenced_or<T>(loc: &rsagg_store::StoreLocation, r: Result<T, Error>) -> Result<T, Error> {
+pub(crate) fn fenced_or<T>(
+    loc: &rsagg_store::StoreLocation,
+    r: Result<T, Error>,
+) -> Result<T, Error> {
     match (loc.health.fenced(), r) {
         (Some(path), Ok(_) | Err(_)) => Err(Error::Store(rsagg_store::Error::Fenced {
             path: path.to_owned(),
