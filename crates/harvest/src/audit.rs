@@ -502,6 +502,7 @@ pub async fn audit(
             access,
             quarantined: Arc::default(),
             deadline: None,
+            skipped: Arc::default(),
         };
         let mut all_read = true;
         for set in &sets {

@@ -151,7 +151,7 @@ pub fn open_object_store(url: &str) -> Result<StoreLocation, Error> {
 /// [`open_object_store`] with every option of the location set from `options`.
 pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Error> {
     let err = |message: String| Error::Url {
-        url: url.to_owned(),
+        url: rsagg_model::redact(url).into_owned(),
         message,
     };
     let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
@@ -204,7 +204,8 @@ pub fn open_store(url: &str, options: &StoreOptions) -> Result<StoreLocation, Er
         }
     };
     let counters = Arc::new(StoreCounters::default());
-    let health = StoreHealth::new(url, options.max_failures);
+    // The breaker's line names the store: without the credentials a URL may carry.
+    let health = StoreHealth::new(rsagg_model::redact(url).into_owned(), options.max_failures);
     Ok(StoreLocation {
         url: url.to_owned(),
         objects: Arc::new(CountedStore::with_health(
