@@ -33,6 +33,7 @@ fn read(data: &[u8], max_bytes: u64, max_entries: u64) -> Read {
         max_entries,
         max_problems: MAX_PROBLEMS,
         source: "fuzz".into(),
+        ..ReadOptions::default()
     };
     let mut r = match SyncReader::open(data, opts) {
         Ok(r) => r,

@@ -12,6 +12,9 @@
 //! - On a terminal, `rsagg run`'s progress line (`progress.rs`) is drawn by a
 //!   `tracing-indicatif` layer, and log lines are written through its writer so that they
 //!   appear above the line instead of breaking it.
+//! - Every line is redacted on its way out ([`Redacting`], `rsagg_model::redact`): whatever
+//!   an event quotes — a configured URL with `user:password@`, an error from reqwest or the
+//!   object store that embeds one, a signed URL — its credentials are not written.
 
 use std::io::IsTerminal;
 
@@ -53,6 +56,35 @@ fn filter() -> EnvFilter {
     }
 }
 
+/// A writer that redacts ([`rsagg_model::redact()`]) what it is given before passing it on.
+/// The fmt layer writes each formatted event with one `write_all`, which this writer takes in
+/// one `write` (it always reports the whole buffer written), so a URL is never split between
+/// two calls.
+#[derive(Clone)]
+struct Redacting<M>(M);
+
+impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for Redacting<M> {
+    type Writer = Redacting<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Redacting(self.0.make_writer())
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Redacting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match std::str::from_utf8(buf) {
+            Ok(text) => self.0.write_all(rsagg_model::redact(text).as_bytes())?,
+            Err(_) => self.0.write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// A subscriber writing `format` to `writer`, filtered by `filter`; `ansi` colours text
 /// output. With `bar` (stderr is a terminal), the progress line's layer is added and log
 /// lines go through its writer, which lifts the line while a log line is written.
@@ -67,8 +99,8 @@ where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let writer = match &bar {
-        Some(b) => BoxMakeWriter::new(b.get_stderr_writer()),
-        None => BoxMakeWriter::new(writer),
+        Some(b) => BoxMakeWriter::new(Redacting(b.get_stderr_writer())),
+        None => BoxMakeWriter::new(Redacting(writer)),
     };
     // The progress line's span is selected by the indicatif layer's own filter, whatever
     // `RSAGG_LOG` says; `filter` is the log lines'.
@@ -149,6 +181,31 @@ mod tests {
         assert_eq!(v["count"], 3, "{v}");
         assert_eq!(v["span"]["collection"], "maps", "{v}");
         assert!(v["timestamp"].is_string(), "{v}");
+    }
+
+    #[test]
+    fn credentials_in_urls_are_not_written() {
+        for format in [LogFormat::Text, LogFormat::Json] {
+            let buf = Buf::default();
+            let w = buf.clone();
+            let s = subscriber(
+                format,
+                EnvFilter::new("info"),
+                move || w.clone(),
+                false,
+                None,
+            );
+            tracing::subscriber::with_default(s, || {
+                let url = "s3://KEY:S3cr3t@bucket/prefix";
+                tracing::info!(store = %url, "opening http://u:pw@h/?token=t0k");
+            });
+            let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+            assert!(out.contains("s3://***@bucket/prefix"), "{out}");
+            assert!(out.contains("http://***@h/?token=***"), "{out}");
+            for secret in ["S3cr3t", "KEY:", ":pw@", "t0k"] {
+                assert!(!out.contains(secret), "{secret} in {out}");
+            }
+        }
     }
 
     #[test]

@@ -21,6 +21,26 @@
 //! - `hub.rs`: `rsagg hub` (the WebSub hub).
 //! - `lifecycle.rs`: what every server command shares: the `listening` line, shutdown on
 //!   SIGINT or SIGTERM.
+//!
+//! Every line this crate prints goes through `rsagg_model::redact` (credentials in URLs
+//! hidden): the `println!`/`eprintln!` below shadow the standard ones in every module, the
+//! reports are redacted where they are written (`ops::print`, `run::print_report`) and log
+//! lines by the log writer (`logging.rs`).
+
+/// `std::println!` of the redacted line (see the crate documentation).
+macro_rules! println {
+    ($($arg:tt)*) => {
+        ::std::println!("{}", ::rsagg_model::redact(&::std::format!($($arg)*)))
+    };
+}
+
+/// `std::eprintln!` of the redacted line: error lines quote store and upstream URLs (the
+/// store breaker's `store URL refused access`, reqwest's errors).
+macro_rules! eprintln {
+    ($($arg:tt)*) => {
+        ::std::eprintln!("{}", ::rsagg_model::redact(&::std::format!($($arg)*)))
+    };
+}
 
 mod alloc;
 mod hub;

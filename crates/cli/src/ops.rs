@@ -99,7 +99,7 @@ pub fn print(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if out
-        .write_all(text.as_bytes())
+        .write_all(rsagg_model::redact(text).as_bytes())
         .and_then(|()| out.flush())
         .is_err()
     {

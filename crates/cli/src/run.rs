@@ -223,7 +223,7 @@ fn print_report(args: &RunArgs, report: &rsagg_pipeline::RunReport) {
     };
     let mut out = std::io::stdout().lock();
     if out
-        .write_all(text.as_bytes())
+        .write_all(rsagg_model::redact(&text).as_bytes())
         .and_then(|()| out.flush())
         .is_err()
     {

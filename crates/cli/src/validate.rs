@@ -70,6 +70,7 @@ pub async fn run(args: Args) -> ExitCode {
         max_entries: args.max_entries,
         max_problems: args.max_problems,
         source: args.target.clone(),
+        ..ReadOptions::default()
     };
     let report = match check(input, opts).await {
         Ok(r) => r,
@@ -81,7 +82,7 @@ pub async fn run(args: Args) -> ExitCode {
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(s) => {
-                let _ = writeln!(std::io::stdout().lock(), "{s}");
+                let _ = writeln!(std::io::stdout().lock(), "{}", rsagg_model::redact(&s));
             }
             Err(e) => {
                 eprintln!("rsagg validate: {e}");
@@ -199,6 +200,8 @@ fn fatal_problem(e: &Error) -> Problem {
 /// Writes the human report. A reader that stops early (`| head`) closes the pipe: the
 /// write error ends the output instead of a panic, and the exit status still tells.
 fn print_human(out: &mut impl std::io::Write, target: &str, r: &Report) -> std::io::Result<()> {
+    // A URL given with credentials is shown without them (`rsagg_model::redact`).
+    let target = rsagg_model::redact(target);
     for p in &r.problems {
         let sev = match p.severity {
             Severity::Error => "error",

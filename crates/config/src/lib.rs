@@ -344,6 +344,10 @@ pub struct FetchSection {
     /// Largest ResourceSync document accepted, in bytes, after inflation (default 64 MiB;
     /// the spec's limit is 50 MB).
     pub max_document_bytes: u64,
+    /// Longest URI (`<loc>`, `<rs:ln href>`) of an entry in an upstream's lists, in bytes
+    /// (default 8192; 256..=65536). A longer entry is skipped: counted (`skipped` in the
+    /// report), logged with an excerpt, never fetched, stored or echoed whole.
+    pub max_uri_bytes: usize,
     /// Connection timeout (default `10s`).
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
@@ -431,6 +435,9 @@ impl FetchSection {
 /// non-ASCII bytes are opaque to HTTP, RFC 9110 section 5.5). A `contact` goes inside a
 /// comment `(+CONTACT)`, so it also may not hold spaces, parentheses or backslashes.
 fn header_text_problem(v: &str, in_comment: bool) -> Option<String> {
+    if let Some(m) = too_long(v, MAX_HEADER_TEXT_BYTES) {
+        return Some(m);
+    }
     if v.is_empty() {
         return Some("must not be empty".into());
     }
@@ -459,6 +466,7 @@ impl Default for FetchSection {
             retries: 4,
             max_body_bytes: 1 << 30,
             max_document_bytes: 64 << 20,
+            max_uri_bytes: DEFAULT_MAX_URI_BYTES,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
             per_host_rate: None,
@@ -677,6 +685,42 @@ pub struct Pipeline {
 /// Problems reported for one file at most (then the rest is left for the next check).
 const MAX_PROBLEMS: usize = 64;
 
+/// Default of `[fetch] max_uri_bytes` (8 KiB), as `rsagg_sitemap::ReadOptions`'s.
+pub const DEFAULT_MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Longest `collection.name` and `upstream.name`, in bytes: names are path segments of
+/// every copy's URI, keys of the state and metric labels.
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// Longest `collection.base_url`, in bytes: every URI rsagg publishes starts with it (a
+/// 10 MB one made a publish write 2 GiB), and a published `<loc>` should stay within the
+/// 2,048 characters the Sitemap protocol allows.
+pub const MAX_BASE_URL_BYTES: usize = 1024;
+
+/// Longest other URL of a pipeline (`upstream.url`, `capability_lists`, `store.url`,
+/// `notify.hub`), in bytes: the Sitemap protocol's 2,048 characters.
+pub const MAX_URL_BYTES: usize = 2048;
+
+/// Longest `[fetch] user_agent` and `contact`, in bytes: they are sent with every request,
+/// and servers refuse request heads beyond a few KiB (a 10 MB `user_agent` made every
+/// request fail).
+pub const MAX_HEADER_TEXT_BYTES: usize = 512;
+
+/// Longest other string of a pipeline (variable names, `auth_hosts`, relation types).
+pub const MAX_STRING_BYTES: usize = 256;
+
+/// Why `v` is too long, if it is longer than `max` bytes: its length, the limit and a short
+/// excerpt, never the whole value (a 10 MB value would make the error 10 MB).
+fn too_long(v: &str, max: usize) -> Option<String> {
+    (v.len() > max).then(|| {
+        format!(
+            "{} bytes (`{}`): at most {max} bytes",
+            v.len(),
+            rsagg_model::excerpt(v, 40)
+        )
+    })
+}
+
 fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
@@ -864,7 +908,9 @@ impl PipelineConfig {
         let mut out = Vec::new();
         let mut err = |key: &str, message: String| out.push(source.problem(key, message));
         let c = &self.collection;
-        if !is_name(&c.name) {
+        if let Some(m) = too_long(&c.name, MAX_NAME_BYTES) {
+            err("collection.name", m);
+        } else if !is_name(&c.name) {
             err(
                 "collection.name",
                 format!("`{}` must match [a-z0-9-]+", c.name),
@@ -877,7 +923,9 @@ impl PipelineConfig {
             );
         }
         let base = &c.base_url;
-        if !matches!(base.scheme(), "http" | "https") || !base.as_str().ends_with('/') {
+        if let Some(m) = too_long(base.as_str(), MAX_BASE_URL_BYTES) {
+            err("collection.base_url", m);
+        } else if !matches!(base.scheme(), "http" | "https") || !base.as_str().ends_with('/') {
             err(
                 "collection.base_url",
                 format!("`{base}` must be an http(s) URL ending with `/`"),
@@ -899,7 +947,9 @@ impl PipelineConfig {
             );
         }
         let store = &self.store.url;
-        if !matches!(store.scheme(), "file" | "s3" | "memory") {
+        if let Some(m) = too_long(store.as_str(), MAX_URL_BYTES) {
+            err("store.url", m);
+        } else if !matches!(store.scheme(), "file" | "s3" | "memory") {
             err(
                 "store.url",
                 format!("`{store}`: use file:///abs/dir or s3://bucket/prefix"),
@@ -911,24 +961,46 @@ impl PipelineConfig {
         let mut names = HashSet::new();
         for (i, u) in self.upstreams.iter().enumerate() {
             let key = |k: &str| format!("upstream[{i}].{k}");
-            if !is_name(&u.name) {
+            if let Some(m) = too_long(&u.name, MAX_NAME_BYTES) {
+                err(&key("name"), m);
+            } else if !is_name(&u.name) {
                 err(&key("name"), format!("`{}` must match [a-z0-9-]+", u.name));
             }
             if !names.insert(u.name.clone()) {
                 err(
                     &key("name"),
-                    format!("upstream name `{}` is used twice", u.name),
+                    format!(
+                        "upstream name `{}` is used twice",
+                        rsagg_model::excerpt(&u.name, MAX_NAME_BYTES)
+                    ),
                 );
             }
-            if !matches!(u.url.scheme(), "http" | "https") {
+            if let Some(m) = too_long(u.url.as_str(), MAX_URL_BYTES) {
+                err(&key("url"), m);
+            } else if !matches!(u.url.scheme(), "http" | "https") {
                 err(&key("url"), format!("`{}` is not an http(s) URL", u.url));
             }
             for (j, cl) in u.capability_lists.iter().flatten().enumerate() {
-                if !matches!(cl.scheme(), "http" | "https") {
+                if let Some(m) = too_long(cl.as_str(), MAX_URL_BYTES) {
+                    err(&format!("upstream[{i}].capability_lists[{j}]"), m);
+                } else if !matches!(cl.scheme(), "http" | "https") {
                     err(
                         &format!("upstream[{i}].capability_lists[{j}]"),
                         format!("`{cl}` is not an http(s) URL"),
                     );
+                }
+            }
+            for (k, v) in [
+                ("bearer_token_env", &u.bearer_token_env),
+                ("basic_auth_env", &u.basic_auth_env),
+            ] {
+                if let Some(m) = v.as_deref().and_then(|v| too_long(v, MAX_STRING_BYTES)) {
+                    err(&key(k), m);
+                }
+            }
+            for (j, h) in u.auth_hosts.iter().flatten().enumerate() {
+                if let Some(m) = too_long(h, MAX_STRING_BYTES) {
+                    err(&format!("upstream[{i}].auth_hosts[{j}]"), m);
                 }
             }
             if u.bearer_token_env.is_some() && u.basic_auth_env.is_some() {
@@ -950,6 +1022,15 @@ impl PipelineConfig {
         let f = &self.fetch;
         if f.concurrency == 0 {
             err("fetch.concurrency", "must be at least 1".into());
+        }
+        if !(256..=65_536).contains(&f.max_uri_bytes) {
+            err(
+                "fetch.max_uri_bytes",
+                format!(
+                    "{}: must be 256..=65536 (the Sitemap protocol allows a <loc> 2,048 characters)",
+                    f.max_uri_bytes
+                ),
+            );
         }
         let d = &self.deadlines;
         for (key, value) in [
@@ -1028,7 +1109,9 @@ impl PipelineConfig {
             ("drop", &l.drop),
         ] {
             for (j, rel) in rels.iter().enumerate() {
-                if !seen.insert(rel.to_ascii_lowercase()) {
+                if let Some(m) = too_long(rel, MAX_STRING_BYTES) {
+                    err(&format!("publish.links.{action}[{j}]"), m);
+                } else if !seen.insert(rel.to_ascii_lowercase()) {
                     err(
                         &format!("publish.links.{action}[{j}]"),
                         format!("relation `{rel}` is given more than one action"),
@@ -1037,7 +1120,9 @@ impl PipelineConfig {
             }
         }
         if let Some(n) = &self.notify {
-            if !matches!(n.hub.scheme(), "http" | "https") {
+            if let Some(m) = too_long(n.hub.as_str(), MAX_URL_BYTES) {
+                err("notify.hub", m);
+            } else if !matches!(n.hub.scheme(), "http" | "https") {
                 err(
                     "notify.hub",
                     format!(
@@ -1212,6 +1297,74 @@ poll_interval = "5m"
             f.user_agent(),
             "museum-mirror/2 (+https://agg.example.org/about)"
         );
+    }
+
+    #[test]
+    fn huge_strings_are_refused_at_their_key_without_being_echoed() {
+        let big = "a".repeat(10 << 20);
+        for (text, key, limit) in [
+            (
+                GOOD.replace(
+                    "https://agg.example.org/maps/",
+                    &format!("https://agg.example.org/{big}/"),
+                ),
+                "collection.base_url",
+                MAX_BASE_URL_BYTES,
+            ),
+            (
+                format!("{GOOD}\n[fetch]\nuser_agent = \"{big}\"\n"),
+                "fetch.user_agent",
+                MAX_HEADER_TEXT_BYTES,
+            ),
+            (
+                GOOD.replace("name = \"maps\"", &format!("name = \"{big}\"")),
+                "collection.name",
+                MAX_NAME_BYTES,
+            ),
+            (
+                GOOD.replace("name = \"museum\"", &format!("name = \"{big}\"")),
+                "upstream[0].name",
+                MAX_NAME_BYTES,
+            ),
+            (
+                GOOD.replace(
+                    "/.well-known/resourcesync",
+                    &format!("/{big}/.well-known/resourcesync"),
+                ),
+                "upstream[0].url",
+                MAX_URL_BYTES,
+            ),
+        ] {
+            let e = Pipeline::parse(Path::new("p.toml"), &text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("{key}: ")), "{key}: {e}");
+            assert!(e.contains(&format!("at most {limit} bytes")), "{key}: {e}");
+            assert!(
+                e.len() < 400,
+                "{key}: the error echoes the value: {} bytes",
+                e.len()
+            );
+        }
+    }
+
+    #[test]
+    fn max_uri_bytes_defaults_and_is_bounded() {
+        let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
+        assert_eq!(p.config.fetch.max_uri_bytes, 8192);
+        for (v, ok) in [
+            ("256", true),
+            ("65536", true),
+            ("255", false),
+            ("65537", false),
+        ] {
+            let text = format!("{GOOD}\n[fetch]\nmax_uri_bytes = {v}\n");
+            let r = Pipeline::parse(Path::new("p.toml"), &text);
+            assert_eq!(r.is_ok(), ok, "{v}");
+            if let Err(e) = r {
+                assert!(e.to_string().contains("fetch.max_uri_bytes"), "{e}");
+            }
+        }
     }
 
     #[test]

@@ -361,6 +361,7 @@ fn read_manifest(
         max_entries: u64::try_from(limits.max_entries).unwrap_or(u64::MAX),
         max_problems: MAX_PACKAGE_PROBLEMS,
         source: format!("{package}!/{MANIFEST}"),
+        ..ReadOptions::default()
     };
     let manifest_error = |e: rsagg_sitemap::Error| match e {
         rsagg_sitemap::Error::TooManyEntries { limit, .. } => Error::TooManyEntries {

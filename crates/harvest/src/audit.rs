@@ -551,6 +551,7 @@ pub async fn audit(
             access,
             quarantined: Arc::default(),
             deadline: None,
+            skipped: Arc::default(),
         };
         let mut all_read = true;
         for set in &sets {

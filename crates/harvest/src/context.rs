@@ -56,6 +56,9 @@ pub struct Harvest {
     /// When this pass must end (`[deadlines] pass`, or the run's deadline if sooner), and
     /// which of the two it is; `None` for push passes (bounded per resource).
     pub(crate) deadline: Option<(tokio::time::Instant, Arc<str>)>,
+    /// Entries of this upstream's lists skipped for a URI over `[fetch] max_uri_bytes`
+    /// (the reader passes over them; the report counts them as `skipped`).
+    pub(crate) skipped: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Harvest {

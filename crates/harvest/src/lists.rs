@@ -10,6 +10,9 @@
 //! snapshots over time rather than parts of one, by its newest snapshot alone (reading them
 //! all would bring back resources deleted since).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rsagg_fetch::{Access, Fetcher, Request};
 use rsagg_model::{Header, Legacy, Mode, Root, Severity, UrlEntry};
 use rsagg_sitemap::{DocumentReader, ReadOptions};
@@ -66,6 +69,11 @@ pub(crate) struct Docs<'a> {
     pub fetcher: &'a Fetcher,
     pub access: &'a Access,
     pub max_bytes: u64,
+    /// Longest URI of an entry (`[fetch] max_uri_bytes`); longer entries are skipped by the
+    /// reader and counted in `skipped`.
+    pub max_uri_bytes: usize,
+    /// Entries skipped for an over-long URI, over every document read for the upstream.
+    pub skipped: Arc<AtomicU64>,
     /// Counts the entries [`Docs::stream_entries`] hands on (the total of a progress
     /// display) and the lists it is still reading.
     pub progress: &'a crate::Progress,
@@ -76,6 +84,9 @@ pub(crate) struct OpenDoc {
     /// Its URL after redirects.
     pub url: Url,
     pub reader: DocumentReader,
+    /// Entries of it skipped so far (already added to `skipped`).
+    seen_skipped: u64,
+    skipped: Arc<AtomicU64>,
 }
 
 impl OpenDoc {
@@ -85,7 +96,14 @@ impl OpenDoc {
 
     /// The next entry, `None` at the end (then the document's problems are logged).
     pub async fn next(&mut self) -> Result<Option<UrlEntry>, Error> {
-        match self.reader.next_entry().await {
+        let next = self.reader.next_entry().await;
+        let skipped = self.reader.tally().skipped;
+        if skipped > self.seen_skipped {
+            self.skipped
+                .fetch_add(skipped - self.seen_skipped, Ordering::Relaxed);
+            self.seen_skipped = skipped;
+        }
+        match next {
             Ok(Some(e)) => Ok(Some(e)),
             Ok(None) => {
                 self.log_problems();
@@ -129,6 +147,7 @@ impl Docs<'_> {
         let opts = ReadOptions {
             mode: Mode::Lenient,
             max_bytes: self.max_bytes,
+            max_uri_bytes: self.max_uri_bytes,
             ..ReadOptions::new(Mode::Lenient, final_url.to_string())
         };
         let reader = DocumentReader::open(fetched.body.into_async_read(), opts)
@@ -140,6 +159,8 @@ impl Docs<'_> {
         Ok(OpenDoc {
             url: final_url,
             reader,
+            seen_skipped: 0,
+            skipped: self.skipped.clone(),
         })
     }
 

@@ -218,6 +218,7 @@ pub async fn plan(
             access,
             quarantined: Arc::default(),
             deadline: None,
+            skipped: Arc::default(),
         };
         for set in &sets {
             if let Err(e) = plan_set(&h, set, max_items, &mut report).await

@@ -69,6 +69,7 @@ pub async fn retry_quarantined(
         access,
         quarantined: Arc::new(std::sync::Mutex::new(wanted.clone())),
         deadline: None,
+        skipped: Arc::default(),
     };
     let mut pending = wanted;
     for set in &sets {

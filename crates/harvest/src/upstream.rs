@@ -201,6 +201,7 @@ async fn harvest_into(
         access,
         quarantined: Arc::new(std::sync::Mutex::new(quarantined)),
         deadline,
+        skipped: Arc::default(),
     };
     for set in &sets {
         if let Err(e) = h.harvest_set(set, &mut report).await {
@@ -219,6 +220,14 @@ async fn harvest_into(
                 break;
             }
         }
+    }
+    let skipped = h.skipped.swap(0, std::sync::atomic::Ordering::Relaxed);
+    if skipped > 0 {
+        report.skipped = skipped;
+        report.warn(format!(
+            "{skipped} entries skipped: a URI (<loc> or <rs:ln href>) longer than [fetch] max_uri_bytes = {} bytes (the first are logged with an excerpt)",
+            ctx.fetch.max_uri_bytes
+        ));
     }
     // Written in UTC (the instant may come from an upstream's zone-less `at`).
     report.checkpoint = oldest_checkpoint(&ctx.state, &h.up.name, &sets)
@@ -275,6 +284,8 @@ impl Harvest {
             fetcher: &self.ctx.fetcher,
             access: &self.access,
             max_bytes: self.ctx.fetch.max_document_bytes,
+            max_uri_bytes: self.ctx.fetch.max_uri_bytes,
+            skipped: self.skipped.clone(),
             progress: &self.ctx.progress,
         }
     }

@@ -7,7 +7,7 @@
 //! ignored).
 
 use bytesize::ByteSize;
-use rsagg_model::W3cDateTime;
+use rsagg_model::{W3cDateTime, bounded};
 use rsagg_store::{QuarantineRecord, StoreRequests};
 use serde::{Deserialize, Serialize};
 
@@ -135,7 +135,7 @@ impl RunReport {
         }
         for u in &self.upstreams {
             s.push_str(&format!(
-                "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} gone {} failed {}{}\n",
+                "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} gone {} failed {}{}{}\n",
                 u.name,
                 match u.verdict {
                     Verdict::Ok => "ok",
@@ -149,6 +149,11 @@ impl RunReport {
                 u.quarantined,
                 u.gone,
                 u.failed,
+                if u.skipped > 0 {
+                    format!(" skipped {}", u.skipped)
+                } else {
+                    String::new()
+                },
                 u.route.as_ref().map(|r| format!(" (via {r})")).unwrap_or_default(),
             ));
             for r in &u.resyncs {
@@ -313,6 +318,9 @@ pub struct UpstreamReport {
     pub superseded: u64,
     /// Resources that could not be fetched.
     pub failed: u64,
+    /// Entries of the upstream's lists passed over unread: a URI (`<loc>`, `<rs:ln href>`)
+    /// longer than `[fetch] max_uri_bytes` (each logged with an excerpt, never whole).
+    pub skipped: u64,
     /// Why the upstream was re-synced from its Resource List, if it was.
     pub resyncs: Vec<String>,
     /// Warnings (upstream quirks, accepted mismatches).
@@ -346,6 +354,7 @@ impl UpstreamReport {
             gone: 0,
             superseded: 0,
             failed: 0,
+            skipped: 0,
             resyncs: Vec::new(),
             warnings: Vec::new(),
             error: None,
@@ -354,18 +363,21 @@ impl UpstreamReport {
         }
     }
 
-    /// Logs a warning and keeps it (the first 100).
+    /// Logs a warning and keeps it (the first 100). Like every message of the report, it is
+    /// redacted and bounded ([`rsagg_model::bounded`]): it may quote upstream input or a
+    /// configured URL with credentials.
     pub fn warn(&mut self, message: String) {
+        let message = bounded(&message);
         tracing::warn!(upstream = %self.name, "{message}");
-        self.keep_warning(message);
+        self.keep_warning(message.into_owned());
     }
 
     /// Logs a warning about one resource or document, with `upstream`, `uri` and `error` as fields of the
     /// line (log collectors filter on them) and `what` as its message; keeps
     /// `{uri}: {what} ({error})` among the warnings.
     pub fn warn_at(&mut self, uri: &str, what: &str, error: &str) {
-        tracing::warn!(upstream = %self.name, uri = %uri, error = %error, "{what}");
-        self.keep_warning(resource_message(uri, what, error));
+        tracing::warn!(upstream = %self.name, uri = %bounded(uri), error = %bounded(error), "{what}");
+        self.keep_warning(bounded(&resource_message(uri, what, error)).into_owned());
     }
 
     fn keep_warning(&mut self, message: String) {
@@ -397,8 +409,9 @@ impl UpstreamReport {
 
     /// Logs an error, marks the upstream failed and keeps the first error.
     pub fn fail(&mut self, message: String) {
+        let message = bounded(&message);
         tracing::error!(upstream = %self.name, "{message}");
-        self.failed_with(message);
+        self.failed_with(message.into_owned());
     }
 
     /// [`Self::fail`] for one resource or document: `upstream`, `uri` (when known) and `error` are fields
@@ -406,14 +419,15 @@ impl UpstreamReport {
     pub fn fail_at(&mut self, uri: Option<&str>, what: &str, error: &str) {
         tracing::error!(
             upstream = %self.name,
-            uri = uri.map(tracing::field::display),
-            error = %error,
+            uri = uri.map(|u| tracing::field::display(bounded(u))),
+            error = %bounded(error),
             "{what}"
         );
-        self.failed_with(match uri {
+        let message = match uri {
             Some(uri) => resource_message(uri, what, error),
             None => format!("{what}: {error}"),
-        });
+        };
+        self.failed_with(bounded(&message).into_owned());
     }
 
     fn failed_with(&mut self, message: String) {
@@ -687,6 +701,25 @@ mod tests {
         let s = r.summary();
         assert!(s.contains("1.5 KiB read, 3.0 MiB written"), "{s}");
         assert!(s.contains("2 resources, 2.0 KiB"), "{s}");
+    }
+
+    #[test]
+    fn messages_are_redacted_and_bounded() {
+        let mut r = UpstreamReport::new("up");
+        r.warn("from http://alice:pw@up/.well-known/resourcesync: 404".into());
+        let huge = format!("http://up/{}", "a".repeat(50 << 20));
+        r.warn_at(&huge, "fetching failed", "HTTP status 500");
+        r.fail_at(Some("http://up/x?token=t0k"), "discovery failed", "refused");
+        assert_eq!(
+            r.warnings[0],
+            "from http://***@up/.well-known/resourcesync: 404"
+        );
+        assert!(r.warnings[1].len() < 20_000, "{}", r.warnings[1].len());
+        assert!(r.warnings[1].ends_with("more bytes]"));
+        assert_eq!(
+            r.error.as_deref(),
+            Some("http://up/x?token=***: discovery failed (refused)")
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::fmt;
 /// Displays an error followed by each [`Error::source`] in turn, separated by `: `, like
 /// `anyhow`'s `{:#}`. A cause whose text the line already holds is left out: many of our
 /// errors put their source into their own message (`#[error("… {source}")]`), and a log line
-/// should not say it twice.
+/// should not say it twice. The line is redacted ([`crate::redact()`]): reqwest's and
+/// object_store's messages quote the URL they failed on, credentials included.
 pub struct ErrorChain<'a>(pub &'a (dyn Error + 'a));
 
 /// Causes followed at most (a cycle or a pathological chain must not loop forever).
@@ -33,7 +34,7 @@ impl fmt::Display for ErrorChain<'_> {
             cause = c.source();
             n += 1;
         }
-        f.write_str(&line)
+        f.write_str(&crate::redact(&line))
     }
 }
 
@@ -87,6 +88,12 @@ mod tests {
             ErrorChain(&e).to_string(),
             "reading http://up/list.xml: timed out"
         );
+        let secret = E(
+            "GET http://alice:pw@up/a?token=t: error sending request",
+            Some(Box::new(E("for url (http://alice:pw@up/a?token=t)", None))),
+        );
+        let line = ErrorChain(&secret).to_string();
+        assert!(!line.contains("pw") && !line.contains("=t"), "{line}");
         let plain = E("alone", None);
         assert_eq!(format!("{:?}", ErrorChain(&plain)), "alone");
     }

@@ -12,11 +12,14 @@
 //! - [`chain`]: [`ErrorChain`], an error with its causes on one line (for the `error` field of
 //!   log lines in every crate; not part of the document model, but this is the one crate they
 //!   all depend on).
+//! - [`redact`]: credentials in URLs hidden ([`Redacted`], [`redact()`]) and upstream text cut
+//!   to a bounded excerpt ([`Excerpt`], [`excerpt()`]) wherever text leaves the process.
 
 pub mod chain;
 pub mod datetime;
 pub mod document;
 pub mod hash;
+pub mod redact;
 pub mod validate;
 
 pub use chain::ErrorChain;
@@ -26,4 +29,5 @@ pub use document::{
     Link, Md, Pos, RS_NS, Root, SITEMAP_NS, UrlEntry,
 };
 pub use hash::{HashAlgorithm, HashValue, Hashes};
+pub use redact::{Excerpt, Redacted, bounded, excerpt, redact};
 pub use validate::{Mode, Problem, Rule, Severity, Validator};

@@ -137,6 +137,10 @@ pub enum Rule {
     EntriesLimit,
     /// More than 50 MB.
     SizeLimit,
+    /// A `<loc>` or `<rs:ln href>` longer than the reader's limit (the Sitemap protocol
+    /// allows 2,048 characters; rsagg's limit, 8 KiB by default, is a setting): the entry is
+    /// skipped, so its URI is never fetched, stored or echoed whole.
+    UriTooLong,
     /// A recommendation of the spec is not followed.
     Recommended,
 }
@@ -188,6 +192,7 @@ impl Rule {
             HubLinkMissing => "hub-link-missing",
             EntriesLimit => "entries-limit",
             SizeLimit => "size-limit",
+            UriTooLong => "uri-too-long",
             Recommended => "recommended",
         }
     }
@@ -202,7 +207,7 @@ impl Rule {
             | CapabilityDuplicate | LocMissing | LocNotAbsolute | DateTimeSyntax
             | IntervalOrder | LinkIncomplete | Length | MdMissing | ChangeMissing | ChangeValue
             | PathMissing | ChronologicalOrder | DateTimeInterval | OpenListNotLast
-            | CapabilityMisplaced => (Some(E), Some(E)),
+            | CapabilityMisplaced | UriTooLong => (Some(E), Some(E)),
             // Quirks of real Sources, tolerated in upstream documents.
             Repeated | RootMdMissing | CapabilityUnknown | CapabilityLegacy | DateTimeTimezone
             | AtMissing | FromMissing | UntilMissing | AttributeNotUsed | AttributeUnknown
@@ -215,6 +220,14 @@ impl Rule {
             Mode::Strict => strict,
             Mode::Lenient => lenient,
         }
+    }
+}
+
+/// `message` cut to [`crate::redact::MESSAGE_BYTES`] with a marker.
+fn bounded_message(message: String) -> String {
+    match crate::excerpt(&message, crate::redact::MESSAGE_BYTES) {
+        std::borrow::Cow::Borrowed(_) => message,
+        std::borrow::Cow::Owned(o) => o,
     }
 }
 
@@ -323,7 +336,9 @@ impl Validator {
         self.entries
     }
 
-    /// Records a finding of `rule` at `pos`, unless the mode does not report it.
+    /// Records a finding of `rule` at `pos`, unless the mode does not report it. The message
+    /// is kept to [`crate::redact::MESSAGE_BYTES`] ([`crate::excerpt()`]): it may quote a
+    /// value of the document, which an upstream controls.
     pub fn report(
         &mut self,
         rule: Rule,
@@ -345,7 +360,7 @@ impl Validator {
                 column: pos.column,
                 section,
                 code: rule.code(),
-                message: message.into(),
+                message: bounded_message(message.into()),
                 entry: self.current_entry,
                 rule,
             });
@@ -361,7 +376,10 @@ impl Validator {
                 Severity::Warning => self.warnings += 1,
             }
             if self.problems.len() < self.max_problems {
-                self.problems.push(p);
+                self.problems.push(Problem {
+                    message: bounded_message(p.message),
+                    ..p
+                });
             }
         }
     }
@@ -615,6 +633,12 @@ impl Validator {
                 "<rs:ln> has no `href` attribute, which is mandatory",
             );
         }
+    }
+
+    /// Counts an entry that is not checked (the reader skipped it, [`Rule::UriTooLong`]), so
+    /// the entry numbers of the problems after it still match the document.
+    pub fn skip_entry(&mut self) {
+        self.entries += 1;
     }
 
     /// Checks one entry.

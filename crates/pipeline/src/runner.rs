@@ -127,7 +127,7 @@ async fn open_state(loc: &rsagg_store::StoreLocation, p: &Pipeline) -> Result<St
     // A local store answers at once: saying that rsagg waits for it is noise there.
     if !matches!(cfg.url.scheme(), "file" | "memory") {
         tracing::info!(
-            store = %url,
+            store = %rsagg_model::Redacted(url),
             timeout = %humantime::format_duration(cfg.open_timeout),
             "opening the state: waiting for the store to answer (the state database under state/)"
         );
@@ -142,7 +142,7 @@ async fn open_state(loc: &rsagg_store::StoreLocation, p: &Pipeline) -> Result<St
             Err(_) => {
                 return Err(Error::Store(rsagg_store::Error::Unavailable(
                     rsagg_store::StoreFault {
-                        store: url.to_owned(),
+                        store: rsagg_model::redact(url).into_owned(),
                         kind: rsagg_store::FaultKind::Unreachable,
                         cause: format!(
                             "the state was not opened within {} ([store] open_timeout)",
@@ -157,7 +157,7 @@ async fn open_state(loc: &rsagg_store::StoreLocation, p: &Pipeline) -> Result<St
         }
     };
     tracing::info!(
-        store = %url,
+        store = %rsagg_model::Redacted(url),
         ms = started.elapsed().as_millis() as u64,
         "state opened"
     );
@@ -394,7 +394,7 @@ pub(crate) async fn write_stats(
         quarantine_truncated: truncated,
     };
     let body = match serde_json::to_vec_pretty(&stats) {
-        Ok(b) => b,
+        Ok(b) => redacted(b),
         Err(e) => {
             tracing::warn!(error = %rsagg_model::ErrorChain(&e), "encoding the stats object");
             return;
@@ -403,6 +403,20 @@ pub(crate) async fn write_stats(
     let path = object_store::path::Path::from(STATS_OBJECT);
     if let Err(e) = object_store::ObjectStoreExt::put(objects.as_ref(), &path, body.into()).await {
         tracing::warn!(error = %rsagg_model::ErrorChain(&e), "writing {STATS_OBJECT}");
+    }
+}
+
+/// A stats object's JSON with the credentials of every URL in it hidden
+/// ([`rsagg_model::redact()`]): `serve` shows these objects on its public `/status` page and
+/// in `/metrics`, and reports quote configured URLs (an upstream's `user:password@`, a store's
+/// or hub's) and error texts that embed them.
+fn redacted(body: Vec<u8>) -> Vec<u8> {
+    match String::from_utf8(body) {
+        Ok(text) => match rsagg_model::redact(&text) {
+            std::borrow::Cow::Borrowed(_) => text.into_bytes(),
+            std::borrow::Cow::Owned(o) => o.into_bytes(),
+        },
+        Err(e) => e.into_bytes(),
     }
 }
 
@@ -474,7 +488,7 @@ pub(crate) async fn record_history(
     };
     history.record(report, times, fetch, kept);
     let body = match serde_json::to_vec(&history) {
-        Ok(b) => b,
+        Ok(b) => redacted(b),
         Err(e) => {
             tracing::warn!(error = %e, "encoding {STATS_HISTORY}");
             return;

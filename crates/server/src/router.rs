@@ -335,8 +335,15 @@ fn uncached(mut r: Response) -> Response {
     r
 }
 
-/// A page made for this request (`/metrics`, `/status`); no body for HEAD.
+/// A page made for this request (`/metrics`, `/status`); no body for HEAD. Redacted
+/// ([`rsagg_model::redact()`]): the pages show what the stats objects and the configs hold —
+/// warnings and errors quoting URLs, hub URLs — and a credential in one of them (an older
+/// stats object, written before runs redacted theirs) must not be served to anyone.
 fn page(content_type: &'static str, body: String, head: bool) -> Response {
+    let body = match rsagg_model::redact(&body) {
+        std::borrow::Cow::Borrowed(_) => body,
+        std::borrow::Cow::Owned(o) => o,
+    };
     let len = body.len();
     let mut r = Response::new(if head {
         Body::empty()

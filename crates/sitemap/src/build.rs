@@ -5,7 +5,8 @@ use quick_xml::events::BytesStart;
 use quick_xml::name::NamespaceResolver;
 use rsagg_model::validate::datetime;
 use rsagg_model::{
-    ChangeFreq, EntrySpans, Header, HeaderSpans, Link, Md, Mode, Pos, Problem, UrlEntry, Validator,
+    ChangeFreq, EntrySpans, Excerpt, Header, HeaderSpans, Link, Md, Pos, Problem, Rule, UrlEntry,
+    Validator,
 };
 
 use crate::Error;
@@ -20,17 +21,45 @@ pub(crate) struct Builder {
     scope_gen: Option<u32>,
     spans: EntrySpans,
     source: String,
+    /// [`crate::ReadOptions::max_uri_bytes`].
+    max_uri_bytes: usize,
+    /// Entries skipped so far for a URI over `max_uri_bytes`.
+    pub(crate) skipped: u64,
+    /// The entry built last was skipped: the readers pass over it.
+    pub(crate) last_skipped: bool,
 }
 
 impl Builder {
-    pub(crate) fn new(mode: Mode, max_problems: usize, source: String) -> Self {
+    pub(crate) fn new(opts: &crate::ReadOptions) -> Self {
         Builder {
-            validator: Validator::new(mode).with_max_problems(max_problems),
+            validator: Validator::new(opts.mode).with_max_problems(opts.max_problems),
             resolver: NamespaceResolver::default(),
             scope_gen: None,
             spans: EntrySpans::default(),
-            source,
+            source: opts.source.clone(),
+            max_uri_bytes: opts.max_uri_bytes,
+            skipped: 0,
+            last_skipped: false,
         }
+    }
+
+    /// Records the entry being built as skipped for its over-long `what` (`<loc>`, `<rs:ln href>`) at
+    /// `pos`: an error quoting a bounded excerpt, the entry counted but not checked.
+    fn skip(&mut self, what: &str, uri: &str, pos: Pos) {
+        let max = self.max_uri_bytes;
+        self.validator.report(
+            Rule::UriTooLong,
+            "7",
+            pos,
+            format!(
+                "{what} of {} bytes is longer than the limit of {max} bytes (the Sitemap protocol allows 2,048 characters); entry skipped: `{}`",
+                uri.len(),
+                Excerpt(uri)
+            ),
+        );
+        self.validator.skip_entry();
+        self.skipped += 1;
+        self.last_skipped = true;
     }
 
     /// Checks the header; `problems` are those the tokenizer found reading it.
@@ -63,8 +92,16 @@ impl Builder {
     /// Fills `e` (a default entry) from entry `i` of `batch`, and checks it.
     fn fill(&mut self, batch: &RawBatch, i: usize, e: &mut UrlEntry) -> Result<(), Error> {
         let raw = &batch.entries[i];
+        self.validator.begin_entry(self.validator.entries());
+        // Checked before anything is copied: a 50 MB `<loc>` is not copied again.
+        if let Some(t) = raw.loc {
+            let loc = batch.text(t).trim();
+            if loc.len() > self.max_uri_bytes {
+                self.skip("<loc>", loc, t.pos);
+                return Ok(());
+            }
+        }
         let v = &mut self.validator;
-        v.begin_entry(v.entries());
         let spans = &mut self.spans;
         spans.entry = raw.pos;
         spans.loc = raw.loc.map_or(raw.pos, |t| t.pos);
@@ -101,6 +138,13 @@ impl Builder {
                 elem_attrs(ln, batch, el, &self.resolver, v, &self.source)?;
                 spans.links.push(el.pos);
             }
+        }
+        let max = self.max_uri_bytes;
+        if let Some(j) = e.links.iter().position(|l| l.href.len() > max) {
+            let pos = spans.links[j];
+            let href = std::mem::take(&mut e.links[j].href);
+            self.skip("<rs:ln href>", &href, pos);
+            return Ok(());
         }
         v.entry(e, spans);
         Ok(())

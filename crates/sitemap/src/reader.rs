@@ -31,6 +31,12 @@ pub struct ReadOptions {
     pub max_entries: u64,
     /// Problems kept (all are counted).
     pub max_problems: usize,
+    /// Longest `<loc>` or `<rs:ln href>` of an entry, in bytes: an entry with a longer one is
+    /// skipped (not returned; a [`rsagg_model::Rule::UriTooLong`] error quoting an excerpt,
+    /// and counted in [`crate::Tally::skipped`]), so an upstream's 50 MB `<loc>` is never
+    /// fetched, stored or echoed into logs and reports. Default
+    /// [`ReadOptions::DEFAULT_MAX_URI_BYTES`].
+    pub max_uri_bytes: usize,
     /// Name of the input (path or URL) used in error messages.
     pub source: String,
 }
@@ -42,12 +48,18 @@ impl Default for ReadOptions {
             max_bytes: 1 << 30,
             max_entries: 10_000_000,
             max_problems: 1000,
+            max_uri_bytes: ReadOptions::DEFAULT_MAX_URI_BYTES,
             source: "<input>".into(),
         }
     }
 }
 
 impl ReadOptions {
+    /// Default of [`ReadOptions::max_uri_bytes`]: 8 KiB, four times the 2,048 characters
+    /// the Sitemap protocol allows a `<loc>` and about what HTTP servers accept in a request
+    /// line.
+    pub const DEFAULT_MAX_URI_BYTES: usize = 8 * 1024;
+
     /// Options for reading `source` in `mode` with default limits.
     pub fn new(mode: Mode, source: impl Into<String>) -> Self {
         ReadOptions {
@@ -78,7 +90,7 @@ pub struct SyncReader<R> {
 impl<R: BufRead> SyncReader<R> {
     /// Parses the prolog, the root and its `<rs:md>`/`<rs:ln>` children.
     pub fn open(input: R, opts: ReadOptions) -> Result<Self, Error> {
-        let mut builder = Builder::new(opts.mode, opts.max_problems, opts.source.clone());
+        let mut builder = Builder::new(&opts);
         let mut tokenizer = Tokenizer::open(input, opts)?;
         let problems = tokenizer.take_problems();
         builder.header(tokenizer.header(), tokenizer.header_spans(), problems);
@@ -123,9 +135,25 @@ impl<R: BufRead> SyncReader<R> {
         self.builder.validator.entries()
     }
 
+    /// Entries skipped so far (a URI over [`ReadOptions::max_uri_bytes`]).
+    pub fn skipped(&self) -> u64 {
+        self.builder.skipped
+    }
+
     /// The next entry, or `None` at the end of the document (after the whole input was read
-    /// and the document-level rules were checked).
+    /// and the document-level rules were checked). Entries with a URI over
+    /// [`ReadOptions::max_uri_bytes`] are passed over.
     pub fn next_entry(&mut self) -> Result<Option<UrlEntry>, Error> {
+        loop {
+            let e = self.next_built()?;
+            if !self.builder.last_skipped {
+                return Ok(e);
+            }
+        }
+    }
+
+    fn next_built(&mut self) -> Result<Option<UrlEntry>, Error> {
+        self.builder.last_skipped = false;
         if self.next == self.batch.entries.len() {
             if !self.finished && self.end.is_none() {
                 self.batch.clear();

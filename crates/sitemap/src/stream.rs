@@ -29,6 +29,8 @@ pub struct Tally {
     pub entries: u64,
     /// Bytes read (after any decompression).
     pub bytes: u64,
+    /// Entries skipped: a URI over [`ReadOptions::max_uri_bytes`] (each also an error).
+    pub skipped: u64,
 }
 
 enum Msg {
@@ -66,7 +68,7 @@ impl DocumentReader {
     where
         R: std::io::Read + Send + 'static,
     {
-        let mut builder = Builder::new(opts.mode, opts.max_problems, opts.source.clone());
+        let mut builder = Builder::new(&opts);
         let (head_tx, head_rx) = tokio::sync::oneshot::channel();
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         // Bounded like the forward channel: at most that many spare batches wait.
@@ -144,8 +146,20 @@ impl DocumentReader {
         self.builder.validator.kind()
     }
 
-    /// The next entry; `None` once the whole document was read and checked.
+    /// The next entry; `None` once the whole document was read and checked. Entries with a
+    /// URI over [`ReadOptions::max_uri_bytes`] are passed over (counted in
+    /// [`Tally::skipped`]).
     pub async fn next_entry(&mut self) -> Result<Option<UrlEntry>, Error> {
+        loop {
+            let e = self.next_built().await?;
+            if !self.builder.last_skipped {
+                return Ok(e);
+            }
+        }
+    }
+
+    async fn next_built(&mut self) -> Result<Option<UrlEntry>, Error> {
+        self.builder.last_skipped = false;
         while self.next == self.batch.entries.len() {
             if let Some((end, bytes)) = self.batch.end.take() {
                 self.builder.finish(end, bytes);
@@ -202,6 +216,7 @@ impl DocumentReader {
             warnings: v.warnings(),
             entries: v.entries(),
             bytes: self.bytes,
+            skipped: self.builder.skipped,
         }
     }
 }

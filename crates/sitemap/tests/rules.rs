@@ -894,3 +894,72 @@ async fn positions_are_exact() {
     assert_eq!((p.line, p.column), (8, 7));
     assert_eq!(p.entry, Some(0));
 }
+
+/// Issue 26: an entry whose `<loc>` or `<rs:ln href>` is longer than `max_uri_bytes` is
+/// skipped by both readers (counted, reported as `uri-too-long` with an excerpt, never
+/// returned); the entries around it are read, and problems after it keep their entry
+/// numbers.
+#[tokio::test]
+async fn over_long_uris_are_skipped_with_an_excerpt() {
+    let long = format!("http://example.com/{}", "a".repeat(1 << 20));
+    let body = format!(
+        "<url><loc>http://example.com/1</loc></url>\
+         <url><loc>{long}</loc></url>\
+         <url><loc>http://example.com/3</loc><rs:ln rel=\"alternate\" href=\"{long}\"/></url>\
+         <url><loc>relative</loc></url>"
+    );
+    let xml = resourcelist(&body);
+    expect(&xml, "uri-too-long", "7", E, E).await;
+    let check = |locs: Vec<String>, ps: &[Problem], skipped: u64| {
+        assert_eq!(locs, ["http://example.com/1", "relative"]);
+        assert_eq!(skipped, 2);
+        let long: Vec<&Problem> = ps.iter().filter(|p| p.code == "uri-too-long").collect();
+        assert_eq!(long.len(), 2, "{ps:#?}");
+        assert_eq!(long[0].entry, Some(1));
+        assert!(
+            long[0].message.contains("<loc> of 1048595 bytes"),
+            "{}",
+            long[0].message
+        );
+        assert!(
+            long[1].message.contains("<rs:ln href>"),
+            "{}",
+            long[1].message
+        );
+        for p in ps {
+            assert!(p.message.len() < 1024, "{} bytes", p.message.len());
+        }
+        // The next entry is entry 3 of the document.
+        let rel = ps.iter().find(|p| p.code == "loc-not-absolute").unwrap();
+        assert_eq!(rel.entry, Some(3));
+    };
+    let mut r = SyncReader::open(xml.as_bytes(), ReadOptions::new(Mode::Lenient, "t")).unwrap();
+    let mut locs = Vec::new();
+    while let Some(e) = r.next_entry().unwrap() {
+        locs.push(e.loc);
+    }
+    check(locs, r.validator().problems(), r.skipped());
+    let mut r = rsagg_sitemap::DocumentReader::open_blocking(
+        std::io::Cursor::new(xml.into_bytes()),
+        ReadOptions::new(Mode::Lenient, "t"),
+    )
+    .await
+    .unwrap();
+    let mut locs = Vec::new();
+    while let Some(e) = r.next_entry().await.unwrap() {
+        locs.push(e.loc);
+    }
+    check(locs, r.problems(), r.tally().skipped);
+    // Within the limit nothing is skipped.
+    let opts = ReadOptions {
+        max_uri_bytes: 2 << 20,
+        ..ReadOptions::new(Mode::Lenient, "t")
+    };
+    let xml = resourcelist(&body);
+    let mut r = SyncReader::open(xml.as_bytes(), opts).unwrap();
+    let mut n = 0;
+    while r.next_entry().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!((n, r.skipped()), (4, 0));
+}

@@ -163,7 +163,7 @@ pub fn open_store_read_only(url: &str, options: &StoreOptions) -> Result<StoreLo
 
 fn open(url: &str, options: &StoreOptions, create: bool) -> Result<StoreLocation, Error> {
     let err = |message: String| Error::Url {
-        url: url.to_owned(),
+        url: rsagg_model::redact(url).into_owned(),
         message,
     };
     let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
@@ -230,7 +230,8 @@ fn located(
     options: &StoreOptions,
 ) -> StoreLocation {
     let counters = Arc::new(StoreCounters::default());
-    let health = StoreHealth::new(url, options.max_failures);
+    // The breaker's line names the store: without the credentials a URL may carry.
+    let health = StoreHealth::new(rsagg_model::redact(url).into_owned(), options.max_failures);
     StoreLocation {
         url: url.to_owned(),
         objects: Arc::new(CountedStore::with_health(
