@@ -780,12 +780,8 @@ impl Pipeline {
                 start..unshift(&inserted, s.end).max(start)
             });
             if let Some(field) = missing_field(&message) {
+                // The table the field is missing from ("" for the file itself).
                 let table = source.problem_at(span.clone(), String::new()).key;
-                let table = if e.span().is_some_and(|s| s.start == 0) && table.is_empty() {
-                    String::new()
-                } else {
-                    table
-                };
                 let key = if table.is_empty() {
                     field.to_owned()
                 } else {
