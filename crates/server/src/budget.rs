@@ -42,8 +42,6 @@ use axum::response::Response;
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::listen::Limits;
-
 /// `Retry-After` of a request refused for lack of budget: bodies in flight are read in
 /// seconds on any link that could send them, so a retry soon is likely to be admitted.
 pub(crate) const RETRY_AFTER_SECONDS: u64 = 2;
@@ -61,16 +59,22 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    /// The budget of a listener serving within `limits`.
-    pub(crate) fn new(limits: &Limits) -> Budget {
-        let total = limits
-            .max_inflight_body_bytes
-            .clamp(1, Semaphore::MAX_PERMITS);
+    /// The budget of a listener: `total` bytes held at once
+    /// (`Limits::max_inflight_body_bytes`), a body waiting at most `wait` for its bytes
+    /// (`Limits::body_wait`) and cut after sending nothing for `stall`
+    /// (`Limits::header_timeout`). Plain values rather than the listener's `Limits`, so that
+    /// the budget does not import the listener that runs it.
+    pub(crate) fn new(
+        total: usize,
+        wait: std::time::Duration,
+        stall: std::time::Duration,
+    ) -> Budget {
+        let total = total.clamp(1, Semaphore::MAX_PERMITS);
         Budget {
             bytes: Arc::new(Semaphore::new(total)),
             total: total as u64,
-            wait: limits.body_wait,
-            stall: limits.header_timeout,
+            wait,
+            stall,
         }
     }
 
@@ -254,6 +258,7 @@ mod tests {
     use tokio::sync::{oneshot, watch};
 
     use super::*;
+    use crate::listen::Limits;
 
     /// Long enough for any answer on a loaded 2-core machine.
     const WAIT: Duration = Duration::from_secs(20);

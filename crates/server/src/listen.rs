@@ -195,7 +195,11 @@ where
 {
     let max = limits.max_connections.clamp(1, MAX_PERMITS);
     let router = router.layer(axum::middleware::from_fn_with_state(
-        crate::budget::Budget::new(&limits),
+        crate::budget::Budget::new(
+            limits.max_inflight_body_bytes,
+            limits.body_wait,
+            limits.header_timeout,
+        ),
         crate::budget::admit,
     ));
     let slots = Arc::new(Semaphore::new(max));
