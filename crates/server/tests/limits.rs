@@ -273,7 +273,16 @@ async fn probes_answer_while_flooded(addr: SocketAddr, probes: SocketAddr) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_answers_probes_on_their_own_listener_under_a_flood() {
+    use object_store::ObjectStoreExt;
     let objects = Arc::new(object_store::memory::InMemory::new());
+    // Published (its Capability List is in the store), so `/readyz` is 200, not 503.
+    objects
+        .put(
+            &object_store::path::Path::from("capabilitylist.xml"),
+            "<urlset/>".into(),
+        )
+        .await
+        .unwrap();
     let collection = Collection::new("maps", BASE, objects).unwrap();
     // A header timeout beyond the test: only the probe listener can answer.
     let server = Server::bind("127.0.0.1:0", vec![collection])
