@@ -51,7 +51,8 @@ echo "== sample upstream: $RSAGG_DEMO_UPSTREAM/.well-known/resourcesync"
 echo
 echo "== rsagg run pipelines/demo.toml (harvest: baseline from the Resource List, then the Change List; then publish)"
 echo "   (the sample updated res/3.txt and deleted res/5.txt after writing its Resource List, as a live"
-echo "   Source does: the two WARN lines below are rsagg noticing that and taking the Change List's word)"
+echo "   Source does: the 'changed after the Resource List's at' line below is rsagg leaving those to"
+echo "   the Change List, whose word is the upstream's current state)"
 RSAGG_LOG=${RSAGG_LOG:-warn,rsagg_pipeline=info,rsagg_harvest=info,rsagg_publish=info,rsagg_notify=info,rsagg_layout=info} "$rsagg" run pipelines/demo.toml --once
 echo
 echo "== again: every change is recognised as already processed, nothing is fetched twice"
