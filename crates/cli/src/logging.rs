@@ -150,7 +150,8 @@ mod tests {
         }
     }
 
-    fn logged(format: LogFormat) -> String {
+    /// What `log` writes through the `format` subscriber at `info`.
+    fn written(format: LogFormat, log: impl FnOnce()) -> String {
         let buf = Buf::default();
         let w = buf.clone();
         let s = subscriber(
@@ -160,13 +161,17 @@ mod tests {
             false,
             None,
         );
-        tracing::subscriber::with_default(s, || {
+        tracing::subscriber::with_default(s, log);
+        String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
+    }
+
+    fn logged(format: LogFormat) -> String {
+        written(format, || {
             let span = tracing::info_span!("run", collection = "maps");
             let _g = span.enter();
             tracing::info!(upstream = "up", count = 3, "harvested \"things\"\nok");
             tracing::debug!("filtered out");
-        });
-        String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
+        })
     }
 
     #[test]
@@ -186,20 +191,10 @@ mod tests {
     #[test]
     fn credentials_in_urls_are_not_written() {
         for format in [LogFormat::Text, LogFormat::Json] {
-            let buf = Buf::default();
-            let w = buf.clone();
-            let s = subscriber(
-                format,
-                EnvFilter::new("info"),
-                move || w.clone(),
-                false,
-                None,
-            );
-            tracing::subscriber::with_default(s, || {
+            let out = written(format, || {
                 let url = "s3://KEY:S3cr3t@bucket/prefix";
                 tracing::info!(store = %url, "opening http://u:pw@h/?token=t0k");
             });
-            let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
             assert!(out.contains("s3://***@bucket/prefix"), "{out}");
             assert!(out.contains("http://***@h/?token=***"), "{out}");
             for secret in ["S3cr3t", "KEY:", ":pw@", "t0k"] {

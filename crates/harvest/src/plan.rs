@@ -33,7 +33,7 @@ use crate::audit::Listed;
 use crate::compare::{change_of, in_order, seen_key, unchanged};
 use crate::context::{Ctx, Harvest};
 use crate::incremental::MAX_CHANGES_PER_LIST;
-use crate::later::{Later, is_deletion};
+use crate::later::Later;
 use crate::upstream::discover_sets;
 
 /// What the next run would do to one resource.
@@ -108,6 +108,26 @@ pub struct PlanReport {
 }
 
 impl PlanReport {
+    /// Records what the run would do to `uri` of `upstream`: `action`, or nothing (an
+    /// unchanged copy).
+    fn plan(&mut self, max: usize, upstream: &str, uri: String, action: Option<Action>) {
+        match action {
+            Some(action) => self.add(
+                max,
+                PlanItem {
+                    upstream: upstream.to_owned(),
+                    action,
+                    uri,
+                },
+            ),
+            None => {
+                if let Some(u) = self.upstreams.last_mut() {
+                    u.unchanged += 1;
+                }
+            }
+        }
+    }
+
     fn add(&mut self, max: usize, item: PlanItem) {
         if let Some(u) = self.upstreams.last_mut() {
             match item.action {
@@ -185,6 +205,18 @@ fn listed_action(ctx: &Ctx, e: &UrlEntry, prior: Option<&ResourceRecord>) -> Opt
             (ctx.baseline || !unchanged(e, p)).then_some(Action::Update)
         }
         _ => Some(Action::Create),
+    }
+}
+
+/// What the run would do for a change entry (a Change List's, or one after the Resource
+/// List's `at`), given its record: a deletion deletes a present copy, anything else is
+/// judged as a listed entry.
+fn change_action(ctx: &Ctx, e: &UrlEntry, prior: Option<&ResourceRecord>) -> Option<Action> {
+    match change_of(e) {
+        Change::Deleted => prior
+            .filter(|p| p.status == ResourceStatus::Present)
+            .map(|_| Action::Delete),
+        _ => listed_action(ctx, e, prior),
     }
 }
 
@@ -376,27 +408,8 @@ async fn plan_set(
     for uri in order {
         let Some(e) = last.remove(&uri) else { continue };
         let prior = h.ctx.state.resource(&h.up.name, &uri).await?;
-        let action = match change_of(&e) {
-            Change::Deleted => prior
-                .filter(|p| p.status == ResourceStatus::Present)
-                .map(|_| Action::Delete),
-            _ => listed_action(&h.ctx, &e, prior.as_ref()),
-        };
-        match action {
-            Some(action) => report.add(
-                max,
-                PlanItem {
-                    upstream: h.up.name.clone(),
-                    action,
-                    uri,
-                },
-            ),
-            None => {
-                if let Some(u) = report.upstreams.last_mut() {
-                    u.unchanged += 1;
-                }
-            }
-        }
+        let action = change_action(&h.ctx, &e, prior.as_ref());
+        report.plan(max, &h.up.name, uri, action);
     }
     Ok(())
 }
@@ -451,21 +464,12 @@ async fn plan_resync(
             // A URI listed twice is planned twice (the run stores it once): telling would
             // mean holding the whole list.
             listed.insert(&upstream, &uri)?;
-            match listed_action(&h.ctx, &e, prior?.as_ref()) {
-                Some(action) => report.add(
-                    max,
-                    PlanItem {
-                        upstream: upstream.clone(),
-                        action,
-                        uri,
-                    },
-                ),
-                None => {
-                    if let Some(u) = report.upstreams.last_mut() {
-                        u.unchanged += 1;
-                    }
-                }
-            }
+            report.plan(
+                max,
+                &upstream,
+                uri,
+                listed_action(&h.ctx, &e, prior?.as_ref()),
+            );
         }
         Ok::<_, Error>(())
     };
@@ -476,28 +480,8 @@ async fn plan_resync(
         let uri = e.loc.trim().to_owned();
         listed.insert(&upstream, &uri)?;
         let prior = h.ctx.state.resource(&upstream, &uri).await?;
-        let action = if is_deletion(&e) {
-            prior
-                .filter(|p| p.status == ResourceStatus::Present)
-                .map(|_| Action::Delete)
-        } else {
-            listed_action(&h.ctx, &e, prior.as_ref())
-        };
-        match action {
-            Some(action) => report.add(
-                max,
-                PlanItem {
-                    upstream: upstream.clone(),
-                    action,
-                    uri,
-                },
-            ),
-            None => {
-                if let Some(u) = report.upstreams.last_mut() {
-                    u.unchanged += 1;
-                }
-            }
-        }
+        let action = change_action(&h.ctx, &e, prior.as_ref());
+        report.plan(max, &upstream, uri, action);
     }
     let only: HashSet<String> = std::iter::once(upstream.clone()).collect();
     listed
