@@ -6,7 +6,11 @@
 //! slatedb's "transactional object (e.g. manifest) version already exists" when both raced
 //! to create the state), and after being fenced it still wrote the Source Description, the
 //! Capability List, `stats/last-run.json` and `stats/history.json` (whose history then held
-//! the loser's failed passes).
+//! the loser's failed passes). And about one pair in 20 to 40 ended with both exiting 3:
+//! the earlier process's compactor, started last, fenced the later one's compactor, which
+//! closed the later writer (the compactor ran inside the writer); now the compactor runs
+//! beside it and is replaced while the writer holds the state (`rsagg-store`'s
+//! `compaction.rs`).
 
 mod common;
 
@@ -67,7 +71,6 @@ fn two_writers_started_together_end_with_one_winner_and_its_output_only() -> Res
         site.fx.set_delay(p, Duration::from_millis(250));
     }
     let mut winners = [0usize; 2];
-    let mut both_fenced = 0usize;
     for pair in 0..pairs {
         let case = Case::published_at(
             Store::s3(&format!("fencing-{pair}"))?,
@@ -87,21 +90,6 @@ fn two_writers_started_together_end_with_one_winner_and_its_output_only() -> Res
         );
         let mut codes = [a.code, b.code];
         codes.sort();
-        if codes == [3, 3] {
-            // slatedb's race of the two processes' embedded compactors: the later writer can
-            // be fenced by the other's compactor (which closes its database as fenced) while
-            // it fences the other's writer itself. Both stop, and being fenced they wrote
-            // nothing: no history, no stats. Rare (a pair in 20 to 40 here); bounded below.
-            both_fenced += 1;
-            let objects = case.store.objects()?;
-            for path in ["stats/history.json", "stats/last-run.json"] {
-                ensure!(
-                    get_json(&objects, path).is_err(),
-                    "pair {pair}: both fenced, yet {path} was written\nA: {a:#?}\nB: {b:#?}"
-                );
-            }
-            continue;
-        }
         ensure!(
             codes == [0, 3],
             "pair {pair}: exit codes {:?}, expected one 0 and one 3\nA: {a:#?}\nB: {b:#?}",
@@ -169,12 +157,8 @@ fn two_writers_started_together_end_with_one_winner_and_its_output_only() -> Res
         );
     }
     eprintln!(
-        "{pairs} pairs: first started won {}, second won {}, both fenced {both_fenced}",
+        "{pairs} pairs: first started won {}, second won {}",
         winners[0], winners[1]
-    );
-    ensure!(
-        both_fenced * 5 <= pairs,
-        "{both_fenced} of {pairs} pairs ended with both writers fenced"
     );
     Ok(())
 }

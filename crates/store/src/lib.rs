@@ -36,6 +36,8 @@
 //!   period.
 //! - `records.rs`: the serialised records (resource, change-log entry, checkpoint,
 //!   quarantine).
+//! - `compaction.rs`: the state's compactor, run beside the writer and restarted when a
+//!   stale process's compactor fences it (never closing a writer that holds the state).
 //! - `coalesce.rs`: the state's caches, with concurrent loads of one entry (a table's
 //!   filter or index at the start of a run) coalesced into one read.
 //! - `filter.rs`: the state's bloom filters, holding only the keys looked up by key.
@@ -44,6 +46,7 @@
 
 mod blobs;
 mod coalesce;
+mod compaction;
 pub mod conformance;
 mod counted;
 pub mod documents;

@@ -29,6 +29,7 @@ use slatedb::{Db, DbIterator, DbReader, WriteBatch};
 use tokio::sync::Mutex;
 
 use crate::Error;
+use crate::compaction::Compaction;
 use crate::health::StoreHealth;
 use crate::records::{Checkpoint, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus};
 
@@ -80,6 +81,8 @@ pub struct State {
     fence: Arc<StoreHealth>,
     /// Watches the writer's status for the fence (aborted with the state).
     watcher: Option<tokio::task::JoinHandle<()>>,
+    /// The writer's compactor (none for a read-only state).
+    compaction: Option<Compaction>,
 }
 
 impl Drop for State {
@@ -215,6 +218,23 @@ impl State {
     ) -> Result<State, Error> {
         let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
         let compactions = options.state_compactions.max(1) as usize;
+        // Compaction's memory: `compactions` at once, each holding up to two output
+        // tables of `state_compaction_sst_bytes` (one filling, one uploading) and
+        // [`COMPACTION_READ_AHEAD`] per input table, and no further split into
+        // subcompactions (each would hold tables of its own).
+        let compactor_options = slatedb::config::CompactorOptions {
+            max_concurrent_compactions: compactions,
+            worker: Some(slatedb::config::CompactionWorkerOptions {
+                max_concurrent_compactions: compactions,
+                max_sst_size: options.state_compaction_sst_bytes.max(1 << 20) as usize,
+                bytes_to_fetch: COMPACTION_READ_AHEAD / COMPACTION_FETCHES,
+                max_fetch_tasks: COMPACTION_FETCHES,
+                max_subcompactions: 1,
+                compression_codec: Some(STATE_COMPRESSION),
+                ..slatedb::config::CompactionWorkerOptions::default()
+            }),
+            ..slatedb::config::CompactorOptions::default()
+        };
         let settings = slatedb::Settings {
             flush_interval: Some(WAL_FLUSH_INTERVAL),
             max_unflushed_bytes: options.state_max_unflushed_bytes as usize,
@@ -226,19 +246,9 @@ impl State {
             // tables of `state_compaction_sst_bytes` (one filling, one uploading) and
             // [`COMPACTION_READ_AHEAD`] per input table, and no further split into
             // subcompactions (each would hold tables of its own).
-            compactor_options: Some(slatedb::config::CompactorOptions {
-                max_concurrent_compactions: compactions,
-                worker: Some(slatedb::config::CompactionWorkerOptions {
-                    max_concurrent_compactions: compactions,
-                    max_sst_size: options.state_compaction_sst_bytes.max(1 << 20) as usize,
-                    bytes_to_fetch: COMPACTION_READ_AHEAD / COMPACTION_FETCHES,
-                    max_fetch_tasks: COMPACTION_FETCHES,
-                    max_subcompactions: 1,
-                    compression_codec: Some(STATE_COMPRESSION),
-                    ..slatedb::config::CompactionWorkerOptions::default()
-                }),
-                ..slatedb::config::CompactorOptions::default()
-            }),
+            // No compactor inside the writer: one runs beside it ([`Compaction`]), so that
+            // another process's compactor fencing it never closes this writer.
+            compactor_options: None,
             compression_codec: Some(STATE_COMPRESSION),
             ..slatedb::Settings::default()
         };
@@ -258,7 +268,7 @@ impl State {
             .build();
         // Concurrent misses of one entry read it once (see `coalesce`).
         let db_cache = crate::coalesce::Coalescing::new(Arc::new(db_cache));
-        let db = Db::builder(STATE_PATH, objects)
+        let db = Db::builder(STATE_PATH, objects.clone())
             .with_settings(settings)
             .with_sst_block_size(STATE_BLOCK_SIZE)
             .with_filter_policies(crate::filter::LookedUpKeys::policies())
@@ -283,12 +293,20 @@ impl State {
                 }
             })
         };
+        let compaction = Compaction::start(path.clone(), db.clone(), move || {
+            slatedb::CompactorBuilder::new(STATE_PATH, objects.clone())
+                .with_options(compactor_options.clone())
+                .with_filter_policies(crate::filter::LookedUpKeys::policies())
+                .with_sst_block_size(STATE_BLOCK_SIZE)
+                .build()
+        });
         let state = State {
             db: Handle::Writer(db),
             path,
             head: Mutex::new(LogHead::default()),
             fence,
             watcher: Some(watcher),
+            compaction: Some(compaction),
         };
         state.read_head().await?;
         Ok(state)
@@ -334,6 +352,7 @@ impl State {
             head: Mutex::new(LogHead::default()),
             fence,
             watcher: None,
+            compaction: None,
         };
         state.read_head().await?;
         Ok(state)
@@ -656,8 +675,17 @@ impl State {
         }
     }
 
+    /// Compactors this writer started after its first (each replacing one that a stale
+    /// process's compactor fenced, or that failed).
+    pub fn compactor_restarts(&self) -> u32 {
+        self.compaction.as_ref().map_or(0, Compaction::restarts)
+    }
+
     /// Flushes and closes the database (a read-only state: closes its reader).
-    pub async fn close(self) -> Result<(), Error> {
+    pub async fn close(mut self) -> Result<(), Error> {
+        if let Some(c) = self.compaction.take() {
+            c.stop().await;
+        }
         let closed = match &self.db {
             Handle::Writer(db) => db.close().await,
             Handle::Reader(db) => db.close().await,
@@ -1207,5 +1235,58 @@ mod tests {
             .expect("the fence was noticed");
         second.close().await.unwrap();
         drop(first);
+    }
+
+    /// Two processes started together: the later one's writer fences the earlier one's,
+    /// but the earlier one's compactor may start last and fence the later one's compactor.
+    /// That must not close the writer that holds the state (before, both ended fenced and
+    /// nobody published): its compactor is replaced and the writer goes on.
+    #[tokio::test]
+    async fn a_stale_process_compactor_never_fences_the_writer_that_holds_the_state() {
+        let (inner, loc) = fenced_location();
+        let current = State::open_fenced(
+            loc.objects.clone(),
+            "memory://",
+            &crate::StoreOptions::default(),
+            loc.health.clone(),
+        )
+        .await
+        .unwrap();
+        create(&current, &uris(2)).await;
+        // The stale process's compactor, started after the current writer's.
+        let stale = slatedb::CompactorBuilder::new(STATE_PATH, inner.clone()).build();
+        let stale = tokio::spawn(async move { stale.run().await });
+        // Until one of the two compactors is fenced for good: the stale one (it ends) or
+        // the current writer's (then the writer is fenced too, as it was before). Bounded:
+        // a compactor polls its manifest every 5 s by default.
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            tokio::select! {
+                ended = stale => Some(ended.unwrap()),
+                _ = loc.health.fenced_out() => None,
+            }
+        })
+        .await
+        .expect("one of the compactors was fenced");
+        assert!(
+            loc.health.fenced().is_none(),
+            "the writer holding the state was fenced by a stale compactor"
+        );
+        let e = ended
+            .expect("the stale compactor ended")
+            .expect_err("the stale compactor was fenced");
+        assert!(
+            matches!(
+                e.kind(),
+                slatedb::ErrorKind::Closed(slatedb::CloseReason::Fenced)
+            ),
+            "{e}"
+        );
+        assert!(current.compactor_restarts() >= 1);
+        // The current writer still holds the state and writes.
+        assert!(loc.health.fenced().is_none());
+        current.hold().await.expect("still the writer");
+        create(&current, &["http://x/late"]).await;
+        assert_eq!(current.last_seq().await, 3);
+        current.close().await.unwrap();
     }
 }
