@@ -17,7 +17,8 @@
 //!   stream of entries into `<urlset>` parts of at most 50,000 entries / 50 MB plus a
 //!   `<sitemapindex>` over them.
 //! - `tokenize` and `build`: the two halves of the reader (XML structure; typed values and
-//!   validation), which [`DocumentReader`] runs on two threads.
+//!   validation), which [`DocumentReader`] runs on two threads; `tokenize/fast.rs` is the
+//!   tokenizer's byte-level fast path for entries of the common shape.
 //! - `counting`: the byte-counting, line-tracking input adapter behind the reader.
 
 mod build;
