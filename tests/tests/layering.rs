@@ -122,3 +122,99 @@ fn the_checker_sees_a_cycle() {
     std::fs::write(dir.path().join("b.rs"), "use rsagg_crate::a;\n").unwrap();
     assert_eq!(cycle(&edges(dir.path()), "a"), None);
 }
+
+/// Crate → the rsagg crates its `[dependencies]` name (dev-dependencies do not count), from
+/// the `Cargo.toml` files; `tests/` is `e2e`.
+fn crate_dependencies(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut manifests: Vec<_> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("Cargo.toml"))
+        .filter(|p| p.is_file())
+        .collect();
+    manifests.push(root.join("tests/Cargo.toml"));
+    let short = |package: &str| package.trim_start_matches("rsagg-").to_owned();
+    manifests
+        .iter()
+        .map(|m| {
+            let doc: toml::Table = std::fs::read_to_string(m).unwrap().parse().unwrap();
+            let name = doc["package"]["name"].as_str().unwrap();
+            let deps = doc
+                .get("dependencies")
+                .and_then(toml::Value::as_table)
+                .map(|t| {
+                    t.keys()
+                        .filter(|k| k.starts_with("rsagg-"))
+                        .map(|k| short(k))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (short(name), deps)
+        })
+        .collect()
+}
+
+/// The list in `docs/architecture.md` between the `crate-dependencies` markers: one line
+/// per crate, its name then the crates it uses (`(none)` for none).
+fn documented_dependencies(doc: &str) -> Vec<(String, BTreeSet<String>)> {
+    let block = doc
+        .split("<!-- crate-dependencies: begin -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- crate-dependencies: end -->").next())
+        .expect("docs/architecture.md has the crate-dependencies markers");
+    block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("```"))
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let name = words.next().unwrap().to_owned();
+            (
+                name,
+                words
+                    .filter(|w| *w != "(none)")
+                    .map(str::to_owned)
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// The dependency list in `docs/architecture.md` is the one the `Cargo.toml` files declare,
+/// and in an order where every crate uses only crates listed above it (so the list also
+/// shows that dependencies point one way).
+#[test]
+fn the_documented_crate_dependencies_are_the_cargo_ones() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let documented = documented_dependencies(&doc);
+    let mut actual = crate_dependencies(&root);
+    // The end-to-end harness is a test crate, not part of the product's graph.
+    let e2e = actual.remove("e2e").unwrap();
+    assert!(e2e.iter().all(|d| actual.contains_key(d)), "{e2e:?}");
+    let listed: BTreeMap<_, _> = documented.iter().cloned().collect();
+    assert_eq!(
+        listed, actual,
+        "docs/architecture.md's crate-dependencies list differs from the Cargo.toml files"
+    );
+    let mut above = BTreeSet::from(["e2e".to_owned()]);
+    for (name, uses) in &documented {
+        let later: Vec<_> = uses.difference(&above).collect();
+        assert!(
+            later.is_empty(),
+            "{name} uses {later:?}, listed below it in docs/architecture.md"
+        );
+        above.insert(name.clone());
+    }
+}
+
+#[test]
+fn the_dependency_check_sees_a_difference() {
+    let doc = "x\n<!-- crate-dependencies: begin -->\n```text\nmodel     (none)\nstore     model\n```\n<!-- crate-dependencies: end -->\n";
+    let d = documented_dependencies(doc);
+    assert_eq!(d[0], ("model".to_owned(), BTreeSet::new()));
+    assert_eq!(
+        d[1],
+        ("store".to_owned(), BTreeSet::from(["model".to_owned()]))
+    );
+}
