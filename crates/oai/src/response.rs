@@ -1,0 +1,802 @@
+//! OAI-PMH responses (section 3.2), one page at a time.
+//!
+//! A page is read whole from memory: the harvester caps its size (a `ListRecords` page is a
+//! provider's batch, typically 100 records), and what grows with the repository is the
+//! number of pages, which it follows one by one. Records keep their metadata as the bytes
+//! the provider sent (the content of `<metadata>`), which become the resource's body.
+//!
+//! One bad record never loses the page: a record whose header lacks its identifier or
+//! datestamp, or whose metadata holds characters XML 1.0 does not allow (section 2.2 of XML
+//! 1.0; real providers emit control characters from their databases), is left out and
+//! reported as a [`RecordProblem`], and the rest is harvested.
+
+use quick_xml::NsReader;
+use quick_xml::XmlVersion;
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::name::{Namespace, ResolveResult};
+
+use crate::datestamp::{Datestamp, Granularity};
+use crate::{Error, OAI_NS};
+
+/// How a repository keeps deletions (`Identify`'s `deletedRecord`, section 4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletedRecord {
+    /// Deletions are not kept: only a full re-list finds them.
+    No,
+    /// Deletions are kept forever (a header with `status="deleted"`).
+    Persistent,
+    /// Deletions may be kept for a while: incremental harvests see some, a periodic full
+    /// re-list finds the rest.
+    Transient,
+}
+
+/// What `Identify` says (section 4.2), as far as a harvester uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identify {
+    /// `repositoryName`.
+    pub repository_name: String,
+    /// `baseURL`.
+    pub base_url: String,
+    /// `protocolVersion` (2.0).
+    pub protocol_version: String,
+    /// `earliestDatestamp`, when readable.
+    pub earliest: Option<Datestamp>,
+    /// `deletedRecord`.
+    pub deleted: DeletedRecord,
+    /// `granularity`.
+    pub granularity: Granularity,
+}
+
+/// One `metadataFormat` of `ListMetadataFormats` (section 4.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataFormat {
+    /// `metadataPrefix`.
+    pub prefix: String,
+    /// `schema`.
+    pub schema: String,
+    /// `metadataNamespace`.
+    pub namespace: String,
+}
+
+/// A record's header (section 2.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The item's unique identifier (section 2.4).
+    pub identifier: String,
+    /// When the record was created, changed or deleted.
+    pub datestamp: Datestamp,
+    /// `setSpec`s of the sets the item belongs to.
+    pub sets: Vec<String>,
+    /// `status="deleted"`: the record is gone (section 2.5.1).
+    pub deleted: bool,
+}
+
+/// A record of `ListRecords` or `GetRecord`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its header.
+    pub header: Header,
+    /// The content of `<metadata>` as sent (none for a deleted record).
+    pub metadata: Option<Vec<u8>>,
+}
+
+/// A record left out of a page, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordProblem {
+    /// Its identifier, when the header had one.
+    pub identifier: Option<String>,
+    /// What was wrong (bounded: no metadata is echoed).
+    pub message: String,
+}
+
+/// A `resumptionToken` (section 3.5).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResumptionToken {
+    /// The token; empty on the last page of a list (the list is complete).
+    pub value: String,
+    /// `expirationDate`, as written.
+    pub expiration: Option<String>,
+    /// `completeListSize`.
+    pub complete_list_size: Option<u64>,
+    /// `cursor`.
+    pub cursor: Option<u64>,
+}
+
+/// An OAI-PMH error (section 3.6): `code` is one of `badArgument`, `badResumptionToken`,
+/// `badVerb`, `cannotDisseminateFormat`, `idDoesNotExist`, `noRecordsMatch`,
+/// `noMetadataFormats`, `noSetHierarchy`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OaiError {
+    /// The error code.
+    pub code: String,
+    /// The provider's message.
+    pub message: String,
+}
+
+/// What a page said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// `Identify`.
+    Identify(Identify),
+    /// `ListMetadataFormats`.
+    MetadataFormats(Vec<MetadataFormat>),
+    /// `ListRecords` or `GetRecord`: the records of this page, the problems of those left
+    /// out, and the token of the next page (none, or an empty one, on the last).
+    Records {
+        /// The records read.
+        records: Vec<Record>,
+        /// Records left out.
+        problems: Vec<RecordProblem>,
+        /// The list's `resumptionToken`, if the page has one.
+        token: Option<ResumptionToken>,
+    },
+    /// The protocol's errors instead of a result. `noRecordsMatch` alone is an empty
+    /// result, not a failure (see [`Response::is_no_records`]).
+    Errors(Vec<OaiError>),
+}
+
+impl Response {
+    /// True for the `noRecordsMatch` error: a selective harvest that found nothing.
+    pub fn is_no_records(&self) -> bool {
+        matches!(self, Response::Errors(e) if e.iter().all(|e| e.code == "noRecordsMatch"))
+    }
+
+    /// True for `badResumptionToken` (typically an expired token): the harvest restarts
+    /// from its `from`.
+    pub fn is_bad_token(&self) -> bool {
+        matches!(self, Response::Errors(e) if e.iter().any(|e| e.code == "badResumptionToken"))
+    }
+}
+
+/// A response page with its `responseDate` (the provider's clock: the `until` bound of an
+/// incremental harvest, section 3.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// `responseDate`.
+    pub response_date: Option<Datestamp>,
+    /// The body.
+    pub response: Response,
+}
+
+/// Longest provider text (a message, an identifier) kept in a problem.
+const EXCERPT: usize = 200;
+
+fn excerpt(s: &str) -> String {
+    if s.len() <= EXCERPT {
+        return s.to_owned();
+    }
+    let mut end = EXCERPT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &s[..end], s.len())
+}
+
+/// Reads one response page of request `url`.
+pub fn parse(url: &str, page: &[u8]) -> Result<Page, Error> {
+    let mut p = Parser {
+        r: NsReader::from_reader(page),
+        url,
+        input: page,
+    };
+    p.r.config_mut().trim_text(true);
+    p.document()
+}
+
+struct Parser<'a> {
+    r: NsReader<&'a [u8]>,
+    url: &'a str,
+    input: &'a [u8],
+}
+
+/// An element start, owned (the reader's buffer moves on).
+struct Start {
+    oai: bool,
+    local: Vec<u8>,
+    raw: BytesStart<'static>,
+    empty: bool,
+}
+
+impl<'a> Parser<'a> {
+    fn xml_err(&self, e: impl std::fmt::Display) -> Error {
+        Error::Xml {
+            url: self.url.to_owned(),
+            position: self.r.buffer_position(),
+            message: e.to_string(),
+        }
+    }
+
+    fn not_oai(&self, message: impl Into<String>) -> Error {
+        Error::NotOai {
+            url: self.url.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// The next element start or end among the children of the current element: `None` at
+    /// its end (or at the end of the input).
+    fn next_child(&mut self) -> Result<Option<Start>, Error> {
+        loop {
+            let (url, position) = (self.url, self.r.buffer_position());
+            let (ns, ev) = self.r.read_resolved_event().map_err(|e| Error::Xml {
+                url: url.to_owned(),
+                position,
+                message: e.to_string(),
+            })?;
+            let oai = matches!(ns, ResolveResult::Bound(Namespace(n)) if n == OAI_NS.as_bytes());
+            match ev {
+                Event::Start(e) => {
+                    return Ok(Some(Start {
+                        oai,
+                        local: e.local_name().as_ref().to_vec(),
+                        raw: e.into_owned(),
+                        empty: false,
+                    }));
+                }
+                Event::Empty(e) => {
+                    return Ok(Some(Start {
+                        oai,
+                        local: e.local_name().as_ref().to_vec(),
+                        raw: e.into_owned(),
+                        empty: true,
+                    }));
+                }
+                Event::End(_) | Event::Eof => return Ok(None),
+                _ => {}
+            }
+        }
+    }
+
+    /// Skips the content of `s` (when it is not empty).
+    fn skip(&mut self, s: &Start) -> Result<(), Error> {
+        if !s.empty {
+            self.r
+                .read_to_end(s.raw.name())
+                .map_err(|e| self.xml_err(e))?;
+        }
+        Ok(())
+    }
+
+    /// The text content of `s` (entity and character references resolved, CDATA kept),
+    /// trimmed; child elements are an error of the response.
+    fn text(&mut self, s: &Start) -> Result<String, Error> {
+        let mut out = String::new();
+        if s.empty {
+            return Ok(out);
+        }
+        loop {
+            let ev = self.r.read_event().map_err(|e| self.xml_err(e))?;
+            match ev {
+                Event::Text(t) => out.push_str(&t.decode().map_err(|e| self.xml_err(e))?),
+                Event::CData(t) => out.push_str(&t.decode().map_err(|e| self.xml_err(e))?),
+                Event::GeneralRef(g) => {
+                    if let Some(c) = g.resolve_char_ref().map_err(|e| self.xml_err(e))? {
+                        out.push(c);
+                    } else {
+                        let name = g.decode().map_err(|e| self.xml_err(e))?;
+                        out.push(match &*name {
+                            "amp" => '&',
+                            "lt" => '<',
+                            "gt" => '>',
+                            "quot" => '"',
+                            "apos" => '\'',
+                            other => {
+                                return Err(self.not_oai(format!(
+                                    "unknown entity `&{}`; in <{}>",
+                                    excerpt(other),
+                                    String::from_utf8_lossy(&s.local)
+                                )));
+                            }
+                        });
+                    }
+                }
+                Event::End(_) => return Ok(out.trim().to_owned()),
+                Event::Start(e) => {
+                    return Err(self.not_oai(format!(
+                        "element <{}> inside <{}>, which holds text",
+                        String::from_utf8_lossy(e.local_name().as_ref()),
+                        String::from_utf8_lossy(&s.local)
+                    )));
+                }
+                Event::Eof => return Err(self.xml_err("unexpected end of the response")),
+                _ => {}
+            }
+        }
+    }
+
+    fn attr(&self, s: &Start, name: &[u8]) -> Option<String> {
+        s.raw
+            .attributes()
+            .flatten()
+            .find(|a| a.key.local_name().as_ref() == name)
+            .and_then(|a| {
+                a.normalized_value(XmlVersion::Implicit1_0)
+                    .ok()
+                    .map(|v| v.trim().to_owned())
+            })
+    }
+
+    fn document(&mut self) -> Result<Page, Error> {
+        let root = self
+            .next_child()?
+            .ok_or_else(|| self.not_oai("no root element"))?;
+        if !(root.oai && root.local == b"OAI-PMH") {
+            return Err(self.not_oai(format!(
+                "the root element is <{}>, not <OAI-PMH> in {OAI_NS}",
+                String::from_utf8_lossy(&root.local)
+            )));
+        }
+        let mut response_date = None;
+        let mut errors = Vec::new();
+        let mut response = None;
+        while let Some(c) = self.next_child()? {
+            match (c.oai, c.local.as_slice()) {
+                (true, b"responseDate") => {
+                    let t = self.text(&c)?;
+                    response_date = Datestamp::parse(&t);
+                }
+                (true, b"error") => {
+                    let code = self.attr(&c, b"code").unwrap_or_default();
+                    let message = excerpt(&self.text(&c)?);
+                    errors.push(OaiError { code, message });
+                }
+                (true, b"Identify") => response = Some(Response::Identify(self.identify(&c)?)),
+                (true, b"ListMetadataFormats") => {
+                    response = Some(Response::MetadataFormats(self.formats(&c)?));
+                }
+                (true, b"ListRecords" | b"GetRecord") => response = Some(self.records(&c)?),
+                _ => self.skip(&c)?,
+            }
+        }
+        let response = match (response, errors.is_empty()) {
+            (_, false) => Response::Errors(errors),
+            (Some(r), true) => r,
+            (None, true) => return Err(self.not_oai("neither a result nor an <error>")),
+        };
+        Ok(Page {
+            response_date,
+            response,
+        })
+    }
+
+    fn identify(&mut self, s: &Start) -> Result<Identify, Error> {
+        let (mut name, mut base, mut version) = (String::new(), String::new(), String::new());
+        let (mut earliest, mut deleted, mut granularity) = (None, None, None);
+        if !s.empty {
+            while let Some(c) = self.next_child()? {
+                match c.local.as_slice() {
+                    b"repositoryName" => name = self.text(&c)?,
+                    b"baseURL" => base = self.text(&c)?,
+                    b"protocolVersion" => version = self.text(&c)?,
+                    b"earliestDatestamp" => earliest = Some(self.text(&c)?),
+                    b"deletedRecord" => deleted = Some(self.text(&c)?),
+                    b"granularity" => granularity = Some(self.text(&c)?),
+                    _ => self.skip(&c)?,
+                }
+            }
+        }
+        let value = |message: String| Error::Value {
+            url: self.url.to_owned(),
+            message,
+            section: "4.2",
+        };
+        let granularity = granularity.unwrap_or_default();
+        let granularity = Granularity::parse(&granularity).ok_or_else(|| {
+            value(format!(
+                "Identify's granularity `{}` is neither YYYY-MM-DD nor YYYY-MM-DDThh:mm:ssZ",
+                excerpt(&granularity)
+            ))
+        })?;
+        let deleted = match deleted.as_deref().unwrap_or_default() {
+            "no" => DeletedRecord::No,
+            "persistent" => DeletedRecord::Persistent,
+            "transient" => DeletedRecord::Transient,
+            other => {
+                return Err(value(format!(
+                    "Identify's deletedRecord `{}` is none of no, persistent, transient",
+                    excerpt(other)
+                )));
+            }
+        };
+        Ok(Identify {
+            repository_name: name,
+            base_url: base,
+            protocol_version: version,
+            earliest: earliest.as_deref().and_then(Datestamp::parse),
+            deleted,
+            granularity,
+        })
+    }
+
+    fn formats(&mut self, s: &Start) -> Result<Vec<MetadataFormat>, Error> {
+        let mut out = Vec::new();
+        if s.empty {
+            return Ok(out);
+        }
+        while let Some(c) = self.next_child()? {
+            if c.local != b"metadataFormat" || c.empty {
+                self.skip(&c)?;
+                continue;
+            }
+            let (mut prefix, mut schema, mut namespace) = Default::default();
+            while let Some(f) = self.next_child()? {
+                match f.local.as_slice() {
+                    b"metadataPrefix" => prefix = self.text(&f)?,
+                    b"schema" => schema = self.text(&f)?,
+                    b"metadataNamespace" => namespace = self.text(&f)?,
+                    _ => self.skip(&f)?,
+                }
+            }
+            out.push(MetadataFormat {
+                prefix,
+                schema,
+                namespace,
+            });
+        }
+        Ok(out)
+    }
+
+    fn records(&mut self, s: &Start) -> Result<Response, Error> {
+        let mut records = Vec::new();
+        let mut problems = Vec::new();
+        let mut token = None;
+        if !s.empty {
+            while let Some(c) = self.next_child()? {
+                match c.local.as_slice() {
+                    b"record" => match self.record(&c)? {
+                        Ok(r) => records.push(r),
+                        Err(p) => problems.push(p),
+                    },
+                    b"resumptionToken" => {
+                        let num = |n: &[u8]| self.attr(&c, n).and_then(|v| v.parse().ok());
+                        let (expiration, complete_list_size, cursor) = (
+                            self.attr(&c, b"expirationDate"),
+                            num(b"completeListSize"),
+                            num(b"cursor"),
+                        );
+                        token = Some(ResumptionToken {
+                            value: self.text(&c)?,
+                            expiration,
+                            complete_list_size,
+                            cursor,
+                        });
+                    }
+                    _ => self.skip(&c)?,
+                }
+            }
+        }
+        Ok(Response::Records {
+            records,
+            problems,
+            token,
+        })
+    }
+
+    /// One `<record>`: the record, or the problem that leaves it out.
+    fn record(&mut self, s: &Start) -> Result<Result<Record, RecordProblem>, Error> {
+        let mut header = None;
+        let mut metadata = None;
+        let mut problem = None;
+        if !s.empty {
+            while let Some(c) = self.next_child()? {
+                match c.local.as_slice() {
+                    b"header" => header = Some(self.header(&c)?),
+                    b"metadata" if !c.empty => {
+                        let span = self
+                            .r
+                            .read_to_end(c.raw.name())
+                            .map_err(|e| self.xml_err(e))?;
+                        let bytes = &self.input[span.start as usize..span.end as usize];
+                        match invalid_xml_char(bytes) {
+                            None => metadata = Some(trim(bytes).to_vec()),
+                            Some(why) => problem = Some(why),
+                        }
+                    }
+                    _ => self.skip(&c)?,
+                }
+            }
+        }
+        let (identifier, datestamp, sets, deleted) = match header {
+            Some(h) => h,
+            None => {
+                return Ok(Err(RecordProblem {
+                    identifier: None,
+                    message: "a record without a header (OAI-PMH 2.0 section 2.5)".into(),
+                }));
+            }
+        };
+        let Some(identifier) = identifier.filter(|i| !i.is_empty()) else {
+            return Ok(Err(RecordProblem {
+                identifier: None,
+                message: "a record header without an identifier (OAI-PMH 2.0 section 2.5)".into(),
+            }));
+        };
+        let problem_of = |message: String| RecordProblem {
+            identifier: Some(excerpt(&identifier)),
+            message,
+        };
+        if let Some(why) = problem {
+            return Ok(Err(problem_of(format!(
+                "its metadata {why} (XML 1.0 section 2.2); the record is left out"
+            ))));
+        }
+        let datestamp = match datestamp.as_deref().map(|d| (d, Datestamp::parse(d))) {
+            Some((_, Some(d))) => d,
+            Some((raw, None)) => {
+                return Ok(Err(problem_of(format!(
+                    "datestamp `{}` is not a UTC datestamp (OAI-PMH 2.0 section 3.3.1)",
+                    excerpt(raw)
+                ))));
+            }
+            None => {
+                return Ok(Err(problem_of(
+                    "a record header without a datestamp (OAI-PMH 2.0 section 2.5)".into(),
+                )));
+            }
+        };
+        if !deleted && metadata.is_none() {
+            return Ok(Err(problem_of(
+                "a record that is not deleted has no metadata (OAI-PMH 2.0 section 2.5)".into(),
+            )));
+        }
+        Ok(Ok(Record {
+            header: Header {
+                identifier,
+                datestamp,
+                sets,
+                deleted,
+            },
+            metadata: if deleted { None } else { metadata },
+        }))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn header(
+        &mut self,
+        s: &Start,
+    ) -> Result<(Option<String>, Option<String>, Vec<String>, bool), Error> {
+        let deleted = self.attr(s, b"status").as_deref() == Some("deleted");
+        let (mut identifier, mut datestamp, mut sets) = (None, None, Vec::new());
+        if !s.empty {
+            while let Some(c) = self.next_child()? {
+                match c.local.as_slice() {
+                    b"identifier" => identifier = Some(self.text(&c)?),
+                    b"datestamp" => datestamp = Some(self.text(&c)?),
+                    b"setSpec" => sets.push(self.text(&c)?),
+                    _ => self.skip(&c)?,
+                }
+            }
+        }
+        Ok((identifier, datestamp, sets, deleted))
+    }
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &b[start..end]
+}
+
+/// Why `bytes` cannot be XML 1.0 content, if so: not UTF-8, a character outside XML 1.0's
+/// `Char` production, or a character reference to one (`&#1;`, `&#xFFFE;`).
+fn invalid_xml_char(bytes: &[u8]) -> Option<String> {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("is not UTF-8 at byte {}", e.valid_up_to())),
+    };
+    let allowed = |c: char| {
+        matches!(c, '\t' | '\n' | '\r')
+            || ('\u{20}'..='\u{D7FF}').contains(&c)
+            || ('\u{E000}'..='\u{FFFD}').contains(&c)
+            || c >= '\u{10000}'
+    };
+    if let Some((i, c)) = text.char_indices().find(|&(_, c)| !allowed(c)) {
+        return Some(format!("holds U+{:04X} at byte {i}", c as u32));
+    }
+    let mut rest = text;
+    while let Some(i) = rest.find("&#") {
+        rest = &rest[i + 2..];
+        let end = rest.find(';')?;
+        let (digits, radix) = match rest[..end].strip_prefix(['x', 'X']) {
+            Some(h) => (h, 16),
+            None => (&rest[..end], 10),
+        };
+        match u32::from_str_radix(digits, radix)
+            .ok()
+            .and_then(char::from_u32)
+        {
+            Some(c) if allowed(c) => {}
+            _ => {
+                return Some(format!(
+                    "refers to a character XML 1.0 does not allow (`&#{};`)",
+                    excerpt(&rest[..end])
+                ));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URL: &str = "http://repo.example.org/oai?verb=ListRecords";
+
+    fn oai(body: &str) -> String {
+        format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"
+         xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+  <responseDate>2024-03-01T12:00:00Z</responseDate>
+  <request verb="ListRecords">http://repo.example.org/oai</request>
+  {body}
+</OAI-PMH>"#
+        )
+    }
+
+    const DC: &str = r#"<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>A &amp; B</dc:title></oai_dc:dc>"#;
+
+    #[test]
+    fn identify_gives_granularity_deletions_and_earliest() {
+        let page = oai(r#"<Identify>
+            <repositoryName>Repo</repositoryName>
+            <baseURL>http://repo.example.org/oai</baseURL>
+            <protocolVersion>2.0</protocolVersion>
+            <adminEmail>a@example.org</adminEmail>
+            <earliestDatestamp>2001-01-01</earliestDatestamp>
+            <deletedRecord>transient</deletedRecord>
+            <granularity>YYYY-MM-DD</granularity>
+            <description><x xmlns="urn:x"><granularity>ignored</granularity></x></description>
+          </Identify>"#);
+        let p = parse(URL, page.as_bytes()).unwrap();
+        assert_eq!(p.response_date, Datestamp::parse("2024-03-01T12:00:00Z"));
+        let Response::Identify(id) = p.response else {
+            panic!("{p:?}")
+        };
+        assert_eq!(id.granularity, Granularity::Day);
+        assert_eq!(id.deleted, DeletedRecord::Transient);
+        assert_eq!(id.earliest, Datestamp::parse("2001-01-01"));
+        assert_eq!(id.repository_name, "Repo");
+        let bad = oai(
+            "<Identify><deletedRecord>no</deletedRecord><granularity>YYYY</granularity></Identify>",
+        );
+        let e = parse(URL, bad.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("granularity `YYYY`") && e.contains("4.2"), "{e}");
+    }
+
+    #[test]
+    fn records_keep_their_metadata_bytes_and_the_token_its_attributes() {
+        let page = oai(&format!(
+            r#"<ListRecords>
+              <record><header><identifier>oai:r:1</identifier><datestamp>2024-02-01T10:00:00Z</datestamp>
+                <setSpec>a</setSpec><setSpec>a:b</setSpec></header>
+                <metadata>
+                  {DC}
+                </metadata>
+                <about><x xmlns="urn:x"/></about></record>
+              <record><header status="deleted"><identifier>oai:r:2</identifier><datestamp>2024-02-02T10:00:00</datestamp></header></record>
+              <resumptionToken expirationDate="2024-03-02T12:00:00Z" completeListSize="1000" cursor="0">tok&amp;1</resumptionToken>
+            </ListRecords>"#
+        ));
+        let p = parse(URL, page.as_bytes()).unwrap();
+        let Response::Records {
+            records,
+            problems,
+            token,
+        } = p.response
+        else {
+            panic!()
+        };
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0].header.identifier, "oai:r:1");
+        assert_eq!(records[0].header.sets, ["a", "a:b"]);
+        assert_eq!(records[0].metadata.as_deref(), Some(DC.as_bytes()));
+        assert!(records[1].header.deleted);
+        assert_eq!(records[1].metadata, None);
+        assert_eq!(
+            records[1].header.datestamp,
+            Datestamp::parse("2024-02-02T10:00:00Z").unwrap()
+        );
+        let token = token.unwrap();
+        assert_eq!(token.value, "tok&1");
+        assert_eq!(token.complete_list_size, Some(1000));
+        assert_eq!(token.cursor, Some(0));
+        assert_eq!(token.expiration.as_deref(), Some("2024-03-02T12:00:00Z"));
+    }
+
+    #[test]
+    fn an_empty_token_ends_the_list() {
+        let page = oai(&format!(
+            r#"<ListRecords><record><header><identifier>i</identifier><datestamp>2024-02-01</datestamp></header><metadata>{DC}</metadata></record>
+               <resumptionToken completeListSize="1" cursor="0"/></ListRecords>"#
+        ));
+        let Response::Records { token, records, .. } =
+            parse(URL, page.as_bytes()).unwrap().response
+        else {
+            panic!()
+        };
+        assert_eq!(records.len(), 1);
+        assert_eq!(token.unwrap().value, "");
+    }
+
+    #[test]
+    fn a_bad_record_is_left_out_and_the_rest_read() {
+        let page = oai(&format!(
+            "<ListRecords>\
+             <record><header><identifier>ok</identifier><datestamp>2024-02-01</datestamp></header><metadata>{DC}</metadata></record>\
+             <record><header><identifier>ctl</identifier><datestamp>2024-02-01</datestamp></header><metadata><t xmlns=\"urn:t\">a\u{1}b</t></metadata></record>\
+             <record><header><identifier>ref</identifier><datestamp>2024-02-01</datestamp></header><metadata><t xmlns=\"urn:t\">a&#x1;b</t></metadata></record>\
+             <record><header><identifier>when</identifier><datestamp>last tuesday</datestamp></header><metadata>{DC}</metadata></record>\
+             <record><header><datestamp>2024-02-01</datestamp></header><metadata>{DC}</metadata></record>\
+             <record><header><identifier>empty</identifier><datestamp>2024-02-01</datestamp></header></record>\
+             </ListRecords>"
+        ));
+        let Response::Records {
+            records, problems, ..
+        } = parse(URL, page.as_bytes()).unwrap().response
+        else {
+            panic!()
+        };
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].header.identifier, "ok");
+        let said: Vec<_> = problems
+            .iter()
+            .map(|p| (p.identifier.as_deref(), p.message.as_str()))
+            .collect();
+        assert_eq!(said.len(), 5, "{said:?}");
+        assert!(
+            said[0].0 == Some("ctl") && said[0].1.contains("U+0001"),
+            "{said:?}"
+        );
+        assert!(
+            said[1].0 == Some("ref") && said[1].1.contains("&#x1;"),
+            "{said:?}"
+        );
+        assert!(said[2].1.contains("`last tuesday`"), "{said:?}");
+        assert!(said[3].0.is_none() && said[3].1.contains("without an identifier"));
+        assert!(said[4].1.contains("no metadata"), "{said:?}");
+    }
+
+    #[test]
+    fn protocol_errors() {
+        let none = oai(r#"<error code="noRecordsMatch">nothing</error>"#);
+        let p = parse(URL, none.as_bytes()).unwrap();
+        assert!(p.response.is_no_records() && !p.response.is_bad_token());
+        let expired = oai(r#"<error code="badResumptionToken">expired</error>"#);
+        let p = parse(URL, expired.as_bytes()).unwrap();
+        assert!(p.response.is_bad_token() && !p.response.is_no_records());
+    }
+
+    #[test]
+    fn not_an_oai_response() {
+        let e = parse(URL, b"<html><body>503</body></html>").unwrap_err();
+        assert!(e.to_string().contains("not <OAI-PMH>"), "{e}");
+        let e = parse(URL, oai("<ListRecords><record>").as_bytes()).unwrap_err();
+        assert!(matches!(e, Error::Xml { .. }), "{e}");
+        let e = parse(URL, oai("").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("neither a result"), "{e}");
+    }
+
+    #[test]
+    fn metadata_formats() {
+        let page = oai(r#"<ListMetadataFormats>
+          <metadataFormat><metadataPrefix>oai_dc</metadataPrefix>
+            <schema>http://www.openarchives.org/OAI/2.0/oai_dc.xsd</schema>
+            <metadataNamespace>http://www.openarchives.org/OAI/2.0/oai_dc/</metadataNamespace></metadataFormat>
+          <metadataFormat><metadataPrefix>marc21</metadataPrefix><schema>s</schema><metadataNamespace>n</metadataNamespace></metadataFormat>
+        </ListMetadataFormats>"#);
+        let Response::MetadataFormats(f) = parse(URL, page.as_bytes()).unwrap().response else {
+            panic!()
+        };
+        let prefixes: Vec<_> = f.iter().map(|f| f.prefix.as_str()).collect();
+        assert_eq!(prefixes, ["oai_dc", "marc21"]);
+    }
+}
