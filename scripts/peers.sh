@@ -84,7 +84,8 @@ executables_ok() {   # the executables the tests use are present
 
 installed_ok() {   # ... and the modules the hub launcher imports
   executables_ok \
-    && "$VPY" -c 'import flask_websub.hub, celery.contrib.testing.worker' 2>/dev/null
+    && "$VPY" -c 'import flask_websub.hub, celery.contrib.testing.worker' 2>/dev/null \
+    && "$VPY" -W ignore -c 'import oaipmh.server' 2>/dev/null
 }
 
 verify() {   # the peers start (quick: no server is started)
@@ -96,6 +97,8 @@ verify() {   # the peers start (quick: no server is started)
   "$VENV/bin/weed" version >/dev/null 2>&1 || die "weed does not run ($VENV/bin/weed)"
   "$VPY" "$SCRIPT_DIR/peers/sim_local.py" --help >/dev/null || die "sim_local.py does not run"
   "$VPY" "$SCRIPT_DIR/peers/websub_hub.py" --help >/dev/null || die "websub_hub.py does not run"
+  "$VPY" -W ignore "$SCRIPT_DIR/peers/oai_provider.py" --help >/dev/null \
+    || die "oai_provider.py (pyoai) does not run"
 }
 
 # Debian's chromium for the status-page browser test; idempotent.
@@ -178,7 +181,7 @@ cmd_check() {
   else
     log "WARNING: $CHROMIUM missing (browser tests will fail): run scripts/peers.sh install"
   fi
-  log "ok: resync-sync, weed ($("$VENV/bin/weed" version 2>/dev/null | head -n 1)), sim_local.py, websub_hub.py"
+  log "ok: resync-sync, weed ($("$VENV/bin/weed" version 2>/dev/null | head -n 1)), sim_local.py, websub_hub.py, oai_provider.py"
 }
 
 # ---------------------------------------------------------------------------

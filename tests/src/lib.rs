@@ -8,6 +8,8 @@
 //!   `scripts/peers/sim_local.py`.
 //! - [`FixtureServer`]: an in-process HTTP server over a directory, with scripted failures,
 //!   extra headers, gzip, conditional GET and hit counters.
+//! - [`OaiProvider`]: an OAI-PMH 2.0 data provider (pyoai's server, through
+//!   `scripts/peers/oai_provider.py`) over a JSON repository file a test edits.
 //! - [`resync_sync`]: the reference Destination `resync-sync`.
 //! - [`rsagg_bin`]: the `rsagg` binary under test.
 //! - WebSub (`websub.rs`): [`FlaskHub`] (flask-websub, the stock hub,
@@ -29,6 +31,7 @@
 
 mod browser;
 mod fixture;
+mod oai;
 mod proc;
 mod resync;
 mod seaweed;
@@ -46,6 +49,7 @@ use anyhow::{Context, Result, bail};
 
 pub use browser::{chromium_bin, dump_dom, dump_dom_sized};
 pub use fixture::{Failure, FixtureServer, Gzip, RequestRecord};
+pub use oai::{OaiOptions, OaiProvider};
 pub use resync::{ResyncOutput, resync_sync};
 pub use seaweed::Seaweed;
 pub use serve::RsaggServer;

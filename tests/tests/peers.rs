@@ -502,3 +502,105 @@ fn assert_synced(out: &rsagg_e2e::ResyncOutput, created: usize) {
         out.status()
     );
 }
+
+/// The OAI-PMH provider (pyoai's server) answers the verbs a harvester uses, pages a list with
+/// `resumptionToken`s, follows edits of its repository file, and plays the quirks on demand.
+#[tokio::test(flavor = "multi_thread")]
+async fn oai_provider_pages_a_list_and_follows_its_repository() -> Result<()> {
+    use rsagg_oai::{Datestamp, Granularity, Request, Response, parse};
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join("repo.json");
+    let record = |i: u32, day: u32, deleted: bool| {
+        serde_json::json!({
+            "identifier": format!("oai:test:{i}"),
+            "datestamp": format!("2024-01-{day:02}T00:00:00Z"),
+            "sets": if i.is_multiple_of(2) { vec!["even"] } else { vec![] },
+            "deleted": deleted,
+            "dc": {"title": [format!("Record {i} & more")]},
+        })
+    };
+    let write = |records: Vec<serde_json::Value>| -> Result<()> {
+        let doc = serde_json::json!({"deletedRecord": "persistent", "records": records});
+        std::fs::write(&data, serde_json::to_vec(&doc)?)?;
+        Ok(())
+    };
+    write((1..=5).map(|i| record(i, i, i == 5)).collect())?;
+    let opts = rsagg_e2e::OaiOptions {
+        batch: 2,
+        busy: 1,
+        ..Default::default()
+    };
+    let data2 = data.clone();
+    let p =
+        tokio::task::spawn_blocking(move || rsagg_e2e::OaiProvider::start(&data2, &opts)).await??;
+    let base = url::Url::parse(&p.base_url())?;
+    let client = reqwest::Client::new();
+    // The first request is answered 503 with Retry-After (the `busy` quirk).
+    let r = client.get(Request::Identify.url(&base)).send().await?;
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+
+    // Walks a list to its end; returns (identifier, deleted) and the pages.
+    let list = |from: Option<Datestamp>| {
+        let (client, base) = (client.clone(), base.clone());
+        async move {
+            let mut req = Request::ListRecords {
+                prefix: "oai_dc".into(),
+                from,
+                until: None,
+                set: None,
+                granularity: Granularity::Second,
+            };
+            let (mut got, mut pages) = (Vec::new(), 0);
+            loop {
+                let url = req.url(&base);
+                let body = client.get(url.clone()).send().await?.bytes().await?;
+                pages += 1;
+                match parse(url.as_str(), &body)?.response {
+                    Response::Records {
+                        records,
+                        problems,
+                        token,
+                    } => {
+                        ensure!(problems.is_empty(), "{problems:?}");
+                        for r in records {
+                            if let Some(m) = &r.metadata {
+                                let m = std::str::from_utf8(m)?;
+                                ensure!(m.contains("&amp; more"), "{m}");
+                            }
+                            got.push((r.header.identifier, r.header.deleted));
+                        }
+                        match token.filter(|t| !t.value.is_empty()) {
+                            Some(t) => {
+                                req = Request::Resume {
+                                    verb: "ListRecords",
+                                    token: t.value,
+                                }
+                            }
+                            None => return Ok::<_, anyhow::Error>((got, pages)),
+                        }
+                    }
+                    other if other.is_no_records() => return Ok((got, pages)),
+                    other => anyhow::bail!("{other:?}"),
+                }
+            }
+        }
+    };
+    let (all, pages) = list(None).await?;
+    assert_eq!(pages, 3);
+    assert_eq!(all.len(), 5);
+    assert_eq!(all[4], ("oai:test:5".to_owned(), true));
+
+    // An update and a creation: a harvest from the last datestamp sees them (and, datestamps
+    // not being unique, the record of that second again).
+    let mut records: Vec<_> = (1..=5).map(|i| record(i, i, i == 5)).collect();
+    records[1] = record(2, 20, false);
+    records.push(record(6, 21, false));
+    write(records)?;
+    let (changed, _) = list(Datestamp::parse("2024-01-05T00:00:00Z")).await?;
+    let ids: Vec<_> = changed.iter().map(|(i, _)| i.as_str()).collect();
+    assert_eq!(ids, ["oai:test:5", "oai:test:2", "oai:test:6"]);
+    let (none, _) = list(Datestamp::parse("2030-01-01T00:00:00Z")).await?;
+    assert!(none.is_empty());
+    Ok(())
+}

@@ -344,7 +344,11 @@ impl<'a> Parser<'a> {
                 (true, b"ListMetadataFormats") => {
                     response = Some(Response::MetadataFormats(self.formats(&c)?));
                 }
-                (true, b"ListRecords" | b"GetRecord") => response = Some(self.records(&c)?),
+                (true, b"ListRecords" | b"GetRecord") => {
+                    let mut scope = declarations(&root.raw);
+                    scope.extend(declarations(&c.raw));
+                    response = Some(self.records(&c, &scope)?);
+                }
                 _ => self.skip(&c)?,
             }
         }
@@ -436,14 +440,15 @@ impl<'a> Parser<'a> {
         Ok(out)
     }
 
-    fn records(&mut self, s: &Start) -> Result<Response, Error> {
+    /// `scope`: the namespace declarations of the elements around the records.
+    fn records(&mut self, s: &Start, scope: &[(Vec<u8>, Vec<u8>)]) -> Result<Response, Error> {
         let mut records = Vec::new();
         let mut problems = Vec::new();
         let mut token = None;
         if !s.empty {
             while let Some(c) = self.next_child()? {
                 match c.local.as_slice() {
-                    b"record" => match self.record(&c)? {
+                    b"record" => match self.record(&c, scope)? {
                         Ok(r) => records.push(r),
                         Err(p) => problems.push(p),
                     },
@@ -473,7 +478,11 @@ impl<'a> Parser<'a> {
     }
 
     /// One `<record>`: the record, or the problem that leaves it out.
-    fn record(&mut self, s: &Start) -> Result<Result<Record, RecordProblem>, Error> {
+    fn record(
+        &mut self,
+        s: &Start,
+        scope: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<Result<Record, RecordProblem>, Error> {
         let mut header = None;
         let mut metadata = None;
         let mut problem = None;
@@ -488,7 +497,12 @@ impl<'a> Parser<'a> {
                             .map_err(|e| self.xml_err(e))?;
                         let bytes = &self.input[span.start as usize..span.end as usize];
                         match invalid_xml_char(bytes) {
-                            None => metadata = Some(trim(bytes).to_vec()),
+                            None => {
+                                let mut inherited = scope.to_vec();
+                                inherited.extend(declarations(&s.raw));
+                                inherited.extend(declarations(&c.raw));
+                                metadata = Some(standalone(trim(bytes), &inherited));
+                            }
                             Some(why) => problem = Some(why),
                         }
                     }
@@ -569,6 +583,65 @@ impl<'a> Parser<'a> {
         }
         Ok((identifier, datestamp, sets, deleted))
     }
+}
+
+/// The namespace declarations (`xmlns`, `xmlns:p`) of a start tag, as written.
+fn declarations(e: &BytesStart<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    e.attributes()
+        .flatten()
+        .filter(|a| a.key.as_ref() == b"xmlns" || a.key.as_ref().starts_with(b"xmlns:"))
+        .map(|a| (a.key.as_ref().to_vec(), a.value.to_vec()))
+        .collect()
+}
+
+/// The metadata record `content` as a document of its own: the declarations it inherits
+/// from the response (`inherited`, outermost first; providers commonly declare `xsi` on
+/// `<OAI-PMH>` and use it in the record) are added to its root element's start tag, unless
+/// that tag declares the same prefix. Without them the stored body would use prefixes
+/// nothing binds. The rest of the bytes are as the provider sent them.
+fn standalone(content: &[u8], inherited: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    // The root element's start: the first `<` followed by a name (not `<!--` or `<?`).
+    let Some(lt) = (0..content.len()).find(|&i| {
+        content[i] == b'<'
+            && content
+                .get(i + 1)
+                .is_some_and(|c| !matches!(c, b'!' | b'?' | b'/'))
+    }) else {
+        return content.to_vec();
+    };
+    let name_end = content[lt + 1..]
+        .iter()
+        .position(|c| c.is_ascii_whitespace() || matches!(c, b'/' | b'>'))
+        .map_or(content.len(), |p| lt + 1 + p);
+    let own: Vec<Vec<u8>> = {
+        let mut r = quick_xml::Reader::from_reader(&content[lt..]);
+        match r.read_event() {
+            Ok(Event::Start(e) | Event::Empty(e)) => {
+                declarations(&e).into_iter().map(|(k, _)| k).collect()
+            }
+            _ => Vec::new(),
+        }
+    };
+    // The innermost declaration of each prefix wins.
+    let mut add: Vec<&(Vec<u8>, Vec<u8>)> = Vec::new();
+    for d in inherited.iter().rev() {
+        if !own.contains(&d.0) && !add.iter().any(|a| a.0 == d.0) {
+            add.push(d);
+        }
+    }
+    let mut out = Vec::with_capacity(content.len() + add.len() * 64);
+    out.extend_from_slice(&content[..name_end]);
+    for (k, v) in add.iter().rev() {
+        let quote = if v.contains(&b'"') { b'\'' } else { b'"' };
+        out.push(b' ');
+        out.extend_from_slice(k);
+        out.push(b'=');
+        out.push(quote);
+        out.extend_from_slice(v);
+        out.push(quote);
+    }
+    out.extend_from_slice(&content[name_end..]);
+    out
 }
 
 fn trim(b: &[u8]) -> &[u8] {
@@ -698,7 +771,17 @@ mod tests {
         assert_eq!(records.len(), 2);
         assert_eq!(records[0].header.identifier, "oai:r:1");
         assert_eq!(records[0].header.sets, ["a", "a:b"]);
-        assert_eq!(records[0].metadata.as_deref(), Some(DC.as_bytes()));
+        // As sent, with the declarations it inherits from the response added to its root.
+        let standalone = DC.replacen(
+            "<oai_dc:dc",
+            "<oai_dc:dc xmlns=\"http://www.openarchives.org/OAI/2.0/\" \
+             xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"",
+            1,
+        );
+        assert_eq!(
+            std::str::from_utf8(records[0].metadata.as_deref().unwrap()).unwrap(),
+            standalone
+        );
         assert!(records[1].header.deleted);
         assert_eq!(records[1].metadata, None);
         assert_eq!(
@@ -710,6 +793,43 @@ mod tests {
         assert_eq!(token.complete_list_size, Some(1000));
         assert_eq!(token.cursor, Some(0));
         assert_eq!(token.expiration.as_deref(), Some("2024-03-02T12:00:00Z"));
+    }
+
+    /// Providers declare `xsi` (and others) on `<OAI-PMH>` and use them in the record: the
+    /// stored body binds every prefix it uses, and keeps its own declarations.
+    #[test]
+    fn a_record_binds_the_prefixes_it_inherits() {
+        let page = oai(
+            r#"<ListRecords xmlns:x="urn:list"><record xmlns:y='urn:"y"'><header><identifier>i</identifier><datestamp>2024-02-01</datestamp></header>
+            <metadata><!-- c --><x:r xmlns:x="urn:own" xsi:schemaLocation="urn:own r.xsd"><y:v/><w>t</w></x:r></metadata></record></ListRecords>"#,
+        );
+        let Response::Records { records, .. } = parse(URL, page.as_bytes()).unwrap().response
+        else {
+            panic!()
+        };
+        let body = records[0].metadata.clone().unwrap();
+        let text = std::str::from_utf8(&body).unwrap();
+        assert!(text.starts_with("<!-- c --><x:r xmlns="), "{text}");
+        assert!(!text.contains("urn:list"), "its own x wins: {text}");
+        let mut r = NsReader::from_reader(&body[..]);
+        let mut names = Vec::new();
+        loop {
+            match r.read_resolved_event().unwrap() {
+                (ns, Event::Start(e) | Event::Empty(e)) => {
+                    let ResolveResult::Bound(Namespace(n)) = ns else {
+                        panic!("unbound {:?} in {text}", e.name())
+                    };
+                    names.push(String::from_utf8(n.to_vec()).unwrap());
+                    for a in e.attributes().flatten() {
+                        let (ns, _) = r.resolver().resolve_attribute(a.key);
+                        assert!(!matches!(ns, ResolveResult::Unknown(_)), "{text}");
+                    }
+                }
+                (_, Event::Eof) => break,
+                _ => {}
+            }
+        }
+        assert_eq!(names, ["urn:own", "urn:\"y\"", OAI_NS]);
     }
 
     #[test]
