@@ -154,7 +154,11 @@ fn status_page_in_headless_chromium_shows_the_run_and_escapes_upstream_data() ->
         .with_context(|| format!("serve log:\n{}", server.log_tail(20)))?;
     let show = || format!("DOM:\n{dom}\nserve log:\n{}", server.log_tail(10));
     // No script ran: the title is the page's own, and no element came from the data.
-    assert!(dom.contains("<title>rsagg status: obs</title>"), "{}", show());
+    assert!(
+        dom.contains("<title>rsagg status: obs</title>"),
+        "{}",
+        show()
+    );
     assert!(!dom.contains("<script"), "{}", show());
     assert!(!dom.contains("<b>"), "{}", show());
     // The collection, with links to its documents.

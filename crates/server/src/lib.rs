@@ -12,6 +12,7 @@
 //! /healthz                       liveness: 200 `ok` while the process answers
 //! /readyz                        readiness: 200 when every collection's store answers,
 //!                                else 503 naming the collections whose store does not
+//!                                (each answer reused for the refresh bound)
 //! /metrics                       Prometheus text (0.0.4): last run per collection and
 //!                                upstream, totals and histograms of the run history, last
 //!                                success and lag per upstream, quarantine, publish and GC

@@ -441,6 +441,32 @@ async fn a_scrape_within_the_bound_asks_the_stores_nothing() {
     let before = requests(&m);
     let m = get(&app, "/metrics").await.body;
     assert_eq!(requests(&m) - before, N as f64 + 3.0);
+
+    // `/readyz` too: its first probe asks each store (a HEAD of the Capability List, not
+    // there, then a LIST to tell an empty store from a missing one), the next ones within
+    // the bound nothing.
+    let before = requests(&m);
+    assert_eq!(
+        get(&app, "/readyz").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    let m = get(&app, "/metrics").await.body;
+    assert_eq!(requests(&m) - before, 2.0 * N as f64);
+    at(2 * bound + Duration::from_secs(1)).await;
+    let ready = get(&app, "/readyz").await;
+    assert!(
+        ready
+            .body
+            .contains("collection `c-0049`: not published yet"),
+        "{}",
+        ready.body
+    );
+    let m2 = get(&app, "/metrics").await.body;
+    assert_eq!(
+        requests(&m2),
+        requests(&m),
+        "a probe within the bound asks nothing"
+    );
 }
 
 /// `--metrics-upstreams=false` leaves out every series labelled by upstream and keeps the
