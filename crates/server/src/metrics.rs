@@ -822,6 +822,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(None),
             resources: Ok(None),
+            store: Ok(()),
         };
         let http = HttpCounters::default();
         let c = CollectionMetrics {
@@ -855,6 +856,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(None),
             resources: Ok(None),
+            store: Ok(()),
         };
         let c = CollectionMetrics {
             name: "maps",
@@ -902,6 +904,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(Some(std::sync::Arc::new(history))),
             resources: Ok(Some(7)),
+            store: Ok(()),
         };
         let http = HttpCounters::default();
         let c = CollectionMetrics {

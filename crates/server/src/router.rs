@@ -115,9 +115,11 @@ struct Served {
     topic: Option<Topic>,
     /// How far back its first check is dated (spreads the fleet's checks over the bound).
     phase: Duration,
-    /// `/readyz`'s last answer for it (`None`: ready) and when it was found, reused for the
-    /// refresh bound.
+    /// `/readyz`'s last answer for it before it was found published, and when, reused for
+    /// the refresh bound.
     ready: tokio::sync::Mutex<Option<(Instant, Option<String>)>>,
+    /// Its Capability List has been found: `/readyz` only asks whether its store answers.
+    published: std::sync::atomic::AtomicBool,
 }
 
 struct App {
@@ -228,6 +230,7 @@ pub fn router_with_options(
                 // first read.
                 phase: refresh.mul_f64(order as f64 / n.max(1) as f64),
                 ready: tokio::sync::Mutex::new(None),
+                published: std::sync::atomic::AtomicBool::new(false),
                 // A base URL that parsed as a URL has no characters a header refuses.
                 link: HeaderValue::from_str(&link).unwrap_or_else(|_| HeaderValue::from_static("")),
                 collection,
@@ -463,39 +466,21 @@ fn page(content_type: &'static str, body: String, head: bool) -> Response {
 /// `/.well-known/resourcesync` advertises can be fetched) and its store answers, each within
 /// [`READY_TIMEOUT`]; else `503` with one line per collection that is not, saying why (a
 /// missing bucket, a store that does not answer, a collection no run has published yet).
-/// The state database is never touched.
+/// The state database is never touched. See [`not_ready_now`] for what a probe asks.
 async fn ready(app: &App) -> Response {
     let list = object_store::path::Path::from(CAPABILITY_LIST);
     let now = Instant::now();
     let checks = app.given.iter().map(|&i| {
         let s = &app.served[i];
-        let c = &s.collection;
         let list = &list;
         async move {
-            // The answer of a check within the refresh bound is reused: a probe every few
-            // seconds must not cost a request per collection each time.
-            let mut last = s.ready.lock().await;
-            let why = match last.as_ref() {
-                Some((at, why)) if now.saturating_duration_since(*at) < app.refresh => why.clone(),
-                _ => {
-                    let why = match tokio::time::timeout(READY_TIMEOUT, not_ready(c, list)).await {
-                        Ok(why) => why,
-                        Err(_) => Some(format!(
-                            "the store does not answer within {READY_TIMEOUT:?}"
-                        )),
-                    };
-                    let at = match last.as_ref() {
-                        None => now.checked_sub(s.phase).unwrap_or(now),
-                        Some(_) => now,
-                    };
-                    *last = Some((at, why.clone()));
-                    if let Some(why) = &why {
-                        tracing::warn!(collection = c.name(), reason = %why, "not ready");
-                    }
-                    why
-                }
-            };
-            why.map(|why| format!("collection `{}`: {why}\n", c.name()))
+            let why =
+                match tokio::time::timeout(READY_TIMEOUT, not_ready_now(app, s, list, now)).await {
+                    Ok(why) => why?,
+                    Err(_) => format!("the store does not answer within {READY_TIMEOUT:?}"),
+                };
+            tracing::warn!(collection = s.collection.name(), reason = %why, "not ready");
+            Some(format!("collection `{}`: {why}\n", s.collection.name()))
         }
     });
     let failed: Vec<String> = futures::future::join_all(checks)
@@ -510,6 +495,43 @@ async fn ready(app: &App) -> Response {
         .chain(failed)
         .collect::<String>();
     uncached(text(StatusCode::SERVICE_UNAVAILABLE, body))
+}
+
+/// Why the collection of `s` is not ready at `now`, at little cost: a probe every few
+/// seconds must not ask every store each time. Until its Capability List has been found,
+/// [`not_ready`], its answer reused for the refresh bound. Once found (the publisher
+/// replaces it in place, never deletes it), only whether the store answered the last check
+/// of what the runs left: the check `/metrics` and `/status` share, reused for the bound,
+/// so a scraped server's probes ask nothing more.
+async fn not_ready_now(
+    app: &App,
+    s: &Served,
+    list: &object_store::path::Path,
+    now: Instant,
+) -> Option<String> {
+    if s.published.load(Ordering::Relaxed) {
+        let observed = s.stats.observe(now, s.phase).await;
+        return observed
+            .store
+            .err()
+            .map(|e| format!("the store does not answer: {e}"));
+    }
+    let mut last = s.ready.lock().await;
+    if let Some((at, why)) = last.as_ref()
+        && now.saturating_duration_since(*at) < app.refresh
+    {
+        return why.clone();
+    }
+    let why = not_ready(&s.collection, list).await;
+    if why.is_none() {
+        s.published.store(true, Ordering::Relaxed);
+    }
+    let at = match last.as_ref() {
+        None => now.checked_sub(s.phase).unwrap_or(now),
+        Some(_) => now,
+    };
+    *last = Some((at, why.clone()));
+    why
 }
 
 /// Why the collection `c` cannot be served yet, or `None` when it can. A HEAD of its

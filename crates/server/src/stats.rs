@@ -105,12 +105,19 @@ pub(crate) struct Observed {
     pub history: Result<Option<Arc<RunHistory>>, String>,
     /// Resources the published Resource List names (`published/resourcelist.json`).
     pub resources: Result<Option<u64>, String>,
+    /// The store answered every request of the last check (`Err`: the first that failed;
+    /// an object that cannot be decoded is an answer). `/readyz` judges by it.
+    pub store: Result<(), String>,
 }
 
 impl Observed {
-    /// The store answered every read (an absent object counts as an answer).
+    /// Every object was read (an absent object counts as read).
     pub fn store_ok(&self) -> bool {
-        self.stats.is_ok() && self.gc.is_ok() && self.history.is_ok() && self.resources.is_ok()
+        self.store.is_ok()
+            && self.stats.is_ok()
+            && self.gc.is_ok()
+            && self.history.is_ok()
+            && self.resources.is_ok()
     }
 }
 
@@ -212,7 +219,18 @@ impl StatsReader {
             self.history.get(),
             self.resources.get()
         );
+        let store = [
+            stats.as_ref().err(),
+            gc.as_ref().err(),
+            history.as_ref().err(),
+        ]
+        .into_iter()
+        .chain([resources.as_ref().err()])
+        .flatten()
+        .find(|e| matches!(e, Error::ObjectStore { .. }))
+        .map_or(Ok(()), |e| Err(e.to_string()));
         Observed {
+            store,
             stats: stats.map_err(logged),
             gc: gc.map_err(logged),
             history: history.map_err(logged),
@@ -226,12 +244,19 @@ impl StatsReader {
     async fn sentinel(&self, previous: &Observed) -> Observed {
         let known = self.stats.version().await;
         match self.stats.head().await {
-            Ok(head) if Some(&head.0) == known.as_ref() => previous.clone(),
-            Ok(head) => self.read_all(Some(head)).await,
-            Err(e) => Observed {
-                stats: Err(logged(e)),
+            Ok(head) if Some(&head.0) == known.as_ref() => Observed {
+                store: Ok(()),
                 ..previous.clone()
             },
+            Ok(head) => self.read_all(Some(head)).await,
+            Err(e) => {
+                let e = logged(e);
+                Observed {
+                    store: Err(e.clone()),
+                    stats: Err(e),
+                    ..previous.clone()
+                }
+            }
         }
     }
 }

@@ -844,6 +844,7 @@ mod tests {
                 gc: Ok(None),
                 history: Ok(None),
                 resources: Ok(Some(5)),
+                store: Ok(()),
             }
         };
         let observed: Vec<(String, Observed)> = (0..OVERVIEW_ROWS + 3)
@@ -901,6 +902,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(None),
             resources: Ok(None),
+            store: Ok(()),
         };
         let page = render_detail(
             &CollectionStatus {
@@ -955,6 +957,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(Some(std::sync::Arc::new(history))),
             resources: Ok(None),
+            store: Ok(()),
         };
         let now = UNIX_EPOCH
             + std::time::Duration::from_secs(at("2026-11-20T03:00:00Z").instant().0 as u64);
@@ -991,6 +994,7 @@ mod tests {
                 gc: Ok(Some(std::sync::Arc::new(gc))),
                 history: Ok(None),
                 resources: Ok(None),
+                store: Ok(()),
             };
             let mut h = String::new();
             super::gc(&mut h, &o);

@@ -224,7 +224,7 @@ async fn the_overview_of_4000_collections_is_small_failing_first_and_filterable(
         ms(cold),
         ms(warm)
     );
-    assert_eq!(first.body.len(), page.body.len());
+    assert_eq!(rows(&first.body), rows(&page.body));
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.len() < MB, "{} bytes", page.body.len());
     assert!(!page.body.contains("<script"));
@@ -467,6 +467,68 @@ async fn a_scrape_within_the_bound_asks_the_stores_nothing() {
         requests(&m),
         "a probe within the bound asks nothing"
     );
+}
+
+/// Once a collection's Capability List was found, a probe asks nothing of its own: it
+/// judges by the check the scrapes make (shared, within the bound), so a scraped server
+/// probed every few seconds asks its stores no more than one only scraped.
+#[tokio::test(start_paused = true)]
+async fn probes_of_a_scraped_fleet_ask_the_stores_nothing_more() {
+    const N: usize = 20;
+    let bound = Duration::from_secs(60);
+    let mut apps = Vec::new();
+    for _ in 0..2 {
+        let (collections, stores) = fleet(N, false).await;
+        for objects in &stores {
+            objects
+                .put(
+                    &Path::from("capabilitylist.xml"),
+                    b"<urlset/>".to_vec().into(),
+                )
+                .await
+                .unwrap();
+        }
+        apps.push(router_with_options(
+            collections,
+            None,
+            options(StatsRefresh::Every(bound), true),
+        ));
+    }
+    let (probed, scraped) = (&apps[0], &apps[1]);
+    let requests = |app: &Router| {
+        let app = app.clone();
+        async move {
+            let m = get(&app, "/metrics").await.body;
+            sample(&m, "rsagg_serve_store_requests_total")
+        }
+    };
+    let t0 = tokio::time::Instant::now();
+    let at = |d: Duration| tokio::time::sleep_until(t0 + d);
+
+    // The first probe: a HEAD of each Capability List, and the first check of what the
+    // runs left, which the scrape then reuses.
+    let r = get(probed, "/readyz").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let first = requests(probed).await;
+    let ran = (0..N).filter(|&i| !never_ran(i)).count() as f64;
+    assert_eq!(first, N as f64 + 4.0 * N as f64 + 3.0 * ran);
+    assert_eq!(requests(scraped).await, first - N as f64);
+    // A scrape every 15 s, a probe every 5 s, over four bounds.
+    for k in 1..=16u64 {
+        at(Duration::from_secs(15 * k - 10)).await;
+        assert_eq!(get(probed, "/readyz").await.status, StatusCode::OK);
+        at(Duration::from_secs(15 * k - 5)).await;
+        assert_eq!(get(probed, "/readyz").await.status, StatusCode::OK);
+        at(Duration::from_secs(15 * k)).await;
+        assert_eq!(get(probed, "/readyz").await.status, StatusCode::OK);
+        requests(probed).await;
+        requests(scraped).await;
+    }
+    let (p, s) = (requests(probed).await, requests(scraped).await);
+    assert_eq!(p - N as f64, s, "the probes asked nothing more");
+    // Four bounds: each collection checked about four times, a HEAD each (and three more
+    // at a full check).
+    assert!(s - (first - N as f64) <= 7.0 * N as f64, "{s}");
 }
 
 /// `--metrics-upstreams=false` leaves out every series labelled by upstream and keeps the
