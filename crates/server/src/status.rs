@@ -40,6 +40,8 @@ pub(crate) const OVERVIEW_ROWS: usize = 2000;
 /// `Content-Type` of the page.
 pub(crate) const CONTENT_TYPE: &str = "text/html; charset=utf-8";
 
+// The overview's cells do not wrap, except the name: a long one wraps rather than widen the
+// page past 1280 px.
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
 h1{font-size:1.4em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}\
 h3{font-size:1em;margin:1em 0 .3em}\
@@ -53,7 +55,8 @@ figure.chart{margin:0;flex:1 1 420px;max-width:640px;min-width:0}figure.chart sv
 figcaption{font-weight:600;margin:.2em 0}ul.legend{list-style:none;padding:0;margin:.2em 0;font-size:.9em}\
 ul.legend li{display:inline-block;margin-right:1em}\
 .swatch{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em}\
-form.filter{margin:.6em 0}table.overview td{white-space:nowrap}";
+form.filter{margin:.6em 0}table.overview td{white-space:nowrap}\
+table.overview td:first-child{white-space:normal;word-break:break-all}";
 
 /// One served collection as the page shows it.
 pub(crate) struct CollectionStatus<'a> {
