@@ -120,3 +120,47 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        Cmd::try_parse_from(["serve", "p.toml"].iter().chain(args)).map(|c| c.serve)
+    }
+
+    #[test]
+    fn the_refresh_bound_and_the_upstream_series_are_options() {
+        let d = parse(&[]).unwrap();
+        assert_eq!(
+            (d.stats_refresh, d.metrics_upstreams),
+            (StatsRefresh::Auto, true)
+        );
+        let a = parse(&["--stats-refresh", "90s", "--metrics-upstreams=false"]).unwrap();
+        assert_eq!(
+            (a.stats_refresh, a.metrics_upstreams),
+            (
+                StatsRefresh::Every(std::time::Duration::from_secs(90)),
+                false
+            )
+        );
+        let zero = parse(&["--stats-refresh=0s", "--metrics-upstreams", "true"]).unwrap();
+        assert_eq!(
+            zero.stats_refresh,
+            StatsRefresh::Every(std::time::Duration::ZERO)
+        );
+        for bad in [
+            &["--stats-refresh", "soon"][..],
+            &["--metrics-upstreams=no"][..],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
