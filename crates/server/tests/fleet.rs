@@ -569,7 +569,7 @@ async fn the_per_upstream_series_can_be_left_out() {
 /// automatic refresh bound.
 #[tokio::test(start_paused = true)]
 async fn fleet_figures_at_4000_collections() {
-    let (collections, _stores) = fleet(FLEET, false).await;
+    let (collections, stores) = fleet(FLEET, false).await;
     let app: Router = router_with_options(collections, None, Options::default());
     let bound = StatsRefresh::Auto.bound(FLEET);
     let scrape = Duration::from_secs(15);
@@ -619,4 +619,26 @@ async fn fleet_figures_at_4000_collections() {
     );
     // The goal of issue 29: under $1 a day, ~430 requests per scrape.
     assert!(per_scrape <= 430.0, "{per_scrape}");
+
+    // The same fleet without the per-upstream series.
+    let collections = stores
+        .iter()
+        .enumerate()
+        .map(|(i, objects)| {
+            let name = name(i, false);
+            let base = format!("https://agg.example.org/{name}/");
+            Collection::new(name, &base, objects.clone()).unwrap()
+        })
+        .collect();
+    let without = router_with_options(collections, None, options(StatsRefresh::Auto, false));
+    get(&without, "/metrics").await;
+    let t = std::time::Instant::now();
+    let m = get(&without, "/metrics").await.body;
+    eprintln!(
+        "/metrics with --metrics-upstreams=false: {} bytes, {} lines, {:.1} ms",
+        m.len(),
+        m.lines().count(),
+        ms(t.elapsed())
+    );
+    assert!(!m.contains("upstream=\""));
 }
