@@ -178,12 +178,12 @@ fn credentials_in_upstream_and_store_urls_are_never_printed() -> Result<()> {
     assert_clean("stats/history.json", &history);
 
     let server = RsaggServer::start(port, &[&case.toml], &env)?;
-    for page in ["/status", "/metrics"] {
+    for page in ["/status", "/status/secrets", "/metrics"] {
         let (status, body) = http_get(&format!("{}{page}", server.origin()))?;
         assert_eq!(status, 200, "{page}");
         let body = String::from_utf8_lossy(&body);
         assert_clean(page, &body);
-        if page == "/status" {
+        if page == "/status/secrets" {
             assert!(body.contains("***@"), "{body}");
         }
     }

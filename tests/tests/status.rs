@@ -1,10 +1,10 @@
 //! End-to-end test of the status page (issue 6, observability): rsagg harvests a fixture
 //! Source (one resource whose bytes never match the listed MD5, so it is quarantined, and
 //! upstream URIs with markup in them), `rsagg serve` serves the collection, and headless
-//! Chromium (Debian's `chromium`) loads `/status`; the DOM it prints after load must show the
-//! collection, the upstream's counts and the quarantined URI as text, and no script from the
-//! data may have become an element or run. The probes and `/metrics` of the real binary are
-//! checked on the way.
+//! Chromium (Debian's `chromium`) loads `/status/{collection}` (`/status` is the overview of
+//! all collections); the DOM it prints after load must show the collection, the upstream's
+//! counts and the quarantined URI as text, and no script from the data may have become an
+//! element or run. The probes and `/metrics` of the real binary are checked on the way.
 //!
 //! Run: `bash scripts/peers.sh install` (installs chromium when missing);
 //! `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
@@ -142,11 +142,23 @@ fn status_page_in_headless_chromium_shows_the_run_and_escapes_upstream_data() ->
         .parse()?;
     assert!((0.0..600.0).contains(&lag), "lag {lag}");
 
-    let dom = dump_dom(&format!("{origin}/status"), Duration::from_secs(90))
+    // The overview: a row for the collection, linking to its page.
+    let (code, overview) = http_get(&format!("{origin}/status"))?;
+    assert_eq!(code, 200);
+    let overview = String::from_utf8(overview)?;
+    assert!(
+        overview.contains("<tr data-collection=\"obs\"><td><a href=\"/status/obs\">obs</a></td><td class=\"ok\">ok</td>"),
+        "{overview}"
+    );
+    let dom = dump_dom(&format!("{origin}/status/obs"), Duration::from_secs(90))
         .with_context(|| format!("serve log:\n{}", server.log_tail(20)))?;
     let show = || format!("DOM:\n{dom}\nserve log:\n{}", server.log_tail(10));
     // No script ran: the title is the page's own, and no element came from the data.
-    assert!(dom.contains("<title>rsagg status</title>"), "{}", show());
+    assert!(
+        dom.contains("<title>rsagg status: obs</title>"),
+        "{}",
+        show()
+    );
     assert!(!dom.contains("<script"), "{}", show());
     assert!(!dom.contains("<b>"), "{}", show());
     // The collection, with links to its documents.
@@ -193,7 +205,7 @@ fn status_page_in_headless_chromium_shows_the_run_and_escapes_upstream_data() ->
 
     // Layout at 1280 px: the page as served, plus a script of the test's own (the page
     // has none) that measures what Chromium laid out and writes it into the DOM.
-    let (code, page) = http_get(&format!("{origin}/status"))?;
+    let (code, page) = http_get(&format!("{origin}/status/obs"))?;
     assert_eq!(code, 200);
     let page = String::from_utf8(page)?;
     let probe = r#"<script>

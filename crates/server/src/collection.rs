@@ -129,6 +129,13 @@ impl Collection {
     pub fn objects(&self) -> &Arc<dyn ObjectStore> {
         &self.objects
     }
+
+    /// The same collection read through `objects` (the router's counting wrapper of its
+    /// store).
+    pub(crate) fn with_objects(mut self, objects: Arc<dyn ObjectStore>) -> Collection {
+        self.objects = objects;
+        self
+    }
 }
 
 /// Checks that `collections` can be served together: names are unique (they name the

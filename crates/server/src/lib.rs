@@ -12,11 +12,14 @@
 //! /healthz                       liveness: 200 `ok` while the process answers
 //! /readyz                        readiness: 200 when every collection's store answers,
 //!                                else 503 naming the collections whose store does not
+//!                                (each answer reused for the refresh bound)
 //! /metrics                       Prometheus text (0.0.4): last run per collection and
 //!                                upstream, totals and histograms of the run history, last
 //!                                success and lag per upstream, quarantine, publish and GC
 //!                                figures, build info, and the server's request counters
-//! /status                        HTML status page per collection (no script)
+//! /status                        HTML overview, a row per collection, failing first,
+//!                                filterable (?q=, ?state=, ?page=; no script)
+//! /status/{collection}           HTML status page of one collection (no script)
 //! {base}capabilitylist.xml, {base}resourcelist.xml, …, {base}resourcelist/…, …
 //!                                the published object at the same path (an allowlist)
 //! {base}r/{upstream}/…           a resource copy, found through the published Resource List
@@ -42,9 +45,11 @@
 //! - `copies.rs`: finding a copy through the published Resource List, with a bounded cache of
 //!   parsed parts.
 //! - `stats.rs`: reading what the runs left (`stats/last-run.json`, `stats/history.json`,
-//!   `published/gc.json`), cached by object version.
+//!   `published/gc.json`, `published/resourcelist.json`), cached by object version and
+//!   reused for a refresh bound, so a scrape asks a store only when it may have changed.
 //! - `metrics.rs`: `/metrics` (text format 0.0.4) and the request counters.
-//! - `status.rs`: `/status` (HTML, everything from upstreams escaped).
+//! - `status.rs`: `/status` (the overview) and `/status/{collection}` (HTML, everything
+//!   from upstreams escaped).
 //! - `html.rs`: HTML escaping, shared by `status.rs` and `chart.rs`.
 //! - `chart.rs`: the inline SVG line charts of `/status` (harvest rate and lag over the
 //!   recorded runs).
@@ -80,7 +85,11 @@ mod topic;
 pub use callbacks::{LivePushStats, MAX_PAYLOAD_BYTES, Push, PushIntake};
 pub use collection::{Collection, check_collections};
 pub use listen::{Limits, PROBE_MAX_CONNECTIONS, probes_only};
-pub use router::{DEFAULT_LISTEN, HEALTHZ, METRICS, READYZ, STATUS, Server, router, router_with};
+pub use router::{
+    DEFAULT_LISTEN, HEALTHZ, METRICS, Options, READYZ, STATUS, Server, router, router_with,
+    router_with_options,
+};
+pub use stats::StatsRefresh;
 
 /// Errors of the server crate: configuration of the collections served, and failures of the
 /// stores behind a request (which answer that request with an error status, never stop the

@@ -269,6 +269,26 @@ fn now_seconds(now: SystemTime) -> f64 {
     }
 }
 
+/// The largest lag (`now` minus the last success, in seconds) among the upstreams of the
+/// collection's last run that have succeeded once (all of the history's before there is a
+/// last run); `None` when none has.
+pub(crate) fn collection_lag_seconds(o: &Observed, now: f64) -> Option<f64> {
+    let Ok(Some(h)) = &o.history else {
+        return None;
+    };
+    let current: Option<Vec<&str>> = match &o.stats {
+        Ok(Some(s)) => Some(s.report.upstreams.iter().map(|u| u.name.as_str()).collect()),
+        _ => None,
+    };
+    h.totals
+        .upstreams
+        .iter()
+        .filter(|(name, _)| current.as_ref().is_none_or(|c| c.contains(&name.as_str())))
+        .filter_map(|(_, u)| u.last_success.as_ref())
+        .map(|t| (now - seconds(t)).max(0.0))
+        .reduce(f64::max)
+}
+
 /// One served collection as `/metrics` sees it.
 pub(crate) struct CollectionMetrics<'a> {
     pub name: &'a str,
@@ -279,14 +299,37 @@ pub(crate) struct CollectionMetrics<'a> {
     pub live_push: Option<PushStats>,
 }
 
+/// What the exposition holds beyond the collections' figures.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Exposition {
+    /// The series per upstream (label `upstream`) are written; off, only the collections'
+    /// (`serve --metrics-upstreams=false`: a fleet of 4,000 collections with 300 upstreams
+    /// each would be millions of series).
+    pub upstreams: bool,
+    /// Requests this server made to the stores since it started
+    /// (`rsagg_serve_store_requests_total`).
+    pub store_requests: u64,
+}
+
+impl Default for Exposition {
+    fn default() -> Self {
+        Exposition {
+            upstreams: true,
+            store_requests: 0,
+        }
+    }
+}
+
 /// The whole exposition: every collection's last run and the request counters (`server`:
 /// requests outside every collection, labelled `collection=""`). Lag is measured at `now`.
 pub(crate) fn render(
     collections: &[CollectionMetrics<'_>],
     server: &HttpCounters,
     now: SystemTime,
+    exposition: Exposition,
 ) -> String {
     let now = now_seconds(now);
+    let per_upstream = exposition.upstreams;
     let mut store_up = Family::gauge(
         "rsagg_collection_store_up",
         "1 when the collection's store answered reading the last run's stats (an absent object counts as an answer), else 0.",
@@ -334,6 +377,22 @@ pub(crate) fn render(
     let mut last_success = Family::gauge(
         "rsagg_upstream_last_success_timestamp_seconds",
         "When the last pass that ended ok for the upstream started (Unix time).",
+    );
+    let mut collection_failed = Family::gauge(
+        "rsagg_collection_upstreams_failed",
+        "Upstreams whose verdict in the collection's last run was failed (written with or without the per-upstream series).",
+    );
+    let mut collection_lag = Family::gauge(
+        "rsagg_collection_lag_seconds",
+        "The largest rsagg_upstream_lag_seconds among the upstreams of the collection's last run (those that succeeded once; written with or without the per-upstream series).",
+    );
+    let mut collection_resources = Family::gauge(
+        "rsagg_collection_resources",
+        "Resources the collection's published Resource List names.",
+    );
+    let mut serve_store_requests = Family::counter(
+        "rsagg_serve_store_requests_total",
+        "Requests this server made to the collections' stores since it started (reading what the runs left, probes, documents and copies); see serve --stats-refresh.",
     );
     let mut build_info = Family::gauge(
         "rsagg_build_info",
@@ -473,15 +532,26 @@ pub(crate) fn render(
     );
 
     build_info.sample(&[("version", env!("CARGO_PKG_VERSION"))], 1u64);
+    serve_store_requests.sample(&[], exposition.store_requests);
     for c in collections {
         let coll = [("collection", c.name)];
         store_up.sample(&coll, c.observed.store_ok());
+        if let Ok(Some(n)) = &c.observed.resources {
+            collection_resources.sample(&coll, *n);
+        }
+        if let Ok(Some(s)) = &c.observed.stats {
+            let failed = s.report.upstreams.iter().filter(|u| !u.ok()).count();
+            collection_failed.sample(&coll, failed as u64);
+            if let Some(lag) = collection_lag_seconds(c.observed, now) {
+                collection_lag.sample(&coll, lag);
+            }
+        }
         if let Ok(Some(s)) = &c.observed.stats {
             if let Some(t) = &s.finished {
                 last_run.sample(&coll, seconds(t));
             }
             duration.sample(&coll, s.report.seconds);
-            for u in &s.report.upstreams {
+            for u in s.report.upstreams.iter().filter(|_| per_upstream) {
                 let labels = [("collection", c.name), ("upstream", u.name.as_str())];
                 for (outcome, n) in u.outcomes() {
                     resources.sample(
@@ -579,7 +649,7 @@ pub(crate) fn render(
                 Ok(Some(s)) => Some(s.report.upstreams.iter().map(|u| u.name.as_str()).collect()),
                 _ => None,
             };
-            for (name, u) in &t.upstreams {
+            for (name, u) in t.upstreams.iter().filter(|_| per_upstream) {
                 for (outcome, n) in &u.resources {
                     resources_total.sample(
                         &[
@@ -662,6 +732,7 @@ pub(crate) fn render(
     let mut out = String::with_capacity(8 * 1024);
     for f in [
         build_info,
+        serve_store_requests,
         store_up,
         store_requests,
         store_bytes,
@@ -676,6 +747,9 @@ pub(crate) fn render(
         checkpoint,
         last_success,
         lag,
+        collection_failed,
+        collection_lag,
+        collection_resources,
         runs,
         resources_total,
         passes,
@@ -747,6 +821,8 @@ mod tests {
             stats: Ok(Some(std::sync::Arc::new(stats))),
             gc: Ok(None),
             history: Ok(None),
+            resources: Ok(None),
+            store: Ok(()),
         };
         let http = HttpCounters::default();
         let c = CollectionMetrics {
@@ -755,7 +831,12 @@ mod tests {
             http: &http,
             live_push: None,
         };
-        let text = render(&[c], &HttpCounters::default(), SystemTime::now());
+        let text = render(
+            &[c],
+            &HttpCounters::default(),
+            SystemTime::now(),
+            Exposition::default(),
+        );
         for line in [
             "rsagg_push_notifications_total{collection=\"maps\",outcome=\"received\"} 7\n",
             "rsagg_push_notifications_total{collection=\"maps\",outcome=\"dropped_signature\"} 1\n",
@@ -774,6 +855,8 @@ mod tests {
             stats: Ok(Some(std::sync::Arc::new(crate::stats::Stats::default()))),
             gc: Ok(None),
             history: Ok(None),
+            resources: Ok(None),
+            store: Ok(()),
         };
         let c = CollectionMetrics {
             name: "maps",
@@ -781,7 +864,12 @@ mod tests {
             http: &http,
             live_push: None,
         };
-        let text = render(&[c], &HttpCounters::default(), SystemTime::now());
+        let text = render(
+            &[c],
+            &HttpCounters::default(),
+            SystemTime::now(),
+            Exposition::default(),
+        );
         assert!(!text.contains("rsagg_push_notifications_total{"), "{text}");
         assert!(!text.contains("rsagg_store_requests{"), "{text}");
     }
@@ -815,6 +903,8 @@ mod tests {
             stats: Ok(Some(std::sync::Arc::new(stats))),
             gc: Ok(None),
             history: Ok(Some(std::sync::Arc::new(history))),
+            resources: Ok(Some(7)),
+            store: Ok(()),
         };
         let http = HttpCounters::default();
         let c = CollectionMetrics {
@@ -824,7 +914,7 @@ mod tests {
             live_push: None,
         };
         let now = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
-        let text = render(&[c], &HttpCounters::default(), now);
+        let text = render(&[c], &HttpCounters::default(), now, Exposition::default());
         for line in [
             "# TYPE rsagg_runs_total counter\n",
             "rsagg_runs_total{collection=\"maps\"} 3\n",
@@ -870,7 +960,7 @@ mod tests {
         c.bytes(Kind::Copy).fetch_add(10, Ordering::Relaxed);
         assert_eq!(c.count(Kind::Copy, 200), 2);
         assert_eq!(c.count(Kind::Other, 599), 1, "out of range");
-        let text = render(&[], &c, SystemTime::now());
+        let text = render(&[], &c, SystemTime::now(), Exposition::default());
         assert!(
             text.contains(
                 "rsagg_http_requests_total{collection=\"\",kind=\"copy\",status=\"200\"} 2\n"

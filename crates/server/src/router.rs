@@ -2,13 +2,17 @@
 //!
 //! Collections live under base paths that come from configuration, so instead of a fixed
 //! route table one handler takes every request: the server-wide paths first (the Source
-//! Description, `robots.txt`, the probes `/healthz` and `/readyz`, `/metrics`, `/status`),
+//! Description, `robots.txt`, the probes `/healthz` and `/readyz`, `/metrics`, `/status`,
+//! `/status/{collection}`),
 //! then the collection with the longest base path that prefixes the request path, then
 //! within it the copies (`r/…`), the change-notification topic (`change/`) or the
 //! allowlisted documents. Everything else is 404.
 //!
 //! Every answer is counted (by collection, kind and status, with the body bytes sent) for
-//! `/metrics`.
+//! `/metrics`, and so is every request the server makes to the collections' stores (each
+//! store is wrapped in one server-wide [`CountedStore`]): `rsagg_serve_store_requests_total`.
+//! `/metrics`, `/status` and `/readyz` reuse what they learnt of a collection's store for
+//! the refresh bound ([`Options::stats_refresh`]; see `stats.rs`).
 //!
 //! Around the handler, two layers: tower-http's compression (gzip or brotli, as the client's
 //! `Accept-Encoding` prefers) of the `200` answers marked [`Compressible`] (XML documents
@@ -32,7 +36,9 @@ use axum::response::Response;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 use rsagg_layout::paths::{CAPABILITY_LIST, TOPIC, capability_list_url};
+use rsagg_store::{CountedStore, StoreCounters};
 use tokio::net::TcpListener;
+use tokio::time::Instant;
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate, SizeAbove};
 
@@ -46,9 +52,9 @@ use crate::documents::{
 };
 use crate::http::{Compressible, compressible, not_found, store_failed, text};
 use crate::listen::Limits;
-use crate::metrics::{CollectionMetrics, HttpCounters, Kind};
-use crate::stats::{Observed, StatsReader};
-use crate::status::CollectionStatus;
+use crate::metrics::{CollectionMetrics, Exposition, HttpCounters, Kind};
+use crate::stats::{Observed, StatsReader, StatsRefresh};
+use crate::status::{CollectionStatus, Filter};
 use crate::topic::Topic;
 
 /// Where `rsagg serve` listens unless told otherwise: loopback only, since exposing the
@@ -62,8 +68,32 @@ pub const HEALTHZ: &str = "/healthz";
 pub const READYZ: &str = "/readyz";
 /// Prometheus text exposition (format 0.0.4).
 pub const METRICS: &str = "/metrics";
-/// The HTML status page.
+/// The HTML status page: the overview of every collection; `/status/{collection}` is the
+/// collection's own page.
 pub const STATUS: &str = "/status";
+
+/// Collections whose stores are checked at once by `/metrics` and `/status` (a check is a
+/// HEAD or a few, usually answered from what was read: see `stats.rs`).
+const OBSERVE_CONCURRENCY: usize = 64;
+
+/// How `/metrics`, `/status` and `/readyz` treat the collections' stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {
+    /// How long what a collection's store said is reused (`serve --stats-refresh`).
+    pub stats_refresh: StatsRefresh,
+    /// `/metrics` writes the series per upstream (`serve --metrics-upstreams`).
+    pub metrics_upstreams: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            stats_refresh: StatsRefresh::Auto,
+            metrics_upstreams: true,
+        }
+    }
+}
 
 /// The smallest body compressed: below a kilobyte the saving is a few hundred bytes at
 /// most, less than the cost of the encoder's state.
@@ -83,6 +113,13 @@ struct Served {
     link: HeaderValue,
     /// The change-notification topic, when the collection has a hub.
     topic: Option<Topic>,
+    /// How far back its first check is dated (spreads the fleet's checks over the bound).
+    phase: Duration,
+    /// `/readyz`'s last answer for it before it was found published, and when, reused for
+    /// the refresh bound.
+    ready: tokio::sync::Mutex<Option<(Instant, Option<String>)>>,
+    /// Its Capability List has been found: `/readyz` only asks whether its store answers.
+    published: std::sync::atomic::AtomicBool,
 }
 
 struct App {
@@ -96,6 +133,12 @@ struct App {
     http: HttpCounters,
     /// The WebSub callbacks of one collection (`run --follow --listen` only).
     push: Option<Push>,
+    /// Every request to the collections' stores.
+    store_requests: Arc<StoreCounters>,
+    /// How long a check of a store is reused.
+    refresh: Duration,
+    /// Per-upstream series on `/metrics`.
+    metrics_upstreams: bool,
 }
 
 impl App {
@@ -106,10 +149,30 @@ impl App {
         })
     }
 
-    /// What the last run of every collection left, in the order given.
+    /// What the last run of every collection left, in the order given (reused within the
+    /// refresh bound; at most [`OBSERVE_CONCURRENCY`] stores asked at once).
     async fn observe(&self) -> Vec<(&Served, Observed)> {
-        let given = self.given.iter().map(|&i| &self.served[i]);
-        futures::future::join_all(given.map(|s| async move { (s, s.stats.observe().await) })).await
+        use futures::StreamExt;
+        let now = Instant::now();
+        // Made first, then driven (a stream `map` over borrowed collections makes the
+        // handler's future not general enough for axum).
+        let checks: Vec<_> = self
+            .given
+            .iter()
+            .map(|&i| {
+                let s = &self.served[i];
+                async move { (s, s.stats.observe(now, s.phase).await) }
+            })
+            .collect();
+        futures::stream::iter(checks)
+            .buffered(OBSERVE_CONCURRENCY)
+            .collect()
+            .await
+    }
+
+    /// The collection named `name`.
+    fn named(&self, name: &str) -> Option<&Served> {
+        self.served.iter().find(|s| s.collection.name() == name)
     }
 }
 
@@ -126,10 +189,29 @@ pub fn router(collections: Vec<Collection>) -> Router {
 /// [`router`] plus, with `push`, the WebSub callbacks `{base}websub/{upstream}` of that
 /// collection (see `callbacks.rs`); without, those paths answer 404 like any other.
 pub fn router_with(collections: Vec<Collection>, push: Option<Push>) -> Router {
+    router_with_options(collections, push, Options::default())
+}
+
+/// [`router_with`], treating the stores as `options` say.
+pub fn router_with_options(
+    collections: Vec<Collection>,
+    push: Option<Push>,
+    options: Options,
+) -> Router {
     let description = source_description(&collections);
     let robots = robots(&collections);
+    let store_requests = Arc::new(StoreCounters::default());
+    let n = collections.len();
+    let refresh = options.stats_refresh.bound(n);
     let mut served: Vec<Served> = collections
         .into_iter()
+        .map(|c| {
+            let counted: Arc<dyn object_store::ObjectStore> = Arc::new(CountedStore::new(
+                c.objects().clone(),
+                store_requests.clone(),
+            ));
+            c.with_objects(counted)
+        })
         .enumerate()
         .map(|(order, collection)| {
             let link = format!(
@@ -141,9 +223,14 @@ pub fn router_with(collections: Vec<Collection>, push: Option<Push>) -> Router {
                     Topic::new(collection.objects().clone(), collection.base_url(), hub)
                 }),
                 copies: Copies::new(&collection),
-                stats: StatsReader::new(collection.objects()),
+                stats: StatsReader::new(collection.objects(), refresh),
                 http: HttpCounters::default(),
                 order,
+                // Collection `i` of `n` first comes due `refresh × (1 − i/n)` after it is
+                // first read.
+                phase: refresh.mul_f64(order as f64 / n.max(1) as f64),
+                ready: tokio::sync::Mutex::new(None),
+                published: std::sync::atomic::AtomicBool::new(false),
                 // A base URL that parsed as a URL has no characters a header refuses.
                 link: HeaderValue::from_str(&link).unwrap_or_else(|_| HeaderValue::from_static("")),
                 collection,
@@ -161,6 +248,9 @@ pub fn router_with(collections: Vec<Collection>, push: Option<Push>) -> Router {
         robots,
         http: HttpCounters::default(),
         push,
+        store_requests,
+        refresh,
+        metrics_upstreams: options.metrics_upstreams,
     });
     // Layers added later are outer: counting sees what compression made.
     Router::new()
@@ -290,8 +380,23 @@ async fn dispatch(app: &App, request: &Parts) -> (Option<usize>, Kind, Response)
         HEALTHZ => return (None, Kind::Other, uncached(text(StatusCode::OK, "ok\n"))),
         READYZ => return (None, Kind::Other, ready(app).await),
         METRICS => return (None, Kind::Other, metrics(app, head).await),
-        STATUS => return (None, Kind::Other, status(app, head).await),
+        STATUS => {
+            let r = status(app, head, request.uri.query()).await;
+            return (None, Kind::Other, r);
+        }
         _ => {}
+    }
+    // `/status/{collection}`: one segment (a collection whose base path is `/status/` serves
+    // its documents further down, or under other names).
+    if let Some(name) = path
+        .strip_prefix("/status/")
+        .filter(|n| !n.is_empty() && !n.contains('/'))
+    {
+        let r = match percent_decode(name).and_then(|n| app.named(&n)) {
+            Some(s) => status_of(s, head).await,
+            None => uncached(not_found()),
+        };
+        return (None, Kind::Other, r);
     }
     let Some((i, served, rest)) = app.collection_for(path) else {
         return (None, Kind::Other, not_found());
@@ -361,20 +466,21 @@ fn page(content_type: &'static str, body: String, head: bool) -> Response {
 /// `/.well-known/resourcesync` advertises can be fetched) and its store answers, each within
 /// [`READY_TIMEOUT`]; else `503` with one line per collection that is not, saying why (a
 /// missing bucket, a store that does not answer, a collection no run has published yet).
-/// The state database is never touched.
+/// The state database is never touched. See [`not_ready_now`] for what a probe asks.
 async fn ready(app: &App) -> Response {
     let list = object_store::path::Path::from(CAPABILITY_LIST);
+    let now = Instant::now();
     let checks = app.given.iter().map(|&i| {
-        let c = &app.served[i].collection;
+        let s = &app.served[i];
         let list = &list;
         async move {
-            let why = match tokio::time::timeout(READY_TIMEOUT, not_ready(c, list)).await {
-                Ok(None) => return None,
-                Ok(Some(why)) => why,
-                Err(_) => format!("the store does not answer within {READY_TIMEOUT:?}"),
-            };
-            tracing::warn!(collection = c.name(), reason = %why, "not ready");
-            Some(format!("collection `{}`: {why}\n", c.name()))
+            let why =
+                match tokio::time::timeout(READY_TIMEOUT, not_ready_now(app, s, list, now)).await {
+                    Ok(why) => why?,
+                    Err(_) => format!("the store does not answer within {READY_TIMEOUT:?}"),
+                };
+            tracing::warn!(collection = s.collection.name(), reason = %why, "not ready");
+            Some(format!("collection `{}`: {why}\n", s.collection.name()))
         }
     });
     let failed: Vec<String> = futures::future::join_all(checks)
@@ -389,6 +495,43 @@ async fn ready(app: &App) -> Response {
         .chain(failed)
         .collect::<String>();
     uncached(text(StatusCode::SERVICE_UNAVAILABLE, body))
+}
+
+/// Why the collection of `s` is not ready at `now`, at little cost: a probe every few
+/// seconds must not ask every store each time. Until its Capability List has been found,
+/// [`not_ready`], its answer reused for the refresh bound. Once found (the publisher
+/// replaces it in place, never deletes it), only whether the store answered the last check
+/// of what the runs left: the check `/metrics` and `/status` share, reused for the bound,
+/// so a scraped server's probes ask nothing more.
+async fn not_ready_now(
+    app: &App,
+    s: &Served,
+    list: &object_store::path::Path,
+    now: Instant,
+) -> Option<String> {
+    if s.published.load(Ordering::Relaxed) {
+        let observed = s.stats.observe(now, s.phase).await;
+        return observed
+            .store
+            .err()
+            .map(|e| format!("the store does not answer: {e}"));
+    }
+    let mut last = s.ready.lock().await;
+    if let Some((at, why)) = last.as_ref()
+        && now.saturating_duration_since(*at) < app.refresh
+    {
+        return why.clone();
+    }
+    let why = not_ready(&s.collection, list).await;
+    if why.is_none() {
+        s.published.store(true, Ordering::Relaxed);
+    }
+    let at = match last.as_ref() {
+        None => now.checked_sub(s.phase).unwrap_or(now),
+        Some(_) => now,
+    };
+    *last = Some((at, why.clone()));
+    why
 }
 
 /// Why the collection `c` cannot be served yet, or `None` when it can. A HEAD of its
@@ -431,23 +574,40 @@ async fn metrics(app: &App, head: bool) -> Response {
                 .map(|stats| stats()),
         })
         .collect();
-    let body = crate::metrics::render(&collections, &app.http, SystemTime::now());
+    let exposition = Exposition {
+        upstreams: app.metrics_upstreams,
+        store_requests: app.store_requests.snapshot().total(),
+    };
+    let body = crate::metrics::render(&collections, &app.http, SystemTime::now(), exposition);
     page(crate::metrics::CONTENT_TYPE, body, head)
 }
 
-/// `/status`.
-async fn status(app: &App, head: bool) -> Response {
+fn status_row<'a>(s: &'a Served, o: &'a Observed) -> CollectionStatus<'a> {
+    CollectionStatus {
+        name: s.collection.name(),
+        base_url: s.collection.base_url(),
+        base_path: s.collection.base_path(),
+        observed: o,
+    }
+}
+
+/// `/status`: the overview, filtered as the query asks (400 for a filter it cannot use).
+async fn status(app: &App, head: bool, query: Option<&str>) -> Response {
+    let filter = match Filter::parse(query) {
+        Ok(f) => f,
+        Err(e) => return uncached(text(StatusCode::BAD_REQUEST, format!("/status: {e}\n"))),
+    };
     let observed = app.observe().await;
-    let collections: Vec<CollectionStatus<'_>> = observed
-        .iter()
-        .map(|(s, o)| CollectionStatus {
-            name: s.collection.name(),
-            base_url: s.collection.base_url(),
-            base_path: s.collection.base_path(),
-            observed: o,
-        })
-        .collect();
-    let body = crate::status::render(&collections, SystemTime::now());
+    let collections: Vec<CollectionStatus<'_>> =
+        observed.iter().map(|(s, o)| status_row(s, o)).collect();
+    let body = crate::status::render_overview(&collections, &filter, SystemTime::now());
+    page(crate::status::CONTENT_TYPE, body, head)
+}
+
+/// `/status/{collection}`: that collection's page.
+async fn status_of(s: &Served, head: bool) -> Response {
+    let observed = s.stats.observe(Instant::now(), s.phase).await;
+    let body = crate::status::render_detail(&status_row(s, &observed), SystemTime::now());
     page(crate::status::CONTENT_TYPE, body, head)
 }
 
@@ -475,12 +635,23 @@ impl Server {
         collections: Vec<Collection>,
         push: Option<Push>,
     ) -> Result<Server, Error> {
+        Server::bind_with_options(listen, collections, push, Options::default()).await
+    }
+
+    /// [`Server::bind_with`], treating the stores as `options` say (`serve
+    /// --stats-refresh`, `--metrics-upstreams`).
+    pub async fn bind_with_options(
+        listen: &str,
+        collections: Vec<Collection>,
+        push: Option<Push>,
+        options: Options,
+    ) -> Result<Server, Error> {
         check_collections(&collections)?;
         let listener = crate::listen::bind(listen).await?;
         Ok(Server {
             listener,
             probes: None,
-            router: router_with(collections, push),
+            router: router_with_options(collections, push, options),
             limits: Limits::default(),
         })
     }

@@ -1,9 +1,19 @@
-//! `/status`: a server-rendered HTML page (no script; a little inline CSS) showing, per
-//! collection, what its last run did: upstreams with their counts, verdict, route,
-//! re-syncs, errors and warnings, each upstream's last success and lag, the quarantined
-//! resources, the Change List, Change Dump, Resource Dump and garbage-collection figures,
-//! and two inline SVG charts of the recorded runs (harvest rate, lag per upstream).
-//! Laid out to fit 1280 px without a horizontal scrollbar (checked in headless Chromium).
+//! `/status` and `/status/{collection}`: server-rendered HTML pages (no script; a little
+//! inline CSS).
+//!
+//! `/status` is the overview, one row per collection (state, last run, last success, lag,
+//! resources, quarantined, failed upstreams), failing collections first, filterable without
+//! script by query parameters (`q`: a substring of the name; `state`: `failing`, `norun`,
+//! `ok`; `page`), at most [`OVERVIEW_ROWS`] rows a page, so the page stays small whatever
+//! the fleet (at 4,000 collections with names of the longest 64 bytes a page is under
+//! 1 MB; see `tests/fleet.rs`).
+//!
+//! `/status/{collection}` shows what the collection's last run did: upstreams with their
+//! counts, verdict, route, re-syncs, errors and warnings, each upstream's last success and
+//! lag, the quarantined resources, the Change List, Change Dump, Resource Dump and
+//! garbage-collection figures, and two inline SVG charts of the recorded runs (harvest
+//! rate, lag per upstream). Laid out to fit 1280 px without a horizontal scrollbar (checked
+//! in headless Chromium).
 //!
 //! Everything that comes from upstreams or the store (URIs, messages, names) is HTML-escaped
 //! where it is written: [`esc`] is the only way text enters the page.
@@ -23,10 +33,15 @@ use crate::stats::{Observed, Stats, Upstream};
 pub(crate) const QUARANTINE_SHOWN: usize = 50;
 /// Warnings listed per upstream.
 const WARNINGS_SHOWN: usize = 10;
+/// Rows of the overview per page: a row is ~245 bytes plus three times the collection's
+/// name (at most 64 bytes: 877 KB a page, `tests/fleet.rs`), so a page stays under 1 MB.
+pub(crate) const OVERVIEW_ROWS: usize = 2000;
 
 /// `Content-Type` of the page.
 pub(crate) const CONTENT_TYPE: &str = "text/html; charset=utf-8";
 
+// The overview's cells do not wrap, except the name: a long one wraps rather than widen the
+// page past 1280 px.
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
 h1{font-size:1.4em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}\
 h3{font-size:1em;margin:1em 0 .3em}\
@@ -39,7 +54,9 @@ table.upstreams,table.outcomes{max-width:100%}td.route{word-break:break-word}\
 figure.chart{margin:0;flex:1 1 420px;max-width:640px;min-width:0}figure.chart svg{width:100%;height:auto;display:block}\
 figcaption{font-weight:600;margin:.2em 0}ul.legend{list-style:none;padding:0;margin:.2em 0;font-size:.9em}\
 ul.legend li{display:inline-block;margin-right:1em}\
-.swatch{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em}";
+.swatch{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em}\
+form.filter{margin:.6em 0}table.overview td{white-space:nowrap}\
+table.overview td:first-child{white-space:normal;word-break:break-all}";
 
 /// One served collection as the page shows it.
 pub(crate) struct CollectionStatus<'a> {
@@ -75,36 +92,331 @@ fn seconds(t: &W3cDateTime) -> f64 {
     secs as f64 + f64::from(nanos) / 1e9
 }
 
-/// The whole page at `now`.
-pub(crate) fn render(collections: &[CollectionStatus<'_>], now: SystemTime) -> String {
-    let now = now
-        .duration_since(UNIX_EPOCH)
+/// Unix seconds of `now`.
+fn unix(now: SystemTime) -> f64 {
+    now.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
+        .unwrap_or(0.0)
+}
+
+/// The page's head and title, and the line saying when it was made.
+fn head(h: &mut String, title: &str, now: f64) {
     let now_text = W3cDateTime::from_unix(now as i64, 0).to_string();
-    let mut h = String::with_capacity(16 * 1024);
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>rsagg status</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
-         <h1>rsagg status</h1>\n<p class=\"muted\">{} collection(s) served; page made at \
-         <time>{}</time>. Metrics: <a href=\"/metrics\">/metrics</a>.</p>\n",
-        collections.len(),
+         <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
+         <h1>{title}</h1>\n<p class=\"muted\">Page made at <time>{}</time>. \
+         <a href=\"/status\">All collections</a> &middot; Metrics: <a href=\"/metrics\">/metrics</a>.</p>\n",
         esc(&now_text)
     );
-    if collections.len() > 1 {
-        h.push_str("<ul class=\"toc\">\n");
-        for c in collections {
-            let _ = writeln!(h, "<li><a href=\"#c-{0}\">{0}</a></li>", esc(c.name));
+}
+
+/// `/status/{collection}`: the collection's page at `now`.
+pub(crate) fn render_detail(c: &CollectionStatus<'_>, now: SystemTime) -> String {
+    let now = unix(now);
+    let mut h = String::with_capacity(16 * 1024);
+    head(&mut h, &format!("rsagg status: {}", esc(c.name)), now);
+    collection(&mut h, c, now);
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
+/// A collection's state on the overview, in the order shown (failing first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Health {
+    /// Its store could not be read, an upstream failed in the last run, or the last
+    /// publish had errors.
+    Failing,
+    /// No run has left its stats yet.
+    NoRun,
+    /// The last run went well.
+    Ok,
+}
+
+impl Health {
+    /// What `?state=` calls it.
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Health::Failing => "failing",
+            Health::NoRun => "norun",
+            Health::Ok => "ok",
         }
-        h.push_str("</ul>\n");
     }
-    for c in collections {
-        collection(&mut h, c, now);
+
+    /// `?state=` value → state.
+    pub(crate) fn from_key(key: &str) -> Option<Health> {
+        [Health::Failing, Health::NoRun, Health::Ok]
+            .into_iter()
+            .find(|h| h.key() == key)
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Health::Failing => "failing",
+            Health::NoRun => "no run yet",
+            Health::Ok => "ok",
+        }
+    }
+
+    fn class(self) -> &'static str {
+        match self {
+            Health::Failing => "failed",
+            Health::NoRun => "muted",
+            Health::Ok => "ok",
+        }
+    }
+
+    /// The state of a collection that left `o`.
+    pub(crate) fn of(o: &Observed) -> Health {
+        match &o.stats {
+            _ if !o.store_ok() => Health::Failing,
+            Ok(Some(s))
+                if s.report.upstreams.iter().any(|u| !u.ok())
+                    || s.report
+                        .publish
+                        .as_ref()
+                        .is_some_and(|p| !p.errors.is_empty()) =>
+            {
+                Health::Failing
+            }
+            Ok(Some(_)) => Health::Ok,
+            _ => Health::NoRun,
+        }
+    }
+}
+
+/// What the overview shows: the collections whose name contains `q` (ignoring case) and,
+/// with `state`, in that state; page `page` (from 1) of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Filter {
+    pub q: String,
+    pub state: Option<Health>,
+    pub page: usize,
+}
+
+impl Filter {
+    /// The filter a query string asks for; `Err` names a parameter value it cannot use.
+    pub(crate) fn parse(query: Option<&str>) -> Result<Filter, String> {
+        let mut f = Filter {
+            page: 1,
+            ..Filter::default()
+        };
+        for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            match &*k {
+                "q" => f.q = v.trim().to_owned(),
+                "state" if v.is_empty() => f.state = None,
+                "state" => {
+                    f.state = Some(Health::from_key(&v).ok_or_else(|| {
+                        format!(
+                            "state `{}`: one of failing, norun, ok",
+                            rsagg_model::excerpt(&v, 40)
+                        )
+                    })?)
+                }
+                "page" => {
+                    f.page = v.parse::<usize>().ok().filter(|p| *p >= 1).ok_or_else(|| {
+                        format!("page `{}`: a number from 1", rsagg_model::excerpt(&v, 40))
+                    })?
+                }
+                _ => {}
+            }
+        }
+        Ok(f)
+    }
+
+    /// The query string of this filter at page `page`.
+    fn query(&self, page: usize) -> String {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        if !self.q.is_empty() {
+            q.append_pair("q", &self.q);
+        }
+        if let Some(s) = self.state {
+            q.append_pair("state", s.key());
+        }
+        if page > 1 {
+            q.append_pair("page", &page.to_string());
+        }
+        let q = q.finish();
+        if q.is_empty() { q } else { format!("?{q}") }
+    }
+}
+
+/// `name` as one path segment: unreserved characters kept, the rest percent-encoded
+/// (configured names are `[a-z0-9-]+`, kept as they are).
+pub(crate) fn segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// `/status`: the overview of `collections` (in the order served) at `now`, as `filter`
+/// asks.
+pub(crate) fn render_overview(
+    collections: &[CollectionStatus<'_>],
+    filter: &Filter,
+    now: SystemTime,
+) -> String {
+    let now = unix(now);
+    let mut rows: Vec<(Health, &CollectionStatus<'_>)> = collections
+        .iter()
+        .map(|c| (Health::of(c.observed), c))
+        .collect();
+    let count = |h: Health| rows.iter().filter(|(r, _)| *r == h).count();
+    let (failing, norun, ok) = (
+        count(Health::Failing),
+        count(Health::NoRun),
+        count(Health::Ok),
+    );
+    // Stable: within a state, the order the collections are served in.
+    rows.sort_by_key(|(h, _)| *h);
+    let q = filter.q.to_lowercase();
+    rows.retain(|(h, c)| {
+        filter.state.is_none_or(|s| s == *h) && (q.is_empty() || c.name.to_lowercase().contains(&q))
+    });
+    let pages = rows.len().div_ceil(OVERVIEW_ROWS).max(1);
+    let page = filter.page.min(pages);
+    let shown =
+        &rows[((page - 1) * OVERVIEW_ROWS).min(rows.len())..(page * OVERVIEW_ROWS).min(rows.len())];
+
+    let mut h = String::with_capacity(256 * (shown.len() + 8));
+    head(&mut h, "rsagg status", now);
+    let _ = writeln!(
+        h,
+        "<p class=\"summary\">{} collection(s) served: \
+         <a href=\"/status?state=failing\" class=\"failed\" data-figure=\"failing\">{failing} failing</a>, \
+         <a href=\"/status?state=norun\" data-figure=\"norun\">{norun} without a run yet</a>, \
+         <a href=\"/status?state=ok\" class=\"ok\" data-figure=\"ok\">{ok} ok</a>.</p>",
+        collections.len()
+    );
+    let option = |h: Option<Health>, label: &str| {
+        format!(
+            "<option value=\"{}\"{}>{label}</option>",
+            h.map_or("", Health::key),
+            if filter.state == h { " selected" } else { "" }
+        )
+    };
+    let _ = writeln!(
+        h,
+        "<form class=\"filter\" method=\"get\" action=\"/status\">\
+         <label>Collection name contains <input type=\"search\" name=\"q\" value=\"{}\"></label> \
+         <label>state <select name=\"state\">{}{}{}{}</select></label> \
+         <button type=\"submit\">Show</button></form>",
+        esc(&filter.q),
+        option(None, "any"),
+        option(Some(Health::Failing), "failing"),
+        option(Some(Health::NoRun), "no run yet"),
+        option(Some(Health::Ok), "ok"),
+    );
+    let _ = writeln!(
+        h,
+        "<p class=\"shown\">{} collection(s) match{}; failing first.</p>",
+        rows.len(),
+        if pages > 1 {
+            format!(", page {page} of {pages}")
+        } else {
+            String::new()
+        }
+    );
+    h.push_str(
+        "<table class=\"overview\">\n<tr><th>collection</th><th>state</th><th>last run</th>\
+         <th>last success</th><th>lag</th><th>resources</th><th>quarantined</th><th>upstreams</th></tr>\n",
+    );
+    for (health, c) in shown {
+        overview_row(&mut h, *health, c, now);
+    }
+    h.push_str("</table>\n");
+    if pages > 1 {
+        h.push_str("<p class=\"pages\">");
+        if page > 1 {
+            let _ = write!(
+                h,
+                "<a rel=\"prev\" href=\"/status{}\">previous page</a> ",
+                esc(&filter.query(page - 1))
+            );
+        }
+        if page < pages {
+            let _ = write!(
+                h,
+                "<a rel=\"next\" href=\"/status{}\">next page</a>",
+                esc(&filter.query(page + 1))
+            );
+        }
+        h.push_str("</p>\n");
     }
     h.push_str("</body>\n</html>\n");
     h
+}
+
+/// One collection's row of the overview: small (no text from upstreams), since there may
+/// be thousands.
+fn overview_row(h: &mut String, health: Health, c: &CollectionStatus<'_>, now: f64) {
+    let o = c.observed;
+    let name = esc(c.name);
+    let _ = write!(
+        h,
+        "<tr data-collection=\"{name}\"><td><a href=\"/status/{}\">{name}</a></td><td class=\"{}\">{}</td>",
+        esc(&segment(c.name)),
+        health.class(),
+        health.text()
+    );
+    let stats = match &o.stats {
+        Ok(Some(s)) => Some(s),
+        _ => None,
+    };
+    match stats.and_then(|s| s.finished.as_ref()) {
+        Some(t) => {
+            let _ = write!(
+                h,
+                "<td>{} ago</td>",
+                human_duration((now - seconds(t)).max(0.0))
+            );
+        }
+        None => h.push_str("<td class=\"muted\">never</td>"),
+    }
+    let lag = crate::metrics::collection_lag_seconds(o, now);
+    match lag {
+        Some(lag) => {
+            let at = W3cDateTime::from_unix((now - lag) as i64, 0);
+            let _ = write!(
+                h,
+                "<td><time>{}</time></td><td class=\"n lag\">{}</td>",
+                esc(&at.to_string()),
+                human_duration(lag)
+            );
+        }
+        None => h.push_str("<td class=\"muted\">never</td><td class=\"n muted\">unknown</td>"),
+    }
+    match &o.resources {
+        Ok(Some(n)) => {
+            let _ = write!(h, "<td class=\"n\">{n}</td>");
+        }
+        _ => h.push_str("<td class=\"n muted\">?</td>"),
+    }
+    match stats {
+        Some(s) => {
+            let failed = s.report.upstreams.iter().filter(|u| !u.ok()).count();
+            let _ = write!(
+                h,
+                "<td class=\"n\">{}{}</td><td class=\"n\">{failed} of {} failed</td>",
+                s.quarantine.len(),
+                if s.quarantine_truncated { "+" } else { "" },
+                s.report.upstreams.len()
+            );
+        }
+        None if !o.store_ok() => {
+            h.push_str("<td class=\"muted\"></td><td class=\"error\">store unreadable</td>")
+        }
+        None => h.push_str("<td class=\"muted\"></td><td class=\"muted\"></td>"),
+    }
+    h.push_str("</tr>\n");
 }
 
 fn collection(h: &mut String, c: &CollectionStatus<'_>, now: f64) {
@@ -496,6 +808,88 @@ mod tests {
     use super::*;
 
     #[test]
+    fn filters_come_from_the_query_and_go_back_into_the_links() {
+        let f = Filter::parse(Some("q=+Maps+&state=failing&page=2&other=1")).unwrap();
+        assert_eq!(
+            f,
+            Filter {
+                q: "Maps".into(),
+                state: Some(Health::Failing),
+                page: 2
+            }
+        );
+        assert_eq!(f.query(3), "?q=Maps&state=failing&page=3");
+        assert_eq!(Filter::parse(None).unwrap().query(1), "");
+        assert_eq!(Filter::parse(Some("state=")).unwrap().state, None);
+        for bad in ["state=broken", "page=0", "page=x"] {
+            assert!(Filter::parse(Some(bad)).is_err(), "{bad}");
+        }
+        assert_eq!(segment("maps-2"), "maps-2");
+        assert_eq!(segment("a/b c"), "a%2Fb%20c");
+    }
+
+    #[test]
+    fn the_overview_puts_failing_collections_first_and_pages() {
+        use rsagg_layout::report::{RunReport, UpstreamReport, Verdict};
+        let stats = |failed: bool| {
+            let mut u = UpstreamReport::new("up");
+            if failed {
+                u.verdict = Verdict::Failed;
+            }
+            Observed {
+                stats: Ok(Some(std::sync::Arc::new(Stats {
+                    report: RunReport {
+                        upstreams: vec![u],
+                        ..RunReport::default()
+                    },
+                    ..Stats::default()
+                }))),
+                gc: Ok(None),
+                history: Ok(None),
+                resources: Ok(Some(5)),
+                store: Ok(()),
+            }
+        };
+        let observed: Vec<(String, Observed)> = (0..OVERVIEW_ROWS + 3)
+            .map(|i| (format!("c{i}"), stats(i % 1000 == 999)))
+            .collect();
+        let collections: Vec<CollectionStatus<'_>> = observed
+            .iter()
+            .map(|(name, o)| CollectionStatus {
+                name,
+                base_url: "https://agg.example.org/x/",
+                base_path: "/x/",
+                observed: o,
+            })
+            .collect();
+        let page = render_overview(
+            &collections,
+            &Filter::parse(None).unwrap(),
+            SystemTime::now(),
+        );
+        let rows: Vec<&str> = page
+            .split("<tr data-collection=\"")
+            .skip(1)
+            .map(|r| r.split('"').next().unwrap())
+            .collect();
+        assert_eq!(rows.len(), OVERVIEW_ROWS);
+        assert_eq!(&rows[..3], ["c999", "c1999", "c0"]);
+        assert!(page.contains("page 1 of 2"), "{page}");
+        assert!(page.contains("<a rel=\"next\" href=\"/status?page=2\">"));
+        let last = render_overview(
+            &collections,
+            &Filter::parse(Some("page=9")).unwrap(),
+            SystemTime::now(),
+        );
+        assert_eq!(
+            last.matches("<tr data-collection=").count(),
+            3,
+            "the last page"
+        );
+        assert!(last.contains("<a rel=\"prev\" href=\"/status\">"));
+    }
+
+    #[test]
     fn durations_read_well() {
         assert_eq!(human_duration(0.42), "0.4s");
         assert_eq!(human_duration(42.0), "42s");
@@ -510,14 +904,16 @@ mod tests {
             stats: Ok(None),
             gc: Ok(None),
             history: Ok(None),
+            resources: Ok(None),
+            store: Ok(()),
         };
-        let page = render(
-            &[CollectionStatus {
+        let page = render_detail(
+            &CollectionStatus {
                 name: "maps",
                 base_url: "https://agg.example.org/maps/",
                 base_path: "/maps/",
                 observed: &o,
-            }],
+            },
             SystemTime::now(),
         );
         assert!(page.contains("no run yet"), "{page}");
@@ -563,16 +959,18 @@ mod tests {
             stats: Ok(Some(std::sync::Arc::new(stats))),
             gc: Ok(None),
             history: Ok(Some(std::sync::Arc::new(history))),
+            resources: Ok(None),
+            store: Ok(()),
         };
         let now = UNIX_EPOCH
             + std::time::Duration::from_secs(at("2026-11-20T03:00:00Z").instant().0 as u64);
-        let page = render(
-            &[CollectionStatus {
+        let page = render_detail(
+            &CollectionStatus {
                 name: "maps",
                 base_url: "https://agg.example.org/maps/",
                 base_path: "/maps/",
                 observed: &o,
-            }],
+            },
             now,
         );
         // The last success started at 01:00, two hours before `now`; the upstream's own
@@ -598,6 +996,8 @@ mod tests {
                 stats: Ok(None),
                 gc: Ok(Some(std::sync::Arc::new(gc))),
                 history: Ok(None),
+                resources: Ok(None),
+                store: Ok(()),
             };
             let mut h = String::new();
             super::gc(&mut h, &o);

@@ -241,7 +241,7 @@ async fn run_and_check(form: &str) {
     ] {
         assert!(metrics.contains(&line), "{line}\n{metrics}");
     }
-    let status = get(&app, "/status").await.body;
+    let status = get(&app, "/status/maps").await.body;
     assert!(status.contains("Change notifications"), "{status}");
     assert!(
         status.contains("data-figure=\"notifications-delivered\">2<"),

@@ -18,7 +18,15 @@ use md5::{Digest, Md5};
 use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_model::W3cDateTime;
 use rsagg_pipeline::{Pipeline, RunOptions, run_once};
-use rsagg_server::{Collection, router};
+use rsagg_server::{Collection, Options, StatsRefresh, router, router_with_options};
+
+/// The router of `collections`, asking the stores at every request (these tests change the
+/// stores between requests; the refresh bound has tests of its own in `fleet.rs`).
+fn fresh_router(collections: Vec<Collection>) -> axum::Router {
+    let mut options = Options::default();
+    options.stats_refresh = StatsRefresh::Every(std::time::Duration::ZERO);
+    router_with_options(collections, None, options)
+}
 
 const BASE: &str = "https://agg.example.org/maps/";
 /// The listed resource whose bytes never match (quarantined), with markup in its URI.
@@ -313,7 +321,7 @@ async fn probes_metrics_and_status_show_the_last_run() {
         Arc::new(object_store::memory::InMemory::new()),
     )
     .unwrap();
-    let app = router(vec![
+    let app = fresh_router(vec![
         Collection::new("maps", BASE, objects.clone()).unwrap(),
         empty,
     ]);
@@ -586,7 +594,28 @@ async fn probes_metrics_and_status_show_the_last_run() {
     assert!(m.body.contains("# TYPE rsagg_upstream_lag_seconds gauge\n"));
     assert!(m.body.contains("# HELP rsagg_last_run_resources "));
 
-    let page = get(&app, "/status").await;
+    // The overview: a row per collection, linking to its page.
+    let overview = get(&app, "/status").await;
+    assert_eq!(overview.status, StatusCode::OK);
+    assert_eq!(
+        overview.headers[header::CONTENT_TYPE].to_str().unwrap(),
+        "text/html; charset=utf-8"
+    );
+    for must in [
+        "<tr data-collection=\"maps\"><td><a href=\"/status/maps\">maps</a></td><td class=\"ok\">ok</td>",
+        "<tr data-collection=\"texts\"><td><a href=\"/status/texts\">texts</a></td><td class=\"muted\">no run yet</td>",
+        "<td class=\"n\">0 of 1 failed</td>",
+    ] {
+        assert!(
+            overview.body.contains(must),
+            "{must:?} in\n{}",
+            overview.body
+        );
+    }
+    let texts = get(&app, "/status/texts").await;
+    assert!(texts.body.contains("<h2>texts</h2>"), "{}", texts.body);
+    assert!(texts.body.contains("no run yet"), "{}", texts.body);
+    let page = get(&app, "/status/maps").await;
     assert_eq!(page.status, StatusCode::OK);
     assert_eq!(
         page.headers[header::CONTENT_TYPE].to_str().unwrap(),
@@ -596,7 +625,6 @@ async fn probes_metrics_and_status_show_the_last_run() {
     assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
     for must in [
         "<h2>maps</h2>",
-        "<h2>texts</h2>",
         "<code>https://agg.example.org/maps/</code>",
         "href=\"/maps/capabilitylist.xml\"",
         "href=\"/maps/resourcelist.xml\"",
@@ -606,7 +634,6 @@ async fn probes_metrics_and_status_show_the_last_run() {
         "data-outcome=\"quarantined\">1</td>",
         "data-outcome=\"gone\">1</td>",
         "Quarantine (1)",
-        "no run yet",
         "Last run finished",
         "Change Lists",
     ] {
@@ -635,8 +662,10 @@ async fn probes_metrics_and_status_show_the_last_run() {
     }
     assert_eq!(html.matches("<svg ").count(), 2, "{html}");
     // HEAD: headers, no body.
-    let head = request(&app, Method::HEAD, "/status").await;
-    assert_eq!((head.status, head.body.as_str()), (StatusCode::OK, ""));
+    for path in ["/status", "/status/maps"] {
+        let head = request(&app, Method::HEAD, path).await;
+        assert_eq!((head.status, head.body.as_str()), (StatusCode::OK, ""));
+    }
 
     // A second run: the counters grow (the totals are kept in the store, not in the
     // process that ran), the gauges describe that run only.
@@ -673,7 +702,7 @@ async fn probes_metrics_and_status_show_the_last_run() {
             &maps_up
         ) > success
     );
-    let html = get(&app, "/status").await.body;
+    let html = get(&app, "/status/maps").await.body;
     assert!(html.contains("The last 2 of 2 recorded run(s)"), "{html}");
 }
 
@@ -693,7 +722,7 @@ async fn readyz_names_the_collection_whose_store_fails() {
             .unwrap()
             .objects
     };
-    let app = router(vec![
+    let app = fresh_router(vec![
         Collection::new("good", "https://agg.example.org/good/", open(&good)).unwrap(),
         Collection::new("broken", "https://agg.example.org/broken/", open(&broken)).unwrap(),
     ]);
@@ -722,6 +751,14 @@ async fn readyz_names_the_collection_whose_store_fails() {
         1.0
     );
     let page = get(&app, "/status").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("<tr data-collection=\"broken\"><td><a href=\"/status/broken\">broken</a></td><td class=\"failed\">failing</td>"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("store unreadable"), "{}", page.body);
+    let page = get(&app, "/status/broken").await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("could not be read"), "{}", page.body);
 }
@@ -785,7 +822,9 @@ async fn hostile_strings_in_the_stats_object_are_escaped() {
         .await
         .unwrap();
     let app = router(vec![Collection::new("maps", BASE, objects).unwrap()]);
-    let html = get(&app, "/status").await.body;
+    let html = get(&app, "/status/maps").await.body;
+    let overview = get(&app, "/status").await.body;
+    assert!(!overview.contains("<script"), "{overview}");
     assert!(!html.contains("<script"), "{html}");
     let escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;";
     for must in [
