@@ -14,7 +14,9 @@
 #    are pinned by digest; the PodMonitor (a custom resource kubernetes-validate has no schema
 #    for) against deploy/schemas/podmonitor.schema.json, its selector and port against the
 #    Deployments; and scripts/gen-deploy.py's output for every pipelines/*.toml (batch and
-#    follow, with serve) through the same validation
+#    follow, with serve) through the same validation, and its fleet output (an Indexed Job) for
+#    the directory pipelines/ and for a generated directory of 3,000 pipelines (its files
+#    spread over several ConfigMaps under the 1 MiB object limit), with the fleet's own checks
 # 4. runs scripts/build-release.sh natively (the container build stage runs the same script),
 #    then the binary's `--version` and `rsagg check` on the ConfigMap's pipelines;
 #    skipped with DEPLOY_CHECK_SKIP_BUILD=1
@@ -257,6 +259,73 @@ for p in pipelines/*.toml; do
       || die "scripts/gen-deploy.py $p --mode $mode failed"
   done
 done
+# The fleet: pipelines/ as a directory, and a large generated one (ConfigMaps split).
+"$VPY" scripts/gen-deploy.py pipelines --image "$example_image" --shards 4 --serve \
+  -o "$gen_dir/fleet-pipelines.yaml" 2>/dev/null \
+  || die "scripts/gen-deploy.py pipelines --shards 4 failed"
+big_dir=$gen_dir/big-fleet
+mkdir -p "$big_dir"
+"$VPY" - "$big_dir" <<'PY'
+import sys
+for i in range(3000):
+    name = f"collection-{i:04d}"
+    with open(f"{sys.argv[1]}/{name}.toml", "w") as f:
+        f.write(f'[collection]\nname = "{name}"\nbase_url = "https://agg.example.org/{name}/"\n\n'
+                f'[store]\nurl = "s3://${{RSAGG_BUCKET}}/{name}"\n\n'
+                f'[[upstream]]\nname = "src"\nurl = "https://src{i}.example.org/.well-known/resourcesync"\n'
+                f'# padding to make the files the size of real ones {"x" * 200}\n')
+PY
+"$VPY" scripts/gen-deploy.py "$big_dir" --name big --image "$example_image" --shards 16 \
+  --max-pipelines 8 -o "$gen_dir/fleet-big.yaml" \
+  || die "scripts/gen-deploy.py on 3,000 pipelines failed"
+"$VPY" - "$gen_dir" pipelines "$big_dir" <<'PY' || die "gen-deploy.py's fleet output does not hold"
+import os, sys, yaml
+gen, errors = sys.argv[1], []
+for out, src, shards in (("fleet-pipelines.yaml", sys.argv[2], 4), ("fleet-big.yaml", sys.argv[3], 16)):
+    docs = [d for d in yaml.safe_load_all(open(os.path.join(gen, out))) if d]
+    cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+    jobs = [d for d in docs if d["kind"] == "CronJob"]
+    if len(jobs) != 1:
+        errors.append(f"{out}: {len(jobs)} CronJobs, one expected")
+        continue
+    job = jobs[0]["spec"]["jobTemplate"]["spec"]
+    if job.get("completionMode") != "Indexed":
+        errors.append(f"{out}: the Job is not Indexed")
+    if not (job.get("completions") == job.get("parallelism") == shards):
+        errors.append(f"{out}: completions {job.get('completions')} and parallelism {job.get('parallelism')} are not both {shards}")
+    if jobs[0]["spec"].get("concurrencyPolicy") != "Forbid":
+        errors.append(f"{out}: the fleet's CronJob must have concurrencyPolicy Forbid (one writer per pipeline)")
+    pod = job["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    if args[:2] != ["run", "/etc/rsagg/pipelines"] or "--once" not in args \
+            or args[args.index("--shards") + 1] != str(shards):
+        errors.append(f"{out}: args {args} do not run the directory's shard of {shards}")
+    vol = next(v for v in pod["volumes"] if v["name"] == "pipelines")
+    projected = [s["configMap"]["name"] for s in vol["projected"]["sources"]]
+    if sorted(projected) != sorted(cms):
+        errors.append(f"{out}: the volume projects {projected}, the ConfigMaps are {sorted(cms)}")
+    data = {}
+    for name, cm in cms.items():
+        size = len(yaml.safe_dump(cm).encode())
+        if size >= 1 << 20:
+            errors.append(f"{out}: ConfigMap {name} is {size} bytes, over Kubernetes' 1 MiB")
+        for k, v in cm["data"].items():
+            if k in data:
+                errors.append(f"{out}: {k} is in two ConfigMaps")
+            data[k] = v
+    files = sorted(f for f in os.listdir(src) if f.endswith(".toml"))
+    if sorted(data) != files:
+        errors.append(f"{out}: the ConfigMaps hold {len(data)} files, {src} has {len(files)}")
+    for f in files:
+        if data.get(f) != open(os.path.join(src, f)).read():
+            errors.append(f"{out}: {f} is not byte for byte in the ConfigMaps")
+    if out == "fleet-big.yaml" and len(cms) < 2:
+        errors.append(f"{out}: 3,000 pipelines in one ConfigMap")
+for e in errors:
+    print(f"[deploy-check] {e}", file=sys.stderr)
+sys.exit(1 if errors else 0)
+PY
+rm -rf "$big_dir"
 mkdir -p "$gen_dir/k8s"
 "$VPY" - "$gen_dir" deploy/schemas/podmonitor.schema.json deploy/k8s/monitoring/podmonitor.yaml <<'PY' \
   || die "PodMonitor schema check failed"

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""gen-deploy.py - the Kubernetes manifests of one collection, made from its pipeline file.
+"""gen-deploy.py - the Kubernetes manifests of one collection, made from its pipeline file,
+or of a fleet of collections, made from a directory of pipeline files.
 
     python3 scripts/gen-deploy.py PIPELINE.toml --image REGISTRY/rsagg@sha256:DIGEST \\
         [--mode batch|follow] [--schedule CRON] [--serve] [--no-monitor] \\
         [--store-namespace NS | --store-cidr CIDR] [--store-port PORT] \\
         [--format yaml|json] [-o FILE]
+    python3 scripts/gen-deploy.py PIPELINES_DIR --image REGISTRY/rsagg@sha256:DIGEST \\
+        --shards N [--name FLEET] [--max-pipelines M] [--schedule CRON] [--serve] ...
 
 Reads the pipeline file (TOML, Python's standard library only) and writes, for its collection
 NAME (`[collection] name`):
@@ -28,6 +31,21 @@ NAME (`[collection] name`):
 - PodMonitor `rsagg-NAME` (Prometheus Operator; follow or serve only, unless `--no-monitor`):
   /metrics of the listening pods.
 
+Given a directory (every `*.toml` in it, one collection each), it writes the fleet FLEET
+(`--name`, default `fleet`) instead:
+
+- ConfigMaps `rsagg-fleet-FLEET-K` (K from 0): the pipeline files, byte for byte, as many
+  ConfigMaps as needed to keep each under Kubernetes' 1 MiB, projected together at
+  /etc/rsagg/pipelines/;
+- CronJob `rsagg-fleet-FLEET`: on `--schedule`, an Indexed Job (`completionMode: Indexed`,
+  `completions` = `parallelism` = `--shards` N) whose pod I runs `rsagg run
+  /etc/rsagg/pipelines --once --shards N --max-pipelines M`: rsagg takes I from
+  JOB_COMPLETION_INDEX and runs the pipelines that hash to shard I (each exactly once per
+  schedule); `backoffLimitPerIndex` retries one shard, and exit 2 or 3 fails that index only;
+- with `--serve`: Deployment `rsagg-serve-FLEET` running `rsagg serve /etc/rsagg/pipelines`;
+- NetworkPolicies and PodMonitor as for one collection, named after FLEET, the egress ports
+  those of every pipeline.
+
 The pods read the store settings and credentials from the ConfigMap `rsagg-env` and the Secret
 `rsagg-s3` of deploy/k8s (see deploy/README.md), so `${VAR}`s of the pipeline file must be keys
 of `rsagg-env`. The image must be pinned by digest (`NAME@sha256:…`, as `podman push
@@ -38,6 +56,7 @@ of `rsagg-env`. The image must be pinned by digest (`NAME@sha256:…`, as `podma
 import argparse
 import ipaddress
 import json
+import os
 import re
 import sys
 import tomllib
@@ -83,8 +102,9 @@ def meta(obj_name, name, component):
     return {"name": obj_name, "labels": labels(name, component)}
 
 
-def pod_spec(name, image, args, grace, listening):
-    """The pod of every rsagg container: non-root, read-only root, the pipeline mounted."""
+def pod_spec(name, image, args, grace, listening, volume=None):
+    """The pod of every rsagg container: non-root, read-only root, the pipeline mounted (or
+    `volume`, the fleet's projected ConfigMaps)."""
     container = {
         "name": "rsagg",
         "image": image,
@@ -125,7 +145,7 @@ def pod_spec(name, image, args, grace, listening):
         },
         "containers": [container],
         "volumes": [
-            {"name": "pipelines", "configMap": {"name": f"rsagg-pipeline-{name}"}},
+            volume or {"name": "pipelines", "configMap": {"name": f"rsagg-pipeline-{name}"}},
             # Temporary files of dump packages, up to dump_package_bytes each.
             {"name": "tmp", "emptyDir": {"sizeLimit": "2Gi"}},
         ],
@@ -199,8 +219,8 @@ def follow(name, image):
     }, service(name, "follow")]
 
 
-def serve(name, image):
-    args = ["serve", f"/etc/rsagg/pipelines/{name}.toml", "--listen", f"0.0.0.0:{LISTEN_PORT}",
+def serve(name, image, path=None, volume=None):
+    args = ["serve", path or f"/etc/rsagg/pipelines/{name}.toml", "--listen", f"0.0.0.0:{LISTEN_PORT}",
             "--probe-listen", f"0.0.0.0:{PROBE_PORT}"]
     return [{
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -212,7 +232,7 @@ def serve(name, image):
             "selector": {"matchLabels": selector(name, "serve")},
             "template": {
                 "metadata": {"labels": labels(name, "serve")},
-                "spec": pod_spec(name, image, args, 30, True),
+                "spec": pod_spec(name, image, args, 30, True, volume),
             },
         },
     }, {
@@ -252,7 +272,7 @@ def egress_ports(pipeline):
     return sorted(ports - {None})
 
 
-def network_policies(name, pipeline, listening, store):
+def network_policies(name, pipeline, listening, store, ports=None):
     part = {"app.kubernetes.io/instance": name, "app.kubernetes.io/part-of": "rsagg"}
     dns = {
         "to": [{
@@ -270,7 +290,7 @@ def network_policies(name, pipeline, listening, store):
     public = {
         "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": PRIVATE_V4}},
                {"ipBlock": {"cidr": "::/0", "except": PRIVATE_V6}}],
-        "ports": [{"protocol": "TCP", "port": p} for p in egress_ports(pipeline)],
+        "ports": [{"protocol": "TCP", "port": p} for p in (ports or egress_ports(pipeline))],
     }
     out = [{
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
@@ -352,6 +372,137 @@ def generate(text, args):
     return objects
 
 
+# --- a fleet: a directory of pipeline files, one Indexed Job --------------------------------
+
+# Bytes of pipeline files per ConfigMap: Kubernetes refuses objects over 1 MiB (etcd's limit;
+# JSON escapes of the text count too),
+# so a large fleet's files are spread over several ConfigMaps, projected into one directory.
+CONFIGMAP_BUDGET = 700 * 1024
+# A ConfigMap key (the file's name in the pod).
+KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+FLEET_DIR = "/etc/rsagg/pipelines"
+
+
+def load_dir(path):
+    """[(file name, text, parsed)] of the directory's *.toml files, in name order."""
+    names = sorted(n for n in os.listdir(path)
+                   if n.endswith(".toml") and os.path.isfile(os.path.join(path, n)))
+    if not names:
+        raise Usage(f"{path}: no *.toml pipeline file")
+    out = []
+    for n in names:
+        if not KEY.match(n) or len(n) > 253:
+            raise Usage(f"{path}/{n}: the file name is not a ConfigMap key ([-._a-zA-Z0-9]+)")
+        with open(os.path.join(path, n), encoding="utf-8") as f:
+            text = f.read()
+        try:
+            pipeline = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise Usage(f"{path}/{n}: not TOML: {e}") from e
+        if not pipeline.get("upstream"):
+            raise Usage(f"{path}/{n}: no [[upstream]]")
+        if len(text.encode()) > CONFIGMAP_BUDGET:
+            raise Usage(f"{path}/{n}: larger than a ConfigMap may hold")
+        out.append((n, text, pipeline))
+    return out
+
+
+def fleet_cronjob(name, image, schedule, shards, max_pipelines, volume):
+    pod_labels = labels(name, "fleet")
+    args = ["run", FLEET_DIR, "--once", "--shards", str(shards), "--max-pipelines", str(max_pipelines)]
+    spec = pod_spec(name, image, args, 60, False, volume)
+    spec["restartPolicy"] = "Never"
+    # A worker's memory is bounded by --max-pipelines (each pipeline's state open at once),
+    # not by the number of pipelines.
+    spec["containers"][0]["resources"]["limits"]["memory"] = f"{512 + 256 * max_pipelines}Mi"
+    return {
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": meta(f"rsagg-fleet-{name}", name, "fleet"),
+        "spec": {
+            "schedule": schedule,
+            "timeZone": "Etc/UTC",
+            # Never two writers of one pipeline: a shard of the next Job would fence the same
+            # pipelines of this one (exit 3).
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 600,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 5,
+            "jobTemplate": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    # Pod I gets JOB_COMPLETION_INDEX=I: rsagg runs shard I of N.
+                    "completionMode": "Indexed",
+                    "completions": shards,
+                    "parallelism": shards,
+                    # Retries per shard: one failing shard does not use up the others'.
+                    "backoffLimitPerIndex": 2,
+                    "activeDeadlineSeconds": 21600,
+                    "ttlSecondsAfterFinished": 86400,
+                    "podFailurePolicy": {"rules": [
+                        # An invalid pipeline file (2) or a fenced pipeline (3) in this shard:
+                        # a retry cannot mend it; the other shards go on.
+                        {"action": "FailIndex", "onExitCodes": {
+                            "containerName": "rsagg", "operator": "In", "values": [2, 3]}},
+                        {"action": "Ignore", "onPodConditions": [
+                            {"type": "DisruptionTarget", "status": "True"}]},
+                    ]},
+                    "template": {"metadata": {"labels": pod_labels}, "spec": spec},
+                },
+            },
+        },
+    }
+
+
+def generate_fleet(path, args):
+    name = args.name
+    if not NAME.match(name):
+        raise Usage(f"--name {name!r} is not a lowercase DNS label of at most 40 characters")
+    if args.shards is None or args.shards < 1:
+        raise Usage("a directory of pipelines needs --shards N (N >= 1): the Indexed Job's pods")
+    if args.mode != "batch":
+        raise Usage("a directory of pipelines is run as an Indexed Job (--mode batch); follow one "
+                    "collection per Deployment")
+    if args.max_pipelines < 1:
+        raise Usage("--max-pipelines must be at least 1")
+    if not DIGEST.match(args.image):
+        raise Usage(f"--image {args.image!r} is not pinned by digest (NAME@sha256:<64 hex>)")
+    files = load_dir(path)
+    ports = {80, 443}
+    for n, _, pipeline in files:
+        ports.update(egress_ports(pipeline))
+        for up in pipeline["upstream"]:
+            if up.get("allow_private"):
+                print(f"gen-deploy: {n}: upstream {up.get('name')!r} allows private addresses, "
+                      f"which the NetworkPolicy's egress excludes: add its address range to "
+                      f"rsagg-{name}'s egress", file=sys.stderr)
+    chunks, size = [[]], 0
+    for n, text, _ in files:
+        b = len(text.encode()) + len(n)
+        if chunks[-1] and size + b > CONFIGMAP_BUDGET:
+            chunks.append([])
+            size = 0
+        chunks[-1].append((n, text))
+        size += b
+    objects = [{
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": meta(f"rsagg-fleet-{name}-{k}", name, "config"),
+        "data": dict(chunk),
+    } for k, chunk in enumerate(chunks)]
+    volume = {"name": "pipelines", "projected": {"sources": [
+        {"configMap": {"name": f"rsagg-fleet-{name}-{k}"}} for k in range(len(chunks))]}}
+    objects.append(fleet_cronjob(name, args.image, args.schedule, args.shards,
+                                 args.max_pipelines, volume))
+    listening = []
+    if args.serve:
+        objects.extend(serve(name, args.image, FLEET_DIR, volume))
+        listening.append("serve")
+    store = {"namespace": args.store_namespace, "cidr": args.store_cidr, "port": args.store_port}
+    objects.extend(network_policies(name, None, listening, store, sorted(p for p in ports if p)))
+    if listening and not args.no_monitor:
+        objects.append(pod_monitor(name, listening))
+    return objects
+
+
 # --- a small YAML writer: block style, strings quoted as JSON (valid YAML) unless plain-safe --
 
 PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./-]*$")
@@ -414,7 +565,7 @@ def to_yaml(objects, source):
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("pipeline", help="the pipeline file (TOML)")
+    p.add_argument("pipeline", help="the pipeline file (TOML), or a directory of them (a fleet)")
     p.add_argument("--image", required=True, help="the rsagg image, pinned: NAME@sha256:DIGEST")
     p.add_argument("--mode", choices=["batch", "follow"], default="batch",
                    help="the writer: a CronJob (batch, default) or a follow Deployment")
@@ -425,6 +576,11 @@ def main(argv):
                    help="namespace of the S3 store's pods (egress), default storage")
     p.add_argument("--store-cidr", help="the store's address range instead (a store outside the cluster)")
     p.add_argument("--store-port", type=int, default=8333, help="the store's port, default 8333")
+    p.add_argument("--shards", type=int,
+                   help="a directory: the Indexed Job's pods (completions = parallelism = N)")
+    p.add_argument("--name", default="fleet", help="a directory: the fleet's name (default fleet)")
+    p.add_argument("--max-pipelines", type=int, default=4,
+                   help="a directory: pipelines each pod runs at once (its memory bound), default 4")
     p.add_argument("--format", choices=["yaml", "json"], default="yaml")
     p.add_argument("-o", "--output", help="write here instead of standard output")
     args = p.parse_args(argv)
@@ -436,9 +592,14 @@ def main(argv):
     if len(args.schedule.split()) != 5:
         p.error(f"--schedule {args.schedule!r}: five cron fields expected")
     try:
-        with open(args.pipeline, encoding="utf-8") as f:
-            text = f.read()
-        objects = generate(text, args)
+        if os.path.isdir(args.pipeline):
+            objects = generate_fleet(args.pipeline, args)
+        else:
+            if args.shards is not None:
+                raise Usage("--shards needs a directory of pipeline files")
+            with open(args.pipeline, encoding="utf-8") as f:
+                text = f.read()
+            objects = generate(text, args)
     except (OSError, Usage) as e:
         print(f"gen-deploy: {e}", file=sys.stderr)
         return 2

@@ -679,3 +679,122 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
     ensure!(code == 2 && err.contains("DNS label"), "{code}: {err}");
     Ok(())
 }
+
+/// `scripts/gen-deploy.py DIR --shards N`: a fleet's Indexed Job. Pod I of the Job runs
+/// `rsagg run /etc/rsagg/pipelines --once --shards N` (shard I from `JOB_COMPLETION_INDEX`),
+/// `completions` = `parallelism` = N, the directory's files travel byte for byte in
+/// ConfigMaps projected at that path, a shard failing on exit 2 or 3 fails only its index,
+/// and `serve` serves the same directory.
+#[test]
+fn a_directory_becomes_an_indexed_job_of_shards() -> Result<()> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pipelines");
+    let d = dir.to_str().context("path")?;
+    let (code, out, err) = gen_deploy(&[
+        d,
+        "--image",
+        EXAMPLE_IMAGE,
+        "--shards",
+        "4",
+        "--max-pipelines",
+        "2",
+        "--serve",
+        "--name",
+        "core",
+        "--format",
+        "json",
+    ])?;
+    ensure!(code == 0, "gen-deploy failed: {err}");
+    let list: serde_json::Value = serde_json::from_str(&out)?;
+    let items = list["items"].as_array().context("items")?;
+    let job = items
+        .iter()
+        .find(|o| o["kind"] == "CronJob")
+        .context("no CronJob")?;
+    assert_eq!(job["metadata"]["name"], "rsagg-fleet-core");
+    assert_eq!(job["spec"]["concurrencyPolicy"], "Forbid");
+    let spec = &job["spec"]["jobTemplate"]["spec"];
+    assert_eq!(spec["completionMode"], "Indexed");
+    assert_eq!(spec["completions"], 4);
+    assert_eq!(spec["parallelism"], 4);
+    let rules = spec["podFailurePolicy"]["rules"]
+        .as_array()
+        .context("rules")?;
+    assert!(
+        rules.iter().any(|r| r["action"] == "FailIndex"
+            && r["onExitCodes"]["values"] == serde_json::json!([2, 3])),
+        "{rules:?}"
+    );
+    assert!(
+        spec["backoffLimitPerIndex"].as_u64().is_some(),
+        "FailIndex needs it"
+    );
+    let pod = &spec["template"]["spec"];
+    let args: Vec<&str> = pod["containers"][0]["args"]
+        .as_array()
+        .context("args")?
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "run",
+            "/etc/rsagg/pipelines",
+            "--once",
+            "--shards",
+            "4",
+            "--max-pipelines",
+            "2"
+        ]
+    );
+    // The files, byte for byte, in the ConfigMaps the volume projects.
+    let projected: Vec<&str> = pod["volumes"]
+        .as_array()
+        .context("volumes")?
+        .iter()
+        .find(|v| v["name"] == "pipelines")
+        .context("pipelines volume")?["projected"]["sources"]
+        .as_array()
+        .context("sources")?
+        .iter()
+        .filter_map(|s| s["configMap"]["name"].as_str())
+        .collect();
+    let mut data = std::collections::BTreeMap::new();
+    for cm in items.iter().filter(|o| o["kind"] == "ConfigMap") {
+        let name = cm["metadata"]["name"].as_str().context("name")?;
+        assert!(projected.contains(&name), "{name} is not projected");
+        for (k, v) in cm["data"].as_object().context("data")? {
+            data.insert(k.clone(), v.as_str().unwrap_or("").to_owned());
+        }
+    }
+    let mut files = 0;
+    for e in std::fs::read_dir(&dir)? {
+        let path = e?.path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            files += 1;
+            let key = path.file_name().and_then(|n| n.to_str()).context("name")?;
+            assert_eq!(
+                data.get(key).map(String::as_str),
+                Some(std::fs::read_to_string(&path)?.as_str()),
+                "{key}"
+            );
+        }
+    }
+    assert_eq!(data.len(), files);
+    let serve = items
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .context("serve")?;
+    assert_eq!(
+        serve["spec"]["template"]["spec"]["containers"][0]["args"][1],
+        "/etc/rsagg/pipelines"
+    );
+    // One collection's CronJob is still made from a file; --shards needs a directory.
+    let one = dir.join("demo.toml");
+    let one = one.to_str().context("path")?;
+    let (code, _, _) = gen_deploy(&[one, "--image", EXAMPLE_IMAGE])?;
+    assert_eq!(code, 0);
+    let (code, _, err) = gen_deploy(&[one, "--image", EXAMPLE_IMAGE, "--shards", "2"])?;
+    assert_eq!(code, 2, "{err}");
+    Ok(())
+}

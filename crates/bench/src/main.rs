@@ -17,6 +17,9 @@
 //! - `harvest.rs`: the harvest benchmark (`harvest` drives; `static-server` is the upstream when
 //!   nginx is not installed, `harvest-get` and `harvest-put` measure the upstream's and the S3
 //!   server's ceilings).
+//! - `fleet.rs`: the fleet benchmark (`fleet`: K upstreams on K loopback addresses, as one
+//!   pipeline of K upstreams and as K pipelines over N worker processes, `--shards`; then
+//!   `rsagg serve` of the K pipelines).
 //! - `procs.rs`: what a measured process took (peak RSS, CPU), read from `/proc`.
 //! - `scale.rs`: the scale benchmark (`scale`: baseline, incremental rounds and a no-change
 //!   run at growing N, each a fresh `rsagg run --once`, with the store requests rsagg counted).
@@ -30,6 +33,7 @@
 //! 200 changes/s), beside the same path through the hub alone.
 
 mod docs;
+mod fleet;
 mod harvest;
 mod notify;
 mod procs;
@@ -66,6 +70,8 @@ enum Command {
     Notify(notify::NotifyArgs),
     /// Scale: baseline, incremental and no-change runs at growing N (file:// and SeaweedFS).
     Scale(scale::ScaleArgs),
+    /// Fleet: K upstreams as one pipeline and as K pipelines over N shards; serve of them.
+    Fleet(fleet::FleetArgs),
     /// Static file server for the harvest upstream (used by `harvest`).
     #[command(hide = true)]
     StaticServer(harvest::StaticServerArgs),
@@ -89,6 +95,7 @@ fn main() -> anyhow::Result<()> {
         Command::Harvest(a) => harvest::run(a),
         Command::Notify(a) => notify::run(a),
         Command::Scale(a) => scale::run(a),
+        Command::Fleet(a) => fleet::run(a),
         Command::StaticServer(a) => harvest::static_server(a),
         Command::HarvestGet(a) => harvest::get_all(a),
         Command::HarvestPut(a) => harvest::put_all(a),

@@ -13,6 +13,7 @@
 //! - `input.rs`: opening a path, stdin or http(s) URL as async input, gzip inflated.
 //! - `run.rs`: `rsagg run` (harvest, `--baseline`, `--dry-run`; exit codes of the contract)
 //!   and `rsagg check`.
+//! - `fleet.rs`: `rsagg run` of several pipelines or a directory (a fleet run, `--shard`).
 //! - `progress.rs`: `rsagg run`'s progress: one line on a terminal, heartbeat log events off
 //!   one (`--progress-interval`), rates and ETA.
 //! - `ops.rs`: the operator commands `rsagg audit`, `rsagg quarantine list|retry`,
@@ -43,6 +44,7 @@ macro_rules! eprintln {
 }
 
 mod alloc;
+mod fleet;
 mod hub;
 mod input;
 mod lifecycle;
@@ -99,10 +101,12 @@ enum Command {
     ///
     /// Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error.
     Validate(validate::Args),
-    /// Harvest every upstream of a pipeline into its store (one pass by default).
+    /// Harvest every upstream of a pipeline into its store (one pass by default). Several
+    /// pipeline files or a directory: a fleet run, every pipeline in this process, bounded.
     ///
     /// Exit status: 0 all went well, 1 some upstream failed (the rest was committed),
-    /// 2 usage or config error, 3 fenced out by another writer.
+    /// 2 usage or config error, 3 fenced out by another writer. A fleet: 0 every pipeline
+    /// ended well, else the gravest of its pipelines' statuses, 2 before 3 before 1.
     #[command(after_help = SUMMARY_WORDS)]
     Run(run::RunArgs),
     /// Compare the store with each upstream's lists: resources missing, extra, changed (and

@@ -12,58 +12,94 @@ use rsagg_pipeline::{FollowOptions, Pipeline, RunOptions, run_once};
 /// `rsagg run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The pipeline file (one republished collection).
-    pipeline: PathBuf,
+    /// The pipeline file (one republished collection). Several files, or directories (their
+    /// `*.toml` files), make a fleet run: every pipeline in this one process, each with its
+    /// own store, state and report, at most --max-pipelines at once, one summary at the end.
+    #[arg(required = true, value_name = "PIPELINE")]
+    pub(crate) pipelines: Vec<PathBuf>,
+    // The fleet run's bounds and shard.
+    #[command(flatten)]
+    pub(crate) fleet: FleetArgs,
     /// One pass, then exit (the default).
     #[arg(long, conflicts_with = "follow")]
-    once: bool,
+    pub(crate) once: bool,
     /// Keep going until SIGINT/SIGTERM: poll each upstream at its poll_interval, apply push
     /// notifications (with --listen), publish after every pass that changed something and
     /// (with `[notify]`) announce it to the hub.
     #[arg(long)]
-    follow: bool,
+    pub(crate) follow: bool,
     /// With --follow: also serve what the pipeline publishes (everything `rsagg serve`
     /// serves) on this address (`HOST:PORT`; port 0 picks one, reported on stdout), plus
     /// the WebSub callbacks `{base_url}websub/{upstream}`: upstreams whose Capability List
     /// advertises a change-notification channel are subscribed to (unless `push = false`).
     #[arg(long, requires = "follow")]
-    listen: Option<String>,
+    pub(crate) listen: Option<String>,
     // `--header-timeout`, `--max-connections`, `--max-inflight-body-bytes`, `--probe-listen`:
     // the limits and probe listener of the --listen server (without --listen there is no
     // server and they are not used).
     #[command(flatten)]
-    limits: crate::lifecycle::LimitArgs,
+    pub(crate) limits: crate::lifecycle::LimitArgs,
     /// How long a pass may still run after SIGINT/SIGTERM before it is abandoned (what was
     /// committed stays; the rest is fetched again by the next run).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
-    shutdown_grace: Duration,
+    pub(crate) shutdown_grace: Duration,
     /// Exit 1 when resources were quarantined.
     #[arg(long)]
-    fail_on_quarantine: bool,
+    pub(crate) fail_on_quarantine: bool,
     /// Re-sync every set of every upstream from its Resource List although it has a
     /// checkpoint, fetching every resource again (nothing skipped as unchanged): repairs
     /// copies that went missing or bad, brings back what the Change Lists missed.
     #[arg(long, conflicts_with = "follow")]
-    baseline: bool,
+    pub(crate) baseline: bool,
     /// Only say what the run would fetch, create, update and delete, from the upstreams'
     /// lists and the state (opened read-only); nothing is fetched but the lists, nothing
     /// written. Exit 0, 1 when some upstream could not be planned, 2 config error.
     #[arg(long, conflicts_with = "follow")]
-    dry_run: bool,
+    pub(crate) dry_run: bool,
     /// With --dry-run: actions listed at most (all are counted).
     #[arg(long, default_value_t = 1000, value_name = "N", requires = "dry_run")]
-    max_items: usize,
+    pub(crate) max_items: usize,
     /// Print the run report as JSON on stdout. With --follow, a report is printed (as JSON
     /// or as the text summary) only after a pass that did something: an idle poll prints
     /// nothing (its report still goes to the stats object).
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Off a terminal, log a progress heartbeat this often (target `rsagg::progress`, fields
     /// `done`, `total`, `total_final`, `bytes`, `per_second`, `bytes_per_second`,
     /// `eta_seconds`); `0s` turns it off. With --follow only while a pass is moving. On a
     /// terminal a progress line is shown instead.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, env = "RSAGG_PROGRESS_INTERVAL")]
-    progress_interval: Duration,
+    pub(crate) progress_interval: Duration,
+}
+
+/// The options of a fleet run (`rsagg run P.toml… | DIR`).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Fleet run (several pipelines, or a directory)")]
+pub(crate) struct FleetArgs {
+    /// Pipelines run at once, each with its state open: a worker's memory is bounded by this
+    /// times a pipeline's own bounds ([store]), whatever the number of pipelines.
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) max_pipelines: u32,
+    /// Upstreams harvested at once by all the pipelines together.
+    #[arg(long, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub(crate) max_upstreams: u32,
+    /// Requests in flight to one host:port from all the pipelines together (each
+    /// pipeline's [fetch] per_host holds as well).
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) per_host: u32,
+    /// Requests per second to one host from all the pipelines together (default: no fleet
+    /// limit). A pipeline's own [fetch] per_host_rate spaces its requests on the same
+    /// per-host schedule, so pipelines sharing a host share its rate.
+    #[arg(long, value_name = "RATE")]
+    pub(crate) per_host_rate: Option<f64>,
+    /// Run only the pipelines of shard I of N (0 <= I < N), by rendezvous hashing of each
+    /// pipeline's file name without `.toml`: adding a pipeline moves no other.
+    #[arg(long, value_name = "I/N", conflicts_with = "shards")]
+    pub(crate) shard: Option<String>,
+    /// Run only the pipelines of shard $JOB_COMPLETION_INDEX of N (what a Kubernetes
+    /// Indexed Job sets in each of its pods).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(crate) shards: Option<u32>,
 }
 
 /// `rsagg check`.
@@ -119,7 +155,14 @@ pub async fn run(args: RunArgs, terminal: bool) -> ExitCode {
         eprintln!("rsagg run: --probe-listen needs --listen (the probes are those of its server)");
         return ExitCode::from(2);
     }
-    let p = match Pipeline::load(&args.pipeline) {
+    let fleet = args.pipelines.len() > 1
+        || args.pipelines.iter().any(|p| p.is_dir())
+        || args.fleet.shard.is_some()
+        || args.fleet.shards.is_some();
+    if fleet {
+        return crate::fleet::run(&args, terminal).await;
+    }
+    let p = match Pipeline::load(&args.pipelines[0]) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("rsagg run: {e}");
@@ -208,7 +251,7 @@ pub async fn run(args: RunArgs, terminal: bool) -> ExitCode {
 
 /// Prints a pass's report on stdout. A closed stdout is not fatal (a follower outlives
 /// whoever read its first lines): the report is then only in the stats object.
-fn print_report(args: &RunArgs, report: &rsagg_pipeline::RunReport) {
+pub(crate) fn print_report(args: &RunArgs, report: &rsagg_pipeline::RunReport) {
     use std::io::Write;
     let text = if args.json {
         match serde_json::to_string(report) {
@@ -305,7 +348,7 @@ async fn follow(
 }
 
 /// Resolves once the stop flag is set.
-async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     // An error means the sender is gone, which never happens while the process runs.
     let _ = stop.wait_for(|s| *s).await;
 }

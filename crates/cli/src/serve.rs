@@ -15,7 +15,8 @@ use rsagg_server::{Collection, DEFAULT_LISTEN, Options, Server, StatsRefresh};
 /// `rsagg serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Pipeline files; each one's collection is served under the path of its base_url.
+    /// Pipeline files, or directories of them (their `*.toml` files); each one's collection
+    /// is served under the path of its base_url.
     #[arg(required = true)]
     pipelines: Vec<PathBuf>,
     /// Address to listen on (`HOST:PORT`; port 0 picks a free port, reported on stdout).
@@ -50,8 +51,15 @@ fn stats_refresh(s: &str) -> Result<StatsRefresh, String> {
 /// Serves the pipelines' published documents and copies until SIGINT or SIGTERM. Prints
 /// `listening http://HOST:PORT` on stdout once connections are accepted.
 pub async fn serve(args: ServeArgs) -> ExitCode {
-    let mut collections = Vec::with_capacity(args.pipelines.len());
-    for path in &args.pipelines {
+    let files = match rsagg_pipeline::fleet::pipeline_files(&args.pipelines) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("rsagg serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut collections = Vec::with_capacity(files.len());
+    for path in &files {
         let collection = Pipeline::load(path)
             .map_err(|e| e.to_string())
             .and_then(|p| {

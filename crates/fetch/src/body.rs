@@ -21,10 +21,12 @@ use crate::Error;
 
 type ChunkStream = Pin<Box<dyn Stream<Item = Result<Bytes, Error>> + Send>>;
 
-/// The concurrency permits of one request (overall and per host).
+/// The concurrency permits of one request (overall and per host, and per host for the
+/// whole fleet when fetchers share [`crate::HostLimits`]).
 #[derive(Debug)]
 pub(crate) struct Permits {
     pub(crate) _host: OwnedSemaphorePermit,
+    pub(crate) _shared: Option<OwnedSemaphorePermit>,
     pub(crate) _global: OwnedSemaphorePermit,
 }
 

@@ -59,8 +59,101 @@ impl Fetched {
     }
 }
 
+/// Politeness towards hosts shared by several [`Fetcher`]s: the pipelines of one fleet run
+/// (`rsagg run P.toml…`), each with its own client and `[fetch]` settings, ask one host
+/// through one set of limits, so N pipelines naming the same Source do not send it N times
+/// what one may. Per `host:port`, at most `per_host` requests in flight from all of them
+/// together; per host, one schedule of send slots that every fetcher's rate
+/// (`per_host_rate`, or the fleet's `rate` when stricter) spaces its requests on.
+///
+/// It also keeps the HTTP clients the fetchers are built on, one pair (guarded, open) per
+/// distinct client setting: building one loads the TLS roots (milliseconds each, which a
+/// fleet of thousands of pipelines would pay twice per pipeline), and a shared client shares
+/// its pool of kept-alive connections, so pipelines asking one host reuse its connections.
+#[derive(Debug)]
+pub struct HostLimits {
+    per_host: usize,
+    /// The fleet's own spacing per host, if any.
+    rate: Option<Duration>,
+    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+    slots: HostRate,
+    clients: Mutex<HashMap<ClientKey, Clients>>,
+}
+
+/// What a client is built with: user agent, connect timeout, read timeout.
+type ClientKey = (String, Duration, Duration);
+
+/// A client pair: guarded, open.
+type Clients = (reqwest::Client, reqwest::Client);
+
+/// Client pairs [`HostLimits`] keeps at most (distinct `[fetch]` settings); beyond, the
+/// fetchers of further settings build their own.
+const CLIENTS_KEPT: usize = 64;
+
+impl HostLimits {
+    /// Limits of at most `per_host` requests in flight per `host:port` (at least 1) and,
+    /// with `rate`, at most `rate` requests per second per host, from every fetcher sharing
+    /// them.
+    pub fn new(per_host: usize, rate: Option<f64>) -> HostLimits {
+        HostLimits {
+            per_host: per_host.max(1),
+            rate: HostRate::interval_of(rate),
+            hosts: Mutex::new(HashMap::new()),
+            slots: HostRate::shared(),
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The client pair for `cfg`'s settings: kept, or built by `build` (and kept).
+    fn clients(
+        &self,
+        cfg: &FetchConfig,
+        build: impl Fn(bool) -> Result<reqwest::Client, Error>,
+    ) -> Result<Clients, Error> {
+        let key = (
+            cfg.user_agent.clone(),
+            cfg.connect_timeout,
+            cfg.read_timeout,
+        );
+        let mut kept = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = kept.get(&key) {
+            return Ok(c.clone());
+        }
+        let pair = (build(true)?, build(false)?);
+        if kept.len() < CLIENTS_KEPT {
+            kept.insert(key, pair.clone());
+        }
+        Ok(pair)
+    }
+
+    /// The semaphore of `key` (`host:port`), made on first use; idle ones are dropped once
+    /// the map is large.
+    fn semaphore(&self, key: String) -> Arc<Semaphore> {
+        host_semaphore(&self.hosts, key, self.per_host)
+    }
+}
+
+/// The semaphore of `key` in `hosts` (`per_host` permits), made on first use; once the map
+/// holds [`HOST_MAP_PRUNE`] hosts, those nobody holds or waits for are dropped first.
+fn host_semaphore(
+    hosts: &Mutex<HashMap<String, Arc<Semaphore>>>,
+    key: String,
+    per_host: usize,
+) -> Arc<Semaphore> {
+    let mut hosts = hosts.lock().unwrap_or_else(|p| p.into_inner());
+    if hosts.len() >= HOST_MAP_PRUNE {
+        hosts.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < per_host);
+    }
+    hosts
+        .entry(key)
+        .or_insert_with(|| Arc::new(Semaphore::new(per_host)))
+        .clone()
+}
+
 struct Inner {
     cfg: FetchConfig,
+    /// Limits shared with other fetchers (a fleet run), on top of this one's own.
+    shared: Option<Arc<HostLimits>>,
     /// Resolves through the guard; for upstreams without `allow_private`.
     guarded: reqwest::Client,
     /// Plain resolver; for upstreams with `allow_private`.
@@ -104,6 +197,12 @@ impl Fetcher {
     /// Builds the two clients (guarded and open) with the configured timeouts and user agent,
     /// no proxies (a proxy would connect on the guard's behalf) and no automatic redirects.
     pub fn new(cfg: FetchConfig) -> Result<Self, Error> {
+        Fetcher::sharing(cfg, None)
+    }
+
+    /// [`Fetcher::new`], and every request also within `shared` (the per-host limits of all
+    /// the pipelines of a fleet run): its own limits still hold as well.
+    pub fn sharing(cfg: FetchConfig, shared: Option<Arc<HostLimits>>) -> Result<Self, Error> {
         let build = |guarded: bool| {
             client_builder(!guarded)
                 .user_agent(cfg.user_agent.clone())
@@ -112,14 +211,19 @@ impl Fetcher {
                 .build()
                 .map_err(Error::Client)
         };
+        let (guarded, open) = match &shared {
+            Some(limits) => limits.clients(&cfg, build)?,
+            None => (build(true)?, build(false)?),
+        };
         Ok(Fetcher {
             inner: Arc::new(Inner {
-                guarded: build(true)?,
-                open: build(false)?,
+                guarded,
+                open,
                 global: Arc::new(Semaphore::new(cfg.max_connections.max(1))),
                 hosts: Mutex::new(HashMap::new()),
                 rate: HostRate::new(cfg.per_host_rate),
                 counters: Counters::default(),
+                shared,
                 cfg,
             }),
         })
@@ -435,25 +539,41 @@ impl Fetcher {
             url.host_str().unwrap_or(""),
             url.port_or_known_default().unwrap_or(0)
         );
-        let sem = {
-            let mut hosts = self.inner.hosts.lock().unwrap_or_else(|p| p.into_inner());
-            if hosts.len() >= HOST_MAP_PRUNE {
-                let per_host = self.inner.cfg.per_host.max(1);
-                hosts.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < per_host);
-            }
-            hosts
-                .entry(key)
-                .or_insert_with(|| Arc::new(Semaphore::new(self.inner.cfg.per_host.max(1))))
-                .clone()
-        };
+        let per_host = self.inner.cfg.per_host.max(1);
+        let sem = host_semaphore(&self.inner.hosts, key.clone(), per_host);
         // The semaphores are never closed, so acquiring cannot fail.
         let host = sem
             .acquire_owned()
             .await
             .unwrap_or_else(|_| unreachable_closed());
-        if let Some(rate) = &self.inner.rate {
-            // Per host, not per port: the rate protects the machine behind the name.
-            rate.wait(url.host_str().unwrap_or("")).await;
+        // Then the fleet's permit for the host (after this fetcher's own, so a pipeline's
+        // queue behind its own limit holds none of the fleet's).
+        let shared = match &self.inner.shared {
+            Some(limits) => Some(
+                limits
+                    .semaphore(key)
+                    .acquire_owned()
+                    .await
+                    .unwrap_or_else(|_| unreachable_closed()),
+            ),
+            None => None,
+        };
+        // Per host, not per port: the rate protects the machine behind the name.
+        let host_name = url.host_str().unwrap_or("");
+        match &self.inner.shared {
+            // One schedule for the fleet: each request is spaced by the stricter of this
+            // pipeline's rate and the fleet's.
+            Some(limits) => {
+                let own = self.inner.rate.as_ref().map(HostRate::interval);
+                if let Some(interval) = own.into_iter().chain(limits.rate).max() {
+                    limits.slots.wait_for(host_name, interval).await;
+                }
+            }
+            None => {
+                if let Some(rate) = &self.inner.rate {
+                    rate.wait(host_name).await;
+                }
+            }
         }
         let global = self
             .inner
@@ -464,6 +584,7 @@ impl Fetcher {
             .unwrap_or_else(|_| unreachable_closed());
         Permits {
             _host: host,
+            _shared: shared,
             _global: global,
         }
     }

@@ -14,7 +14,8 @@
 //!
 //! - [`config`]: [`FetchConfig`] (client-wide limits), [`Access`] and [`Auth`] (per upstream),
 //!   [`Request`] (per request).
-//! - [`client`]: [`Fetcher`] (`get`, `get_bytes`) and [`Fetched`], the response head.
+//! - [`client`]: [`Fetcher`] (`get`, `get_bytes`) and [`Fetched`], the response head;
+//!   [`HostLimits`], the per-host politeness several fetchers share (a fleet run).
 //! - [`body`]: [`Body`], the streamed, capped, optionally inflated response body that holds
 //!   the concurrency permits until dropped, with its deadline and minimum rate (counted on
 //!   the time spent waiting for the upstream).
@@ -44,7 +45,7 @@ mod rate;
 
 pub use body::Body;
 pub use cause::{Cause, Transport};
-pub use client::{Fetched, Fetcher};
+pub use client::{Fetched, Fetcher, HostLimits};
 pub use config::{Access, Auth, DEFAULT_USER_AGENT, FetchConfig, Request};
 pub use counters::{DURATION_BOUNDS, FetchCounts};
 pub use discover::{CapabilitySet, Channel, Discovery, Route, discover};

@@ -45,21 +45,53 @@ impl HostRate {
         })
     }
 
+    /// A limiter that spaces requests by the interval each caller gives
+    /// ([`HostRate::wait_for`]): the shared schedule of a fleet, where every pipeline spaces
+    /// its own requests by its own rate on the same per-host slots.
+    pub(crate) fn shared() -> HostRate {
+        HostRate {
+            interval: Duration::ZERO,
+            next: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The spacing of `rate` requests per second (`None` when it is no limit).
+    pub(crate) fn interval_of(rate: Option<f64>) -> Option<Duration> {
+        HostRate::new(rate).map(|r| r.interval)
+    }
+
+    /// The spacing of this limiter's requests.
+    pub(crate) fn interval(&self) -> Duration {
+        self.interval
+    }
+
     /// Waits until `host` may be sent the next request, and reserves that slot.
     pub(crate) async fn wait(&self, host: &str) {
-        let slot = self.reserve(host, Instant::now());
+        self.wait_for(host, self.interval).await;
+    }
+
+    /// Waits until `host` may be sent the next request, and reserves that slot, the host's
+    /// next slot `interval` later.
+    pub(crate) async fn wait_for(&self, host: &str, interval: Duration) {
+        let slot = self.reserve_for(host, Instant::now(), interval);
         tokio::time::sleep_until(slot).await;
     }
 
     /// The slot for a request to `host` asked for at `now`; the host's next slot moves on.
+    #[cfg(test)]
     fn reserve(&self, host: &str, now: Instant) -> Instant {
+        self.reserve_for(host, now, self.interval)
+    }
+
+    /// [`HostRate::reserve`] with the interval given.
+    fn reserve_for(&self, host: &str, now: Instant, interval: Duration) -> Instant {
         let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
         if next.len() >= HOST_MAP_PRUNE {
             next.retain(|_, t| *t > now);
         }
         let t = next.entry(host.to_owned()).or_insert(now);
         let slot = (*t).max(now);
-        *t = slot + self.interval;
+        *t = slot + interval;
         slot
     }
 
@@ -103,6 +135,21 @@ mod tests {
         let later = t0 + Duration::from_secs(5);
         assert_eq!(ms(r.reserve("a", later)), 5_000);
         assert_eq!(ms(r.reserve("a", later)), 5_100);
+    }
+
+    #[test]
+    fn a_shared_schedule_spaces_each_caller_by_its_own_interval() {
+        let r = HostRate::shared();
+        let t0 = Instant::now();
+        let ms = |t: Instant| t.duration_since(t0).as_millis();
+        let i = Duration::from_millis(100);
+        // Two callers (two pipelines) at the same rate share the host's slots: 10/s in all.
+        assert_eq!(ms(r.reserve_for("a", t0, i)), 0);
+        assert_eq!(ms(r.reserve_for("a", t0, i)), 100);
+        assert_eq!(ms(r.reserve_for("a", t0, i)), 200);
+        // A caller without a rate (interval 0) still waits for the slot others reserved.
+        assert_eq!(ms(r.reserve_for("a", t0, Duration::ZERO)), 300);
+        assert_eq!(ms(r.reserve_for("b", t0, i)), 0, "hosts are independent");
     }
 
     #[test]

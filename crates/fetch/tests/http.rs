@@ -1137,3 +1137,76 @@ async fn a_reader_that_pauses_is_not_charged_for_it() {
     }
     assert_eq!(n, 10_000);
 }
+
+/// A fleet run's pipelines each have their own fetcher; sharing [`HostLimits`] bounds and
+/// spaces what they send one host together. Without it, two fetchers of `per_host = 3`
+/// would have 6 requests in flight there, and two at 20/s would send 40/s.
+#[tokio::test]
+async fn fetchers_sharing_host_limits_bound_and_space_one_host_together() {
+    use rsagg_fetch::HostLimits;
+    let a = InFlight::default();
+    let addr = serve(Router::new().route("/", get(slow)).with_state(a.clone())).await;
+    let shared = Arc::new(HostLimits::new(2, None));
+    let own = || {
+        Fetcher::sharing(
+            FetchConfig {
+                per_host: 3,
+                ..cfg()
+            },
+            Some(shared.clone()),
+        )
+        .unwrap()
+    };
+    let (f1, f2) = (own(), own());
+    let access = open();
+    let jobs = (0..12).map(|i| {
+        let f = if i % 2 == 0 { f1.clone() } else { f2.clone() };
+        let access = access.clone();
+        async move {
+            let got = f.get(&url(addr, "/"), &access, &Request::default()).await?;
+            read_all(got).await
+        }
+    });
+    for r in futures::future::join_all(jobs).await {
+        assert_eq!(r.unwrap(), b"done");
+    }
+    assert_eq!(
+        a.max.load(Ordering::SeqCst),
+        2,
+        "the shared per-host limit holds for both fetchers together"
+    );
+
+    // The rate: two fetchers at 20/s each, 15 requests each to one host: one schedule, so
+    // 29 gaps of 50 ms (separate schedules would take about 0.7 s).
+    let (arr, addr) = serve_arrivals("127.0.0.1").await;
+    let shared = Arc::new(HostLimits::new(8, None));
+    let rated = || {
+        Fetcher::sharing(
+            FetchConfig {
+                per_host: 8,
+                per_host_rate: Some(20.0),
+                ..cfg()
+            },
+            Some(shared.clone()),
+        )
+        .unwrap()
+    };
+    let (f1, f2) = (rated(), rated());
+    let t0 = Instant::now();
+    futures::future::join(burst(&f1, addr, 15), burst(&f2, addr, 15)).await;
+    assert_eq!(arr.0.lock().unwrap().len(), 30);
+    let last = last_arrival(&arr, t0);
+    assert!(
+        last >= Duration::from_millis(1_400),
+        "one schedule for the host: {last:?}"
+    );
+
+    // The fleet's own rate applies to fetchers without one.
+    let (arr, addr) = serve_arrivals("127.0.0.1").await;
+    let shared = Arc::new(HostLimits::new(8, Some(20.0)));
+    let f = Fetcher::sharing(cfg(), Some(shared)).unwrap();
+    let t0 = Instant::now();
+    burst(&f, addr, 10).await;
+    let last = last_arrival(&arr, t0);
+    assert!(last >= Duration::from_millis(450), "{last:?}");
+}

@@ -15,9 +15,12 @@
 //! - `follow.rs`: `run --follow`: one long-lived follower (state, HTTP client kept open)
 //!   polling each upstream at its interval, applying push notifications, publishing after
 //!   every pass that changed something, renewing subscriptions.
+//! - `fleet.rs`: many pipelines in one process (`rsagg run P.toml… | DIR`): bounded,
+//!   sharing per-host politeness, one summary; shards by rendezvous hashing (`--shard I/N`).
 //! - `ops.rs`: the operator commands: `audit`, `run --dry-run`, `quarantine list|retry`,
 //!   `gc` (read-only where they only look).
 
+pub mod fleet;
 mod follow;
 mod ops;
 mod runner;
@@ -62,6 +65,15 @@ pub enum Error {
     /// Change notifications cannot be set up.
     #[error(transparent)]
     Notify(#[from] rsagg_notify::Error),
+    /// A directory of pipeline files could not be read (a fleet run).
+    #[error("reading the pipeline directory {path}: {source}")]
+    Files {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Error {

@@ -34,6 +34,13 @@ pub struct RunOptions {
     /// `run --baseline`: re-sync every set from its Resource List, fetching every resource
     /// again (see [`Ctx::baseline`]).
     pub baseline: bool,
+    /// A fleet run's per-host politeness, shared by all its pipelines' HTTP clients (see
+    /// [`rsagg_fetch::HostLimits`]); `None`: this pipeline's `[fetch]` limits alone.
+    pub hosts: Option<Arc<rsagg_fetch::HostLimits>>,
+    /// A fleet run's bound on upstreams harvested at once by all its pipelines together:
+    /// each upstream's pass takes a permit first. `None`: every upstream of the pipeline at
+    /// once (bounded by its HTTP limits).
+    pub upstreams: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// What a run works with: the collection's store, its state opened as the writer, and the
@@ -91,20 +98,23 @@ pub(crate) async fn open_as(
     } else {
         open_state(&loc, p).await?
     });
-    let fetcher = Fetcher::new(FetchConfig {
-        max_connections: cfg.fetch.concurrency,
-        per_host: cfg.fetch.per_host,
-        connect_timeout: cfg.fetch.connect_timeout,
-        read_timeout: cfg.fetch.read_timeout,
-        body_timeout: cfg.deadlines.body,
-        document_timeout: cfg.deadlines.document,
-        min_rate: cfg.deadlines.min_rate,
-        retries: cfg.fetch.retries,
-        backoff_max: Duration::from_secs(30),
-        per_host_rate: cfg.fetch.per_host_rate,
-        user_agent: cfg.fetch.user_agent(),
-        ..FetchConfig::default()
-    })?;
+    let fetcher = Fetcher::sharing(
+        FetchConfig {
+            max_connections: cfg.fetch.concurrency,
+            per_host: cfg.fetch.per_host,
+            connect_timeout: cfg.fetch.connect_timeout,
+            read_timeout: cfg.fetch.read_timeout,
+            body_timeout: cfg.deadlines.body,
+            document_timeout: cfg.deadlines.document,
+            min_rate: cfg.deadlines.min_rate,
+            retries: cfg.fetch.retries,
+            backoff_max: Duration::from_secs(30),
+            per_host_rate: cfg.fetch.per_host_rate,
+            user_agent: cfg.fetch.user_agent(),
+            ..FetchConfig::default()
+        },
+        opts.hosts.clone(),
+    )?;
     let ctx = Arc::new(Ctx {
         fetcher,
         blobs: Blobs::for_location(&loc),
@@ -266,11 +276,19 @@ async fn pass(
     let cfg = &p.config;
     let upstreams = unless_tripped(
         loc,
-        futures::future::join_all(
-            cfg.upstreams
-                .iter()
-                .map(|u| harvest(ctx.clone(), Arc::new(u.clone()))),
-        ),
+        futures::future::join_all(cfg.upstreams.iter().map(|u| {
+            let ctx = ctx.clone();
+            let u = Arc::new(u.clone());
+            let permits = opts.upstreams.clone();
+            async move {
+                // A fleet's bound on upstreams in flight (never closed, so this cannot fail).
+                let _permit = match permits {
+                    Some(p) => p.acquire_owned().await.ok(),
+                    None => None,
+                };
+                harvest(ctx, u).await
+            }
+        })),
     )
     .await?;
     let harvest_seconds = started.elapsed().as_secs_f64();
