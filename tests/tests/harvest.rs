@@ -2108,6 +2108,109 @@ fn listed_but_gone_in_a_baseline_is_skipped() -> Result<()> {
     Ok(())
 }
 
+/// Issue 24 point 4: a baseline into S3 builds its first Resource Dump from the bodies as it
+/// harvested them (the spool on local disk, `[store] spool_dir`), not by reading them back:
+/// the whole run issues GETs for fewer than 1% of its resources, and every body in the dump
+/// is the one harvested. `recent_blob_bytes = 0` stands for a collection memory does not
+/// hold (at 10^6 the default 64 MiB held ~29% of the bodies; before the spool the dump read
+/// the rest back, one GET each, so this test saw ~N GETs). The spool's directory is gone
+/// when the run ends.
+#[test]
+fn a_baseline_into_s3_reads_no_body_back_for_its_resource_dump() -> Result<()> {
+    use object_store::ObjectStoreExt;
+    const N: usize = 8000;
+    let site = Site::new()?;
+    let bodies: Vec<(String, Vec<u8>)> = (0..N)
+        .map(|i| {
+            (
+                format!("/res/{i}"),
+                format!("resource {i}; ").repeat(8).into_bytes(),
+            )
+        })
+        .collect();
+    let all: Vec<(&str, &[u8])> = bodies
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &all)?;
+    let case = Case::new(
+        Store::s3("spooled")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let spool = tempfile::Builder::new()
+        .prefix("rsagg-e2e-spool-")
+        .tempdir()?;
+    let toml = std::fs::read_to_string(&case.toml)?.replace(
+        "[store]\n",
+        &format!(
+            "[store]\nrecent_blob_bytes = 0\nspool_dir = \"{}\"\n",
+            spool.path().display()
+        ),
+    );
+    std::fs::write(&case.toml, toml)?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (N as u64, 0, 0), "{run:#?}");
+    let report = run.report.as_ref().context("no report")?;
+    let dump = &report["publish"]["resource_dump"];
+    assert_eq!(dump["resources"], N as u64, "{dump}");
+    assert_eq!(dump["skipped"], 0, "{dump}");
+    let gets = report["store"]["get"].as_u64().context("no GET count")?;
+    assert!(
+        gets < (N / 100) as u64,
+        "{gets} GETs for a baseline of {N} resources: {}",
+        report["store"]
+    );
+    assert_eq!(
+        std::fs::read_dir(spool.path())?.count(),
+        0,
+        "the spool outlived the run"
+    );
+
+    // Every item of every package is the body harvested for its upstream URI.
+    let objects = case.store.objects()?;
+    let want: std::collections::HashMap<String, &[u8]> =
+        all.iter().map(|(p, b)| (site.url(p), *b)).collect();
+    let seen = block_on(async {
+        let meta = objects
+            .get(&"published/resourcedump.json".into())
+            .await?
+            .bytes()
+            .await?;
+        let meta: serde_json::Value = serde_json::from_slice(&meta)?;
+        let mut seen = 0usize;
+        for package in meta["packages"].as_array().context("no packages")? {
+            let zip = package["zip"].as_str().context("no zip")?;
+            let bytes = objects.get(&zip.into()).await?.bytes().await?;
+            let mut file = tempfile::tempfile()?;
+            std::io::Write::write_all(&mut file, &bytes)?;
+            let mut p = rsagg_dump::Package::open(file, zip, rsagg_dump::Limits::default())?;
+            anyhow::ensure!(p.problems().is_empty(), "{zip}: {:?}", p.problems());
+            let entries = p.entries().to_vec();
+            for (i, item) in entries.iter().enumerate() {
+                let via = item
+                    .entry
+                    .links
+                    .iter()
+                    .find(|l| l.rel == "via")
+                    .context("no via")?;
+                let mut body = Vec::new();
+                std::io::Read::read_to_end(&mut p.open_item(i)?, &mut body)?;
+                anyhow::ensure!(
+                    want.get(&via.href).is_some_and(|w| *w == body.as_slice()),
+                    "{zip}: the item of {} is not the body harvested",
+                    via.href
+                );
+                seen += 1;
+            }
+        }
+        Ok(seen)
+    })?;
+    assert_eq!(seen, N);
+    Ok(())
+}
+
 /// Without `allow_private`, an upstream on loopback is refused before any request is made
 /// (the address guard), and nothing is stored.
 #[test]

@@ -154,6 +154,17 @@ pub struct StoreConfig {
     /// S3, one GET each). Default 64 MiB; 0 keeps none.
     #[serde(default = "StoreConfig::default_recent_blob_bytes")]
     pub recent_blob_bytes: u64,
+    /// Local disk, in bytes, for the bodies a run stores in an `s3://` store (each up to
+    /// 8 MiB), so that the Resource Dump built after a baseline reads them from there rather
+    /// than back from the store (one GET each); bodies past it are read back. Default 1 GiB;
+    /// 0 keeps none. Not used for a `file://` store (its blobs are local files already).
+    #[serde(default = "StoreConfig::default_spool_bytes")]
+    pub spool_bytes: u64,
+    /// The directory in which a run makes its spool's own directory (removed at its end, and
+    /// by the next run when a crash left it behind). Default: the system's temporary
+    /// directory (`TMPDIR`, else `/tmp`).
+    #[serde(default)]
+    pub spool_dir: Option<PathBuf>,
     /// Memory, in bytes, for the state database's cache of SST data blocks. Default 64 MiB;
     /// 0 keeps none (every lookup past the memtable reads the store).
     #[serde(default = "StoreConfig::default_state_block_cache_bytes")]
@@ -199,6 +210,15 @@ pub struct StoreConfig {
 impl StoreConfig {
     fn default_recent_blob_bytes() -> u64 {
         rsagg_store::RecentBlobs::DEFAULT_CAPACITY
+    }
+
+    fn default_spool_bytes() -> u64 {
+        rsagg_store::Spool::DEFAULT_CAPACITY
+    }
+
+    /// Where the spool goes: `spool_dir`, else the system's temporary directory.
+    pub fn spool_parent(&self) -> PathBuf {
+        self.spool_dir.clone().unwrap_or_else(std::env::temp_dir)
     }
 
     fn default_state_block_cache_bytes() -> u64 {
@@ -1193,6 +1213,15 @@ poll_interval = "5m"
         );
         let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
         assert_eq!(p.config.store.recent_blob_bytes, 0);
+        assert_eq!(p.config.store.spool_bytes, 1 << 30);
+        assert_eq!(p.config.store.spool_parent(), std::env::temp_dir());
+        let text = GOOD.replace(
+            "url = \"file:///tmp/rsagg-test-maps\"",
+            "url = \"file:///tmp/rsagg-test-maps\"\nspool_bytes = 0\nspool_dir = \"/var/spool/rsagg\"",
+        );
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        assert_eq!(p.config.store.spool_bytes, 0);
+        assert_eq!(p.config.store.spool_parent(), Path::new("/var/spool/rsagg"));
         let bad = GOOD.replace(
             "url = \"file:///tmp/rsagg-test-maps\"",
             "url = \"file:///tmp/rsagg-test-maps\"\nrecent_blob_bytes = -1",

@@ -230,7 +230,11 @@ impl Harvest {
             e.md.as_ref()
                 .and_then(|m| m.hash.as_ref())
                 .is_some_and(|h| h.get(&HashAlgorithm::Sha1).is_some());
-        let info = match self.ctx.blobs.put_stream(&uri, &mut body, want_sha1).await {
+        let stored = self
+            .ctx
+            .blobs
+            .put_resource(&self.up.name, &uri, &mut body, want_sha1);
+        let info = match stored.await {
             Ok(i) => i,
             Err(err) => {
                 while body.next().await.is_some() {}

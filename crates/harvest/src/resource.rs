@@ -184,7 +184,12 @@ impl Harvest {
             let info = match self
                 .ctx
                 .blobs
-                .put_stream(&uri, self.cut_at_deadline(fetched.body), want_sha1)
+                .put_resource(
+                    &self.up.name,
+                    &uri,
+                    self.cut_at_deadline(fetched.body),
+                    want_sha1,
+                )
                 .await
             {
                 Ok(i) => i,

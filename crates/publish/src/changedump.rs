@@ -270,8 +270,10 @@ async fn make(
     header.links.push(up_link(base_url));
     let zip = Path::from(format!("{stem}-{k:03}.zip"));
     let manifest = Path::from(format!("{stem}-{k:03}-manifest.xml"));
+    // Not from the spool: a Change Dump's items come in log order, not slot order.
     let built = package::build(
         location,
+        None,
         header,
         futures::stream::iter(items.into_iter().map(Ok)),
         &zip,
@@ -325,6 +327,7 @@ async fn change_item(
                 length: copy.length,
                 path: format!("/changes/{}/{own_path}", change.seq),
                 fallback: format!("/changes/{}/sha256/{}", change.seq, copy.sha256),
+                slot: None,
             })
         }
     };

@@ -28,7 +28,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use rsagg_dump::{Compression, PackageWriter};
 use rsagg_model::{HashAlgorithm, HashValue, Header, Link, Md, UrlEntry, W3cDateTime};
-use rsagg_store::{Blobs, RecentBlobs, StoreLocation, Verified};
+use rsagg_store::{Blobs, RecentBlobs, SpoolReader, StoreLocation, Verified};
 
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
@@ -86,6 +86,9 @@ pub(crate) struct Body {
     /// `path` used when the preferred one is not a safe name or clashes with another file
     /// of the package; the item is left out when this one fails too.
     pub fallback: String,
+    /// The slot of the resource ([`rsagg_store::slot_of`]), where a run's spool keeps the
+    /// body it stored (`None`: not looked for there).
+    pub slot: Option<u16>,
 }
 
 /// A finished, uploaded package.
@@ -129,7 +132,9 @@ struct Written {
 /// it to `zip` and the copy of its manifest to `manifest`.
 ///
 /// Blobs are read from `store`: those [`StoreLocation::recent`] keeps from memory (a dump
-/// built right after a harvest reads nothing back); for a `file://` store
+/// built right after a harvest reads nothing back), then those `spool` has (items in slot
+/// order: the Resource Dump; each body verified against its address when its bucket is
+/// loaded), the rest from the store; for a `file://` store
 /// ([`StoreLocation::local_root`]) the others as files by one blocking thread
 /// ([`read_local`]) instead of one `objects.get` each (a blocking-thread hand-off per blob,
 /// and a task wake-up per blob on each side of the writer's queue), while the writer thread
@@ -142,6 +147,7 @@ struct Written {
 /// manifest entry the writer's strict validation refuses) fails the package.
 pub(crate) async fn build(
     store: &StoreLocation,
+    spool: Option<&SpoolReader>,
     header: Header,
     items: impl Stream<Item = Result<Item, Error>> + Send,
     zip: &Path,
@@ -156,7 +162,7 @@ pub(crate) async fn build(
     let objects = &store.objects;
     let skipped = match store.local_root.as_deref() {
         Some(root) => feed_local(root, &store.recent, items, &tx, zip).await?,
-        _ => feed(objects, &store.recent, items, &tx).await?,
+        _ => feed(objects, &store.recent, spool, items, &tx).await?,
     };
     // A failed send means the writer is gone; its own error says why.
     let _ = tx.send(Msg::Finish).await;
@@ -185,13 +191,14 @@ pub(crate) async fn build(
     })
 }
 
-/// Feeds the writer `items` with their blobs taken from `recent` or read through `objects`,
-/// [`READ_AHEAD`] at a time; returns the items left out (blob missing or not matching its
+/// Feeds the writer `items` with their blobs taken from `recent`, else from `spool`, else
+/// read through `objects`, [`READ_AHEAD`] at a time; returns the items left out (blob missing or not matching its
 /// address). What is ready at once goes over in one batch (up to [`BATCH`] items or
 /// [`BATCH_BYTES`]), so that blobs kept in memory do not cost a writer wake-up each.
 async fn feed(
     objects: &Arc<dyn ObjectStore>,
     recent: &RecentBlobs,
+    spool: Option<&SpoolReader>,
     items: impl Stream<Item = Result<Item, Error>>,
     tx: &mpsc::Sender<Msg>,
 ) -> Result<u64, Error> {
@@ -202,23 +209,22 @@ async fn feed(
         items
             .map(|item| async move {
                 let item = item?;
-                let ready = match item.body {
-                    None => None,
-                    Some(body) => match recent.get(&body.sha256) {
-                        Some(bytes) => Some(Ready {
-                            data: Spool::Memory(bytes),
-                            body,
-                        }),
-                        None => {
-                            match Blobs::read_verified(objects.as_ref(), &body.sha256, body.length)
-                                .await?
-                            {
-                                Some(data) => Some(Ready { data, body }),
-                                None => return Ok::<_, Error>(None),
-                            }
-                        }
-                    },
+                let Some(body) = item.body else {
+                    return Ok::<_, Error>(Some((item.entry, None)));
                 };
+                let held = kept(recent, spool, &body).await;
+                let data = match held {
+                    Some(bytes) => Spool::Memory(bytes),
+                    None => {
+                        match Blobs::read_verified(objects.as_ref(), &body.sha256, body.length)
+                            .await?
+                        {
+                            Some(data) => data,
+                            None => return Ok(None),
+                        }
+                    }
+                };
+                let ready = Some(Ready { data, body });
                 Ok(Some((item.entry, ready)))
             })
             .buffered(READ_AHEAD)
@@ -246,6 +252,19 @@ async fn feed(
         }
     }
     Ok(skipped)
+}
+
+/// The bitstream of `body` when `recent` keeps it, else when `spool` has it (looked up by
+/// slot, verified).
+async fn kept(
+    recent: &RecentBlobs,
+    spool: Option<&SpoolReader>,
+    body: &Body,
+) -> Option<bytes::Bytes> {
+    if let Some(bytes) = recent.get(&body.sha256) {
+        return Some(bytes);
+    }
+    spool?.get(body.slot?, &body.sha256, body.length).await
 }
 
 /// Feeds the writer `items` with their blobs read from the directory `root` of a local

@@ -113,6 +113,9 @@ pub async fn publish(
 
     let (packages, report) =
         build(state, location, base_url, policy, cfg, generation, listed).await?;
+    // The spool served this dump; the next one is a day away (`resource_dump_interval`),
+    // and the spool is bounded: it keeps what is stored from now on instead.
+    location.spool.clear().await;
     let done = W3cDateTime::now();
     if let Some(old) = meta.current.replace(generation) {
         meta.retired
@@ -181,6 +184,8 @@ async fn build(
 ) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
     let mut out = Packages {
         location,
+        // What the harvest before spooled (none on a `file://` store: `spool.rs`).
+        spool: location.spool.reader().await,
         base_url,
         generation,
         packages: Vec::new(),
@@ -235,10 +240,10 @@ async fn plan(
     // Looked up LOOKUPS_AHEAD at a time, in slot order.
     let mut records = std::pin::pin!(
         state
-            .present_records(0..=u16::MAX, crate::resourcelist::LOOKUPS_AHEAD)
+            .present_records_with_slots(0..=u16::MAX, crate::resourcelist::LOOKUPS_AHEAD)
             .await?
     );
-    while let Some((upstream, record)) = records.try_next().await? {
+    while let Some((slot, upstream, record)) = records.try_next().await? {
         let held = |u: &str| own_uri(base_url, &upstream, u);
         let (Some(entry), Some(copy)) = (
             resource_entry(base_url, &record, policy, held),
@@ -263,6 +268,7 @@ async fn plan(
                 length: copy.length,
                 path: format!("/{own_path}"),
                 fallback: format!("/sha256/{}", copy.sha256),
+                slot: Some(slot),
             }),
             entry,
         };
@@ -317,6 +323,8 @@ impl futures::Stream for PackageItems<'_> {
 /// The packages of one generation as they are made.
 struct Packages<'a> {
     location: &'a StoreLocation,
+    /// The bodies the run spooled, read in slot order.
+    spool: Option<rsagg_store::SpoolReader>,
     base_url: &'a str,
     generation: u64,
     packages: Vec<DumpPackage>,
@@ -371,7 +379,15 @@ impl Packages<'_> {
         let zip = Path::from(format!("{prefix}part-{k:05}.zip"));
         let manifest = Path::from(format!("{prefix}part-{k:05}-manifest.xml"));
         let started = std::time::Instant::now();
-        let built = package::build(self.location, header, items, &zip, &manifest).await?;
+        let built = package::build(
+            self.location,
+            self.spool.as_ref(),
+            header,
+            items,
+            &zip,
+            &manifest,
+        )
+        .await?;
         self.report.packages += 1;
         self.report.resources += built.info.entries;
         self.report.bytes += built.info.length;
@@ -927,6 +943,75 @@ mod tests {
         .await;
         assert_eq!((report.resources, report.skipped), (0, 5));
         state.close().await.unwrap();
+    }
+
+    /// What a harvest stored into a remote store is spooled on local disk by slot and the dump
+    /// takes it from there (issue 24: a baseline reads nothing back): with every blob gone
+    /// from the store and nothing kept in memory, the dump is still whole, and clears the
+    /// spool after it; without the spool the same dump leaves them all out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bodies_spooled_by_the_harvest_are_not_read_back() {
+        let (objects, state) = store().await;
+        let parent = tempfile::tempdir().unwrap();
+        let location = StoreLocation::new("memory://", objects.clone())
+            .with_spool(rsagg_store::Spool::open(parent.path(), 1 << 20).unwrap());
+        let blobs = Blobs::for_location(&location);
+        let n = 300;
+        let mut shas = Vec::new();
+        for i in 0..n {
+            let b = body(i, 200);
+            change(&objects, &state, &i.to_string(), Change::Created, &b).await;
+            let chunks =
+                futures::stream::iter([Ok::<_, std::convert::Infallible>(bytes::Bytes::from(b))]);
+            let stored = blobs
+                .put_resource(UPSTREAM, &uri(&i.to_string()), chunks, false)
+                .await
+                .unwrap();
+            shas.push(stored.sha256);
+        }
+        for sha in &shas {
+            objects.delete(&Blobs::path(sha)).await.unwrap();
+        }
+        let report = publish(
+            &state,
+            &location,
+            BASE,
+            &LinkPolicy::default(),
+            &cfg(64, 1 << 30),
+            true,
+            Signals::unheard(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!((report.resources, report.skipped), (n as u64, 0));
+        assert_eq!(location.spool.used(), 0, "cleared after the dump");
+        for i in 0..n {
+            blob(&objects, &body(i, 200)).await;
+        }
+        let (_, packages) = dump(&objects).await;
+        let mut got: Vec<Vec<u8>> = packages.into_iter().flatten().map(|(_, b)| b).collect();
+        got.sort();
+        let mut want: Vec<Vec<u8>> = (0..n).map(|i| body(i, 200)).collect();
+        want.sort();
+        assert_eq!(got, want);
+        // Nothing spooled any more, nothing in the store: all left out.
+        for sha in &shas {
+            objects.delete(&Blobs::path(sha)).await.unwrap();
+        }
+        let report = publish(
+            &state,
+            &location,
+            BASE,
+            &LinkPolicy::default(),
+            &cfg(64, 1 << 30),
+            true,
+            Signals::unheard(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!((report.resources, report.skipped), (0, n as u64));
     }
 
     #[tokio::test]

@@ -22,6 +22,7 @@ use crate::Error;
 use crate::StoreLocation;
 use crate::local::LocalWriter;
 use crate::recent::{self, RecentBlobs};
+use crate::spool::Spool;
 
 /// Bodies up to this size are buffered and written with one request.
 pub const SMALL_BODY: usize = 8 * 1024 * 1024;
@@ -52,6 +53,8 @@ pub struct Blobs {
     local: Option<(std::path::PathBuf, LocalWriter)>,
     /// Where the bodies of small blobs go once stored (see `recent.rs`).
     recent: RecentBlobs,
+    /// Where the bodies of resources go once stored, for the Resource Dump (see `spool.rs`).
+    spool: Spool,
 }
 
 struct Hashers {
@@ -93,13 +96,15 @@ impl Blobs {
             objects,
             local: None,
             recent: RecentBlobs::none(),
+            spool: Spool::none(),
         }
     }
 
     /// The blob area of an opened store: for a `file://` store, small bodies are written by
     /// two dedicated threads instead of one blocking-pool hand-off each (see `local.rs`);
     /// the files are the ones `objects` reads. Small bodies stored are kept in
-    /// [`StoreLocation::recent`].
+    /// [`StoreLocation::recent`], and the bodies of resources ([`Blobs::put_resource`]) in
+    /// [`StoreLocation::spool`].
     pub fn for_location(loc: &StoreLocation) -> Self {
         Blobs {
             objects: loc.objects.clone(),
@@ -108,6 +113,7 @@ impl Blobs {
                 .clone()
                 .map(|root| (root, LocalWriter::default())),
             recent: loc.recent.clone(),
+            spool: loc.spool.clone(),
         }
     }
 
@@ -132,6 +138,39 @@ impl Blobs {
     /// Stores `body` (read to its end), hashing it on the way; returns what was stored.
     /// `uri` names the body in errors. SHA-1 is computed when `sha1` is set.
     pub async fn put_stream<S, E>(&self, uri: &str, body: S, sha1: bool) -> Result<BlobInfo, Error>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: Display,
+    {
+        self.put(uri, None, body, sha1).await
+    }
+
+    /// [`Blobs::put_stream`] for the body of resource `uri` of upstream `upstream`: once
+    /// stored, a body the store holds in memory anyway (up to [`SMALL_BODY`]) is also spooled
+    /// ([`StoreLocation::spool`]) under the resource's slot ([`crate::slot_of`]), where the
+    /// Resource Dump, listing the collection in slot order, finds it without a GET.
+    pub async fn put_resource<S, E>(
+        &self,
+        upstream: &str,
+        uri: &str,
+        body: S,
+        sha1: bool,
+    ) -> Result<BlobInfo, Error>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: Display,
+    {
+        let slot = (!self.spool.is_off()).then(|| crate::slot_of(upstream, uri));
+        self.put(uri, slot, body, sha1).await
+    }
+
+    async fn put<S, E>(
+        &self,
+        uri: &str,
+        slot: Option<u16>,
+        body: S,
+        sha1: bool,
+    ) -> Result<BlobInfo, Error>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: Display,
@@ -205,6 +244,8 @@ impl Blobs {
                 // would keep alive whole.
                 let keep = (info.length <= recent::MAX_BODY as u64 && !self.recent.is_off())
                     .then(|| Bytes::from(chunks.concat()));
+                // Spooled once the store has it, as it is kept (the spool copies).
+                let spooled = slot.map(|slot| (slot, chunks.clone()));
                 // A plain overwrite: the key is the content, so replacing an existing blob
                 // (another upstream's identical bitstream, or a concurrent writer) changes
                 // nothing, and it costs one rename locally and one PUT on S3, where a
@@ -223,6 +264,9 @@ impl Blobs {
                 }
                 if let Some(body) = keep {
                     self.recent.insert(&info.sha256, body);
+                }
+                if let Some((slot, chunks)) = spooled {
+                    self.spool.insert(slot, &info.sha256, &chunks).await;
                 }
             }
             Some((tmp, w)) => {

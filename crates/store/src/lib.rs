@@ -32,6 +32,8 @@
 //!   than one blocking-pool hand-off each.
 //! - `recent.rs`: the bodies of small blobs stored lately, in memory by address (bounded), so
 //!   a dump built after a harvest does not read them back.
+//! - `spool.rs`: the bodies of resources a run stored, on local disk (bounded) by slot, so a
+//!   Resource Dump built after a baseline on S3 reads none of them back.
 //! - `documents.rs`: published documents and JSON objects: read, write, retire after a grace
 //!   period.
 //! - `records.rs`: the serialised records (resource, change-log entry, checkpoint,
@@ -56,6 +58,7 @@ mod local;
 mod location;
 mod recent;
 mod records;
+mod spool;
 mod state;
 mod verified;
 
@@ -70,6 +73,7 @@ pub use records::{
     Checkpoint, CopyRef, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, SeenKey,
     UpstreamMeta,
 };
+pub use spool::{Spool, SpoolReader};
 pub use state::{Applied, Commit, Records, SlotMembers, State, WAL_FLUSH_INTERVAL, slot_of};
 pub use verified::{IN_MEMORY as VERIFIED_IN_MEMORY, Verified};
 

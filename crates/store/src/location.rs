@@ -15,6 +15,7 @@ use crate::Error;
 use crate::counted::{CountedStore, StoreCounters};
 use crate::health::StoreHealth;
 use crate::recent::RecentBlobs;
+use crate::spool::Spool;
 
 /// An opened store URL: the object store rooted at the URL's prefix.
 #[derive(Debug, Clone)]
@@ -33,6 +34,10 @@ pub struct StoreLocation {
     /// so a dump built right after a harvest does not read them back, within
     /// [`StoreOptions::recent_blob_bytes`].
     pub recent: RecentBlobs,
+    /// The bodies of resources stored through it ([`crate::Blobs::put_resource`]), on local
+    /// disk, so that the Resource Dump built after a baseline reads none of them back from
+    /// the store; off unless set ([`StoreLocation::with_spool`]).
+    pub spool: Spool,
     /// Requests made through `objects` since the store was opened, by kind (a store opened
     /// by [`open_store`] counts every request; one built by [`StoreLocation::new`] none).
     pub counters: Arc<StoreCounters>,
@@ -123,6 +128,15 @@ impl Default for StoreOptions {
 }
 
 impl StoreLocation {
+    /// This location with `spool`, unless it is a `file://` store: its blobs are files
+    /// already, which a dump reads about as cheaply as the spool's (see `spool.rs`).
+    pub fn with_spool(mut self, spool: Spool) -> Self {
+        if self.local_root.is_none() {
+            self.spool = spool;
+        }
+        self
+    }
+
     /// `objects` as the store at `url`, read and written through `objects` alone (no local
     /// root) and keeping no recent blobs: how tests and tools wrap a store they built.
     pub fn new(url: impl Into<String>, objects: Arc<dyn ObjectStore>) -> Self {
@@ -131,6 +145,7 @@ impl StoreLocation {
             objects,
             local_root: None,
             recent: RecentBlobs::none(),
+            spool: Spool::none(),
             counters: Arc::new(StoreCounters::default()),
             health: StoreHealth::new("(unnamed store)", 0),
         }
@@ -241,6 +256,7 @@ fn located(
         )),
         local_root,
         recent: RecentBlobs::with_capacity(options.recent_blob_bytes),
+        spool: Spool::none(),
         counters,
         health,
     }

@@ -511,18 +511,35 @@ impl State {
         impl futures::Stream<Item = Result<(String, ResourceRecord), Error>> + Send + '_,
         Error,
     > {
+        use futures::TryStreamExt;
+        Ok(self
+            .present_records_with_slots(slots, ahead)
+            .await?
+            .map_ok(|(_, upstream, record)| (upstream, record)))
+    }
+
+    /// [`State::present_records`] with each record's slot, for work that goes by slot (the
+    /// Resource Dump finds the bodies a run spooled by slot: `spool.rs`).
+    pub async fn present_records_with_slots(
+        &self,
+        slots: std::ops::RangeInclusive<u16>,
+        ahead: usize,
+    ) -> Result<
+        impl futures::Stream<Item = Result<(u16, String, ResourceRecord), Error>> + Send + '_,
+        Error,
+    > {
         use futures::{StreamExt, TryStreamExt};
         let members = self.present_in_slots(slots).await?;
         let keys = futures::stream::try_unfold(members, |mut m| async move {
             Ok::<_, Error>(m.next_with_record().await?.map(|member| (member, m)))
         });
         Ok(keys
-            .map_ok(move |(_, upstream, uri, held)| async move {
+            .map_ok(move |(slot, upstream, uri, held)| async move {
                 let record = match held {
                     Some(r) => Some(r),
                     None => self.resource(&upstream, &uri).await?,
                 };
-                Ok::<_, Error>(record.map(|r| (upstream, r)))
+                Ok::<_, Error>(record.map(|r| (slot, upstream, r)))
             })
             .try_buffered(ahead.max(1))
             .filter_map(|r| async move { r.transpose() }))
