@@ -480,6 +480,7 @@ mod tests {
         assert_eq!(reader.get(37, &sha(&b), 3).await, None);
         assert_eq!(reader.get(37 + 32768, &sha(&b), b.len() as u64).await, None);
         assert_eq!(reader.get(37, &sha(b"other"), 5).await, None);
+        drop(reader);
         spool.clear().await;
         assert_eq!(spool.used(), 0);
         let reader = spool.reader().await.unwrap();
