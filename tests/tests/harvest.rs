@@ -903,6 +903,84 @@ fn resource_list_only_resyncs_file_store() -> Result<()> {
     Ok(())
 }
 
+/// A Resource List larger than `[store] listed_memory_bytes` holds (1,024 URIs at the
+/// least): the URIs seen go to sorted runs on local disk (issue 24), and still a URI listed
+/// twice, far apart (the first time long written out to disk), is stored once, and a
+/// re-sync deletes exactly what the list no longer names.
+#[test]
+fn a_list_larger_than_the_listed_memory_dedupes_and_deletes_exactly() -> Result<()> {
+    let site = Site::new()?;
+    let n = 3000;
+    let bodies: Vec<(String, Vec<u8>)> = (0..n)
+        .map(|i| (format!("/res/{i}.txt"), format!("body {i}").into_bytes()))
+        .collect();
+    let v1: Vec<(&str, &[u8])> = bodies
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &v1)?;
+    // The first and a middle resource listed again at the end.
+    let mut twice = v1.clone();
+    twice.extend([v1[0], v1[1500]]);
+    site.resource_list("/resourcelist.xml", "/capabilitylist.xml", T0, &twice)?;
+    let case = Case::new(
+        Store::file("listed-on-disk")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let toml = std::fs::read_to_string(&case.toml)?;
+    std::fs::write(
+        &case.toml,
+        toml.replacen(
+            "[store]\n",
+            "[store]\nlisted_memory_bytes = 0\nlisted_filter_bytes = 64\n",
+            1,
+        ),
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (n, 0, 0), "{run:#?}");
+    assert_eq!(site.fx.hits("/res/0.txt"), 1, "listed twice, fetched once");
+    assert_eq!(
+        site.fx.hits("/res/1500.txt"),
+        1,
+        "listed twice, fetched once"
+    );
+
+    // Five resources no longer listed (spread over the runs on disk and the buffer), one
+    // listed twice: a re-sync (no Change List) deletes the five, nothing else.
+    let gone = [7usize, 1024, 1500, 2000, 2999];
+    let v2: Vec<(&str, &[u8])> = v1
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !gone.contains(i))
+        .map(|(_, r)| *r)
+        .collect();
+    let mut twice = v2.clone();
+    twice.push(v2[3]);
+    site.resource_list(
+        "/resourcelist.xml",
+        "/capabilitylist.xml",
+        "2026-01-02T00:00:00Z",
+        &twice,
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert!(!run.resyncs().is_empty(), "{run:#?}");
+    assert_eq!(run.cud(), (0, 0, gone.len() as u64), "{run:#?}");
+    assert_eq!(run.n("unchanged"), n - gone.len() as u64);
+    let gone_paths: Vec<String> = gone.iter().map(|i| format!("/res/{i}.txt")).collect();
+    let gone_paths: Vec<&str> = gone_paths.iter().map(String::as_str).collect();
+    let snap = case.assert_state(UP, &expect(&site, &v2), &urls(&site, &gone_paths))?;
+    snap.assert_log_sane();
+    assert_eq!(
+        snap.log.len(),
+        n as usize + gone.len(),
+        "one created each, five deleted"
+    );
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------
 // 8. Changes fell out of the upstream's window: re-sync
 

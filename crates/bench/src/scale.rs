@@ -1,9 +1,11 @@
 //! Scale benchmark: what a run costs as the collection grows, and whether an incremental run
 //! costs O(changes) or O(collection).
 //!
-//! For each N (10,000, 100,000 and 1,000,000 by default): a static upstream of N small
-//! resources with a Resource List (an index of 50,000-entry parts beyond 50,000) and a Change
-//! List; a baseline; then `--incremental` rounds, each of `--updates` scattered updates,
+//! For each N (10,000, 100,000 and 1,000,000 by default): an upstream of N small resources
+//! with a Resource List (an index of 50,000-entry parts beyond 50,000, spec 4) and a Change
+//! List — by default generated (`--upstream generated`: an in-process HTTP server computes
+//! each document, list entry and body from its path, so N = 10^7 needs no file per
+//! resource), or files served by nginx (`--upstream files`, up to ~10^6); a baseline; then `--incremental` rounds, each of `--updates` scattered updates,
 //! `--creates` creations and `--deletes` deletions appended to the upstream's Change List;
 //! then a run with no change. Every run is a fresh `rsagg run --once` process (as a CronJob
 //! starts it), on a `file://` store in the working directory (put it on tmpfs) and on
@@ -75,7 +77,12 @@ pub struct ScaleArgs {
     /// The `rsagg` binary (default: `rsagg` next to this executable).
     #[arg(long, env = "RSAGG_BIN")]
     rsagg: Option<PathBuf>,
-    /// The upstream's static server.
+    /// The upstream: `generated` (documents and bodies computed from the path by an
+    /// in-process server, for any N) or `files` (one file per resource, served by
+    /// `--server`; N up to ~10^6).
+    #[arg(long, value_enum, default_value = "generated")]
+    upstream: UpstreamKind,
+    /// The upstream's static server (`--upstream files`).
     #[arg(long, value_enum, default_value = "auto")]
     server: ServerChoice,
     /// TOML appended to rsagg's pipeline file.
@@ -127,13 +134,31 @@ impl RunFigures {
     }
 }
 
-/// The upstream of one size: its files and the changes made so far.
+/// Where the upstream's documents and bodies come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpstreamKind {
+    /// Computed from the path by an in-process HTTP server (axum on 127.0.0.1): no file per
+    /// resource, so 10^7 and more fit anywhere.
+    Generated,
+    /// Files on disk, served by nginx or the built-in static server (`--server`); one file
+    /// per resource, so for N up to ~10^6 (a tmpfs of 24 GiB holds ~3·10^6).
+    Files,
+}
+
+/// The upstream of one size: the resources that exist and the changes made so far. In the
+/// `files` mode it writes them under `root`; in the `generated` mode [`serve_generated`]
+/// answers from it.
 struct Site {
-    root: PathBuf,
+    /// The files' directory (`files` mode).
+    root: Option<PathBuf>,
     base: String,
     size: usize,
-    /// Resources that exist now (index → body version).
-    live: std::collections::BTreeMap<u64, u64>,
+    /// Resources listed by the Resource List (0..n, version 0, never rewritten).
+    n: u64,
+    /// Versions of resources updated since.
+    versions: std::collections::HashMap<u64, u64>,
+    /// Resources deleted since.
+    deleted: std::collections::HashSet<u64>,
     /// The Change List so far.
     changes: Vec<UrlEntry>,
     next_new: u64,
@@ -164,149 +189,200 @@ impl Site {
         b
     }
 
-    /// Writes N resources, the Resource List (or index and parts), an empty Change List, the
-    /// Capability List and the Source Description.
-    fn new(root: &Path, base: &str, n: u64, size: usize) -> anyhow::Result<Site> {
-        std::fs::create_dir_all(root.join(".well-known"))?;
-        std::fs::create_dir_all(root.join("res"))?;
+    /// The body of resource `i` now, `None` when it does not exist.
+    fn current(&self, i: u64) -> Option<Vec<u8>> {
+        (i < self.next_new && !self.deleted.contains(&i))
+            .then(|| self.content(i, self.versions.get(&i).copied().unwrap_or(0)))
+    }
+
+    fn parts(&self) -> u64 {
+        self.n.div_ceil(PART).max(1)
+    }
+
+    fn caplist_url(&self) -> String {
+        format!("{}/capabilitylist.xml", self.base)
+    }
+
+    fn list_md(&self, capability: Capability) -> Md {
+        Md {
+            capability: Some(capability),
+            at: Some(W3cDateTime::from_unix(T0 + self.n as i64, 0)),
+            ..Md::default()
+        }
+    }
+
+    fn description(&self) -> bytes::Bytes {
+        encode_document(
+            &Header {
+                root: Root::Urlset,
+                md: md_cap(Capability::Description),
+                links: vec![],
+            },
+            &[UrlEntry {
+                loc: self.caplist_url(),
+                md: md_cap(Capability::CapabilityList),
+                ..UrlEntry::default()
+            }],
+        )
+    }
+
+    fn capability_list(&self) -> bytes::Bytes {
+        let base = &self.base;
+        encode_document(
+            &Header {
+                root: Root::Urlset,
+                md: md_cap(Capability::CapabilityList),
+                links: vec![Link::new("up", format!("{base}/.well-known/resourcesync"))],
+            },
+            &[
+                UrlEntry {
+                    loc: format!("{base}/resourcelist.xml"),
+                    md: md_cap(Capability::ResourceList),
+                    ..UrlEntry::default()
+                },
+                UrlEntry {
+                    loc: format!("{base}/changelist.xml"),
+                    md: md_cap(Capability::ChangeList),
+                    ..UrlEntry::default()
+                },
+            ],
+        )
+    }
+
+    /// The name of Resource List part `p` (the list itself when there is one part).
+    fn part_name(&self, p: u64) -> String {
+        if self.parts() == 1 {
+            "resourcelist.xml".to_owned()
+        } else {
+            format!("resourcelist-{p:04}.xml")
+        }
+    }
+
+    /// Resource List part `p`: resources `p·PART..`, as they were at the list's `at`.
+    fn part(&self, p: u64) -> bytes::Bytes {
+        let base = &self.base;
+        let entries: Vec<UrlEntry> = (p * PART..((p + 1) * PART).min(self.n))
+            .map(|i| {
+                let b = self.content(i, 0);
+                UrlEntry {
+                    loc: format!("{base}/res/{i}"),
+                    lastmod: Some(W3cDateTime::from_unix(T0 + i as i64, 0)),
+                    md: Some(self.md(&b)),
+                    ..UrlEntry::default()
+                }
+            })
+            .collect();
+        let mut links = vec![Link::new("up", self.caplist_url())];
+        if self.parts() > 1 {
+            links.push(Link::new("index", format!("{base}/resourcelist.xml")));
+        }
+        encode_document(
+            &Header {
+                root: Root::Urlset,
+                md: Some(self.list_md(Capability::ResourceList)),
+                links,
+            },
+            &entries,
+        )
+    }
+
+    /// The Resource List index (more than one part).
+    fn index(&self) -> bytes::Bytes {
+        let parts: Vec<UrlEntry> = (0..self.parts())
+            .map(|p| UrlEntry {
+                loc: format!("{}/{}", self.base, self.part_name(p)),
+                ..UrlEntry::default()
+            })
+            .collect();
+        encode_document(
+            &Header {
+                root: Root::Sitemapindex,
+                md: Some(self.list_md(Capability::ResourceList)),
+                links: vec![Link::new("up", self.caplist_url())],
+            },
+            &parts,
+        )
+    }
+
+    /// The Change List: every change so far, `from` before the baseline's `at`, so it always
+    /// reaches back to rsagg's checkpoint (no re-sync).
+    fn changelist(&self) -> bytes::Bytes {
+        encode_document(
+            &Header {
+                root: Root::Urlset,
+                md: Some(Md {
+                    capability: Some(Capability::ChangeList),
+                    from: Some(W3cDateTime::from_unix(T0, 0)),
+                    ..Md::default()
+                }),
+                links: vec![Link::new("up", self.caplist_url())],
+            },
+            &self.changes,
+        )
+    }
+
+    /// An upstream of N resources: written out under `root` (Source Description,
+    /// Capability List, Resource List or index and parts, an empty Change List, `res/N`),
+    /// or, without `root`, computed by [`serve_generated`].
+    fn new(root: Option<&Path>, base: &str, n: u64, size: usize) -> anyhow::Result<Site> {
         let site = Site {
-            root: root.to_owned(),
+            root: root.map(Path::to_owned),
             base: base.to_owned(),
             size,
-            live: (0..n).map(|i| (i, 0)).collect(),
+            n,
+            versions: Default::default(),
+            deleted: Default::default(),
             changes: Vec::new(),
             next_new: n,
             clock: T0 + n as i64 + 10,
         };
-        let caplist = format!("{base}/capabilitylist.xml");
-        let description = format!("{base}/.well-known/resourcesync");
-        std::fs::write(
-            root.join(".well-known/resourcesync"),
-            encode_document(
-                &Header {
-                    root: Root::Urlset,
-                    md: md_cap(Capability::Description),
-                    links: vec![],
-                },
-                &[UrlEntry {
-                    loc: caplist.clone(),
-                    md: md_cap(Capability::CapabilityList),
-                    ..UrlEntry::default()
-                }],
-            ),
-        )?;
-        std::fs::write(
-            root.join("capabilitylist.xml"),
-            encode_document(
-                &Header {
-                    root: Root::Urlset,
-                    md: md_cap(Capability::CapabilityList),
-                    links: vec![Link::new("up", description)],
-                },
-                &[
-                    UrlEntry {
-                        loc: format!("{base}/resourcelist.xml"),
-                        md: md_cap(Capability::ResourceList),
-                        ..UrlEntry::default()
-                    },
-                    UrlEntry {
-                        loc: format!("{base}/changelist.xml"),
-                        md: md_cap(Capability::ChangeList),
-                        ..UrlEntry::default()
-                    },
-                ],
-            ),
-        )?;
-        let at = W3cDateTime::from_unix(T0 + n as i64, 0);
-        let list_md = |capability| Md {
-            capability: Some(capability),
-            at: Some(at),
-            ..Md::default()
+        let Some(root) = root else {
+            return Ok(site);
         };
-        let parts = n.div_ceil(PART).max(1);
-        let mut part_entries = Vec::new();
-        for p in 0..parts {
-            let mut entries = Vec::with_capacity(PART as usize);
-            for i in p * PART..((p + 1) * PART).min(n) {
-                let b = site.content(i, 0);
-                std::fs::write(root.join(format!("res/{i}")), &b)?;
-                entries.push(UrlEntry {
-                    loc: format!("{base}/res/{i}"),
-                    lastmod: Some(W3cDateTime::from_unix(T0 + i as i64, 0)),
-                    md: Some(site.md(&b)),
-                    ..UrlEntry::default()
-                });
-            }
-            let name = if parts == 1 {
-                "resourcelist.xml".to_owned()
-            } else {
-                format!("resourcelist-{p:04}.xml")
-            };
-            let mut links = vec![Link::new("up", caplist.clone())];
-            if parts > 1 {
-                links.push(Link::new("index", format!("{base}/resourcelist.xml")));
-            }
-            std::fs::write(
-                root.join(&name),
-                encode_document(
-                    &Header {
-                        root: Root::Urlset,
-                        md: Some(list_md(Capability::ResourceList)),
-                        links,
-                    },
-                    &entries,
-                ),
-            )?;
-            part_entries.push(UrlEntry {
-                loc: format!("{base}/{name}"),
-                ..UrlEntry::default()
-            });
+        std::fs::create_dir_all(root.join(".well-known"))?;
+        std::fs::create_dir_all(root.join("res"))?;
+        std::fs::write(root.join(".well-known/resourcesync"), site.description())?;
+        std::fs::write(root.join("capabilitylist.xml"), site.capability_list())?;
+        for i in 0..n {
+            std::fs::write(root.join(format!("res/{i}")), site.content(i, 0))?;
         }
-        if parts > 1 {
-            std::fs::write(
-                root.join("resourcelist.xml"),
-                encode_document(
-                    &Header {
-                        root: Root::Sitemapindex,
-                        md: Some(list_md(Capability::ResourceList)),
-                        links: vec![Link::new("up", caplist.clone())],
-                    },
-                    &part_entries,
-                ),
-            )?;
+        for p in 0..site.parts() {
+            std::fs::write(root.join(site.part_name(p)), site.part(p))?;
+        }
+        if site.parts() > 1 {
+            std::fs::write(root.join("resourcelist.xml"), site.index())?;
         }
         site.write_changelist()?;
         Ok(site)
     }
 
-    /// The Change List: every change so far, `from` before the baseline's `at`, so it always
-    /// reaches back to rsagg's checkpoint (no re-sync).
     fn write_changelist(&self) -> anyhow::Result<()> {
-        std::fs::write(
-            self.root.join("changelist.xml"),
-            encode_document(
-                &Header {
-                    root: Root::Urlset,
-                    md: Some(Md {
-                        capability: Some(Capability::ChangeList),
-                        from: Some(W3cDateTime::from_unix(T0, 0)),
-                        ..Md::default()
-                    }),
-                    links: vec![Link::new("up", format!("{}/capabilitylist.xml", self.base))],
-                },
-                &self.changes,
-            ),
-        )?;
+        if let Some(root) = &self.root {
+            std::fs::write(root.join("changelist.xml"), self.changelist())?;
+        }
+        Ok(())
+    }
+
+    /// Resource `i`'s file as it is now (`files` mode).
+    fn write_resource(&self, i: u64) -> anyhow::Result<()> {
+        if let Some(root) = &self.root {
+            let path = root.join(format!("res/{i}"));
+            match self.current(i) {
+                Some(b) => std::fs::write(path, b)?,
+                None => std::fs::remove_file(path)?,
+            }
+        }
         Ok(())
     }
 
     /// Appends a change of resource `i` to the Change List, one second after the last.
-    fn entry(&mut self, i: u64, change: Change, b: Option<&[u8]>) {
+    fn entry(&mut self, i: u64, change: Change) {
         self.clock += 1;
+        let b = self.current(i);
         let md = Md {
             change: Some(change),
             datetime: Some(W3cDateTime::from_unix(self.clock, 0)),
-            ..b.map(|b| self.md(b)).unwrap_or_default()
+            ..b.map(|b| self.md(&b)).unwrap_or_default()
         };
         self.changes.push(UrlEntry {
             loc: format!("{}/res/{i}", self.base),
@@ -318,43 +394,137 @@ impl Site {
     /// One round of changes: `updates` and `deletes` spread evenly over what exists (none
     /// both), `creates` new resources.
     fn round(&mut self, r: u64, updates: u64, creates: u64, deletes: u64) -> anyhow::Result<()> {
-        let existing: Vec<u64> = self.live.keys().copied().collect();
         let picks = updates + deletes;
-        anyhow::ensure!(
-            (picks as usize) < existing.len(),
-            "more changes than resources"
-        );
-        let stride = existing.len() as u64 / picks.max(1);
+        let existing = self.next_new - self.deleted.len() as u64;
+        anyhow::ensure!(picks < existing, "more changes than resources");
+        let stride = self.next_new / picks.max(1);
         let mut chosen = Vec::with_capacity(picks as usize);
         for k in 0..picks {
-            // A different offset each round, so rounds touch different resources.
-            let at = (k * stride + (r * 7919) % stride.max(1)) as usize % existing.len();
-            chosen.push(existing[at]);
+            // A different offset each round, so rounds touch different resources; the next
+            // that exists and is not chosen yet.
+            let mut i = (k * stride + (r * 7919) % stride.max(1)) % self.next_new;
+            while self.deleted.contains(&i) || chosen.contains(&i) {
+                i = (i + 1) % self.next_new;
+            }
+            chosen.push(i);
         }
-        chosen.dedup();
-        let (upd, del) = chosen.split_at((updates as usize).min(chosen.len()));
+        let (upd, del) = chosen.split_at(updates as usize);
         for &i in upd {
-            let v = self.live[&i] + 1;
-            self.live.insert(i, v);
-            let b = self.content(i, v);
-            std::fs::write(self.root.join(format!("res/{i}")), &b)?;
-            self.entry(i, Change::Updated, Some(&b));
+            *self.versions.entry(i).or_insert(0) += 1;
+            self.write_resource(i)?;
+            self.entry(i, Change::Updated);
         }
         for &i in del {
-            self.live.remove(&i);
-            std::fs::remove_file(self.root.join(format!("res/{i}")))?;
-            self.entry(i, Change::Deleted, None);
+            self.entry(i, Change::Deleted);
+            self.deleted.insert(i);
+            self.write_resource(i)?;
         }
         for _ in 0..creates {
             let i = self.next_new;
             self.next_new += 1;
-            self.live.insert(i, 0);
-            let b = self.content(i, 0);
-            std::fs::write(self.root.join(format!("res/{i}")), &b)?;
-            self.entry(i, Change::Created, Some(&b));
+            self.write_resource(i)?;
+            self.entry(i, Change::Created);
         }
         self.write_changelist()
     }
+}
+
+/// The `generated` upstream: an HTTP server on 127.0.0.1 (its own thread and runtime)
+/// answering from the [`Site`]: documents and bodies computed from the path. Stopped when
+/// dropped.
+struct Generated {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Generated {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop.send(()).ok();
+        }
+        if let Some(t) = self.thread.take() {
+            t.join().ok();
+        }
+    }
+}
+
+/// What the generated upstream answers for `path`.
+fn generated_response(site: &Site, path: &str) -> Option<(&'static str, bytes::Bytes)> {
+    const XML: &str = "application/xml";
+    match path {
+        "/.well-known/resourcesync" => Some((XML, site.description())),
+        "/capabilitylist.xml" => Some((XML, site.capability_list())),
+        "/changelist.xml" => Some((XML, site.changelist())),
+        "/resourcelist.xml" if site.parts() > 1 => Some((XML, site.index())),
+        "/resourcelist.xml" => Some((XML, site.part(0))),
+        _ => {
+            if let Some(i) = path.strip_prefix("/res/") {
+                let i: u64 = i.parse().ok()?;
+                return site
+                    .current(i)
+                    .map(|b| ("application/octet-stream", bytes::Bytes::from(b)));
+            }
+            let p: u64 = path
+                .strip_prefix("/resourcelist-")?
+                .strip_suffix(".xml")?
+                .parse()
+                .ok()?;
+            (p < site.parts()).then(|| (XML, site.part(p)))
+        }
+    }
+}
+
+/// Starts the `generated` upstream on `listener`.
+fn serve_generated(
+    site: std::sync::Arc<std::sync::RwLock<Site>>,
+    listener: std::net::TcpListener,
+) -> anyhow::Result<Generated> {
+    use axum::http::{StatusCode, Uri, header};
+    use axum::response::IntoResponse;
+    listener.set_nonblocking(true)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let thread = std::thread::spawn(move || {
+        rt.block_on(async move {
+            let app = axum::Router::new().fallback(move |uri: Uri| {
+                let site = site.clone();
+                async move {
+                    let path = uri.path().to_owned();
+                    let answer = move || {
+                        let site = site.read().unwrap_or_else(|e| e.into_inner());
+                        generated_response(&site, &path)
+                    };
+                    // A part is ~50,000 entries to hash and encode: off the runtime's
+                    // thread; a body (a few hundred bytes) is answered on it.
+                    let got = if uri.path().starts_with("/resourcelist") {
+                        tokio::task::spawn_blocking(answer).await.ok().flatten()
+                    } else {
+                        answer()
+                    };
+                    match got {
+                        Some((ty, b)) => ([(header::CONTENT_TYPE, ty)], b).into_response(),
+                        None => StatusCode::NOT_FOUND.into_response(),
+                    }
+                }
+            });
+            let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                return;
+            };
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    stopped.await.ok();
+                })
+                .await
+                .ok();
+        });
+    });
+    Ok(Generated {
+        stop: Some(stop),
+        thread: Some(thread),
+    })
 }
 
 /// `rsagg run --once --json` under GNU time: wall, CPU, peak RSS and the report.
@@ -512,35 +682,62 @@ fn series(
     server: ServerChoice,
 ) -> anyhow::Result<Series> {
     let root = work.join(format!("www-{store_name}-{n}"));
-    let port = rsagg_e2e::free_ports(1)?[0];
-    let base = format!("http://127.0.0.1:{port}");
     let t = std::time::Instant::now();
-    let mut site = Site::new(&root, &base, n, a.size)?;
-    eprintln!(
-        "[scale] upstream of {n} resources written in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    let use_nginx = match server {
-        ServerChoice::Nginx => true,
-        ServerChoice::Builtin => false,
-        ServerChoice::Auto => Command::new(nginx_bin())
-            .arg("-v")
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success()),
+    // The upstream and what serves it: kept alive until the series is over.
+    let (site, base, _up, _generated) = match a.upstream {
+        UpstreamKind::Generated => {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let base = format!("http://{}", listener.local_addr()?);
+            let site =
+                std::sync::Arc::new(std::sync::RwLock::new(Site::new(None, &base, n, a.size)?));
+            let g = serve_generated(site.clone(), listener)?;
+            eprintln!(
+                "[scale] upstream {base}: generated (in-process axum, computed from the path)"
+            );
+            (site, base, None, Some(g))
+        }
+        UpstreamKind::Files => {
+            let port = rsagg_e2e::free_ports(1)?[0];
+            let base = format!("http://127.0.0.1:{port}");
+            let site = Site::new(Some(&root), &base, n, a.size)?;
+            eprintln!(
+                "[scale] upstream of {n} resources written in {:.1} s",
+                t.elapsed().as_secs_f64()
+            );
+            let use_nginx = match server {
+                ServerChoice::Nginx => true,
+                ServerChoice::Builtin => false,
+                ServerChoice::Auto => Command::new(nginx_bin())
+                    .arg("-v")
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success()),
+            };
+            // Both serve files as they change (the built-in server in its `--live` mode).
+            let up: Upstream = if use_nginx {
+                start_nginx_with(
+                    &root,
+                    &work.join(format!("nginx-{store_name}-{n}")),
+                    port,
+                    true,
+                )?
+            } else {
+                start_builtin_with(&root, port, true)?
+            };
+            eprintln!("[scale] upstream {base}: {}", up.name);
+            (
+                std::sync::Arc::new(std::sync::RwLock::new(site)),
+                base,
+                Some(up),
+                None,
+            )
+        }
     };
-    // Both serve files as they change (the built-in server in its `--live` mode).
-    let up: Upstream = if use_nginx {
-        start_nginx_with(
-            &root,
-            &work.join(format!("nginx-{store_name}-{n}")),
-            port,
-            true,
-        )?
-    } else {
-        start_builtin_with(&root, port, true)?
+    let round = |r: u64| -> anyhow::Result<()> {
+        site.write()
+            .unwrap_or_else(|e| e.into_inner())
+            .round(r, a.updates, a.creates, a.deletes)
     };
-    eprintln!("[scale] upstream {base}: {}", up.name);
     let pipeline = work.join(format!("pipeline-{store_name}-{n}.toml"));
     std::fs::write(
         &pipeline,
@@ -578,7 +775,7 @@ fn series(
     print_row(store_name, n, &f);
     s.baseline = f;
     for r in 1..=a.incremental as u64 {
-        site.round(r, a.updates, a.creates, a.deletes)?;
+        round(r)?;
         let mut f = run_rsagg(bin, &pipeline, env, &label(&format!("inc{r}")), work)?;
         f.label = format!("incremental {r}");
         check(&f, a.creates, a.updates, a.deletes)?;
@@ -644,6 +841,26 @@ fn targets(store: &str, all: &[Series]) {
         .map(|f| f.peak_mib)
         .fold(0.0, f64::max);
     println!("  peak RSS over every run: {peak:.0} MiB (target <= 512 MiB)");
+    // Issue 24: absolute targets at the largest N.
+    let inc_max = large.incremental.iter().map(|f| f.wall).fold(0.0, f64::max);
+    println!(
+        "  issue 24 at N={ln}: incremental (slowest of {}) {inc_max:.2} s (target < 1 s); no change {:.2} s (target < 0.5 s); baseline per resource / N={sn}'s {:.2}x (target <= 1.3x against 10^5)",
+        large.incremental.len(),
+        large.unchanged.wall,
+        ratio(per_res(large), per_res(small))
+    );
+    for s in all {
+        let peak = std::iter::once(&s.baseline)
+            .chain(&s.incremental)
+            .chain(std::iter::once(&s.unchanged))
+            .map(|f| f.peak_mib)
+            .fold(0.0, f64::max);
+        println!(
+            "  N={}: baseline {:.1} us per resource, peak RSS {peak:.0} MiB",
+            s.n,
+            per_res(s) * 1e6
+        );
+    }
 }
 
 /// `rsagg-bench scale`.
@@ -661,7 +878,8 @@ pub fn run(mut a: ScaleArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&work)?;
     println!("machine: {}", machine());
     println!(
-        "resources of {} bytes; {} round(s) of {} updates + {} creates + {} deletes; working directory {} ({}); every run a fresh `rsagg run --once`",
+        "{:?} upstream of resources of {} bytes; {} round(s) of {} updates + {} creates + {} deletes; working directory {} ({}); every run a fresh `rsagg run --once`",
+        a.upstream,
         a.size,
         a.incremental,
         a.updates,

@@ -8,10 +8,23 @@ use std::process::Command;
 
 #[test]
 fn quick_scale_run_reports_every_run_with_its_store_requests() {
+    quick(&["--upstream", "files", "--server", "builtin"]);
+}
+
+/// The generated upstream (issue 24: documents and bodies computed from the path, no file
+/// per resource) gives the same counts.
+#[test]
+fn quick_scale_run_on_a_generated_upstream() {
+    quick(&["--upstream", "generated"]);
+}
+
+fn quick(upstream: &[&str]) {
     let rsagg = rsagg_e2e::rsagg_bin().expect("the rsagg binary");
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_rsagg-bench"))
-        .args(["scale", "--quick", "--server", "builtin", "--rsagg"])
+        .args(["scale", "--quick"])
+        .args(upstream)
+        .arg("--rsagg")
         .arg(&rsagg)
         .arg("--dir")
         .arg(dir.path())

@@ -184,6 +184,19 @@ pub struct StoreConfig {
     /// Compactions of the state database run at once. Default 2 (at least 1 is used).
     #[serde(default = "StoreConfig::default_state_compactions")]
     pub state_compactions: u32,
+    /// Memory, in bytes, for the URIs a baseline or re-sync has seen listed (to store a URI
+    /// listed twice once, and to delete after the list what it no longer names): beyond it
+    /// they go to sorted runs of 16 bytes a URI on local disk (`TMPDIR`), so the memory
+    /// does not grow with the collection. About 40 bytes a URI; default 16 MiB (~400,000
+    /// URIs), at least ~40 KiB is used.
+    #[serde(default = "StoreConfig::default_listed_memory_bytes")]
+    pub listed_memory_bytes: u64,
+    /// Memory, in bytes, for the Bloom filter over the listed URIs on local disk: a URI not
+    /// seen before is told apart in memory, except for the filter's false positives (each a
+    /// binary search of the runs on disk). Default 16 MiB (under 1% false positives up to
+    /// ~10^7 URIs; raise it for larger upstreams).
+    #[serde(default = "StoreConfig::default_listed_filter_bytes")]
+    pub listed_filter_bytes: u64,
     /// Retries of one S3 request (timeouts, connection errors, 5xx) before it counts as
     /// failed. Default 3.
     #[serde(default = "StoreConfig::default_retries")]
@@ -239,6 +252,19 @@ impl StoreConfig {
 
     fn default_state_compactions() -> u32 {
         rsagg_store::StoreOptions::DEFAULT_STATE_COMPACTIONS
+    }
+
+    /// `[store] listed_memory_bytes` unless set.
+    pub const DEFAULT_LISTED_MEMORY: u64 = 16 * 1024 * 1024;
+    /// `[store] listed_filter_bytes` unless set.
+    pub const DEFAULT_LISTED_FILTER: u64 = 16 * 1024 * 1024;
+
+    fn default_listed_memory_bytes() -> u64 {
+        Self::DEFAULT_LISTED_MEMORY
+    }
+
+    fn default_listed_filter_bytes() -> u64 {
+        Self::DEFAULT_LISTED_FILTER
     }
 
     fn default_retries() -> u32 {

@@ -11,15 +11,14 @@
 //! record no list names is `extra` (also the records of upstreams no longer in the
 //! pipeline).
 //!
-//! Bounded memory: the lists are streamed; which (upstream, URI) were listed goes to 256
-//! temporary files of 16-byte digests, bucketed by the resource's hash slot
-//! (`rsagg_store::slot_of`), and `extra` is found one bucket at a time against the state's
-//! slot index of present resources (`State::present_in_slots`), so only one bucket's
-//! digests (1/256 of the listed resources) are ever held. The price is one sequential
-//! write and read of 16 bytes per listed resource on local disk.
+//! Bounded memory: the lists are streamed; which (upstream, URI) were listed goes to a
+//! [`Seen`] (memory up to `[store] listed_memory_bytes`, the rest in sorted runs on local
+//! disk, 16 bytes per listed resource), whose keys begin with the resource's hash slot
+//! (`rsagg_store::slot_of`): `extra` is found in one pass over the state's slot index of
+//! present resources (`State::present_in_slots`) beside the sorted keys, one slot's keys
+//! (1/65,536 of the listed resources) held at a time.
 
 use std::collections::HashSet;
-use std::io::{BufWriter, Read, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,15 +28,16 @@ use rsagg_config::UpstreamConfig;
 use rsagg_fetch::{Access, CapabilitySet, Request};
 use rsagg_layout::report::UpstreamReport;
 use rsagg_model::{Capability, UrlEntry};
-use rsagg_store::{BlobInfo, ResourceRecord, ResourceStatus, State, slot_of};
+use rsagg_store::{BlobInfo, ResourceRecord, ResourceStatus, State};
 use serde::Serialize;
 use tokio::sync::mpsc;
 use url::Url;
 
 use crate::Error;
-use crate::compare::{announces_other_bytes, uri_digest, verify};
+use crate::compare::{announces_other_bytes, verify};
 use crate::context::{Ctx, Harvest};
 use crate::later::{Later, is_deletion};
+use crate::seen::{Seen, SeenLimits, key};
 use crate::upstream::discover_sets;
 
 /// What `audit` checks beyond the lists.
@@ -193,49 +193,21 @@ impl AuditReport {
     }
 }
 
-/// The (upstream, URI) pairs the lists named, in bucket files by hash slot (see the module
-/// documentation).
+/// The (upstream, URI) pairs the lists named (see the module documentation).
 pub(crate) struct Listed {
-    dir: tempfile::TempDir,
-    files: Vec<BufWriter<std::fs::File>>,
+    seen: Seen,
 }
 
-/// Buckets of [`Listed`]: the high byte of the slot.
-const BUCKETS: usize = 256;
-
 impl Listed {
-    pub(crate) fn new() -> Result<Listed, Error> {
-        let io = |what: &str| {
-            let what = what.to_owned();
-            move |source| Error::Io { what, source }
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("rsagg-listed-")
-            .tempdir()
-            .map_err(io("creating a temporary directory"))?;
-        let mut files = Vec::with_capacity(BUCKETS);
-        for b in 0..BUCKETS {
-            let f = std::fs::File::create(dir.path().join(format!("{b:02x}")))
-                .map_err(io("creating a temporary file"))?;
-            files.push(BufWriter::with_capacity(4096, f));
+    pub(crate) fn new(limits: SeenLimits) -> Listed {
+        Listed {
+            seen: Seen::new(limits),
         }
-        Ok(Listed { dir, files })
     }
 
-    fn digest(upstream: &str, uri: &str) -> u128 {
-        uri_digest(&format!("{upstream}\n{uri}"))
-    }
-
-    /// Notes that `uri` of `upstream` was listed. (Small buffered writes to local disk: the
-    /// buffer takes most, a write of 4 KiB now and then.)
-    pub(crate) fn insert(&mut self, upstream: &str, uri: &str) -> Result<(), Error> {
-        let bucket = usize::from(slot_of(upstream, uri) >> 8);
-        self.files[bucket]
-            .write_all(&Self::digest(upstream, uri).to_le_bytes())
-            .map_err(|source| Error::Io {
-                what: "writing a temporary file".into(),
-                source,
-            })
+    /// Notes that `uri` of `upstream` was listed; true the first time.
+    pub(crate) fn insert(&mut self, upstream: &str, uri: &str) -> Result<bool, Error> {
+        self.seen.insert(key(upstream, uri))
     }
 
     /// Calls `extra` for every present resource of the state that was not listed, among the
@@ -243,7 +215,7 @@ impl Listed {
     /// with `set`, only for resources whose record is of that set (looked up for the
     /// unlisted ones only).
     pub(crate) async fn unlisted(
-        mut self,
+        self,
         state: &State,
         configured: &HashSet<String>,
         complete: &HashSet<String>,
@@ -251,54 +223,44 @@ impl Listed {
         deadline: Option<Duration>,
         mut extra: impl FnMut(String, String, &'static str),
     ) -> Result<(), Error> {
-        let io = |source| Error::Io {
-            what: "reading a temporary file".into(),
-            source,
-        };
-        for f in &mut self.files {
-            f.flush().map_err(io)?;
-        }
-        for b in 0..BUCKETS {
-            let mut bytes = Vec::new();
-            std::fs::File::open(self.dir.path().join(format!("{b:02x}")))
-                .and_then(|mut f| f.read_to_end(&mut bytes))
-                .map_err(io)?;
-            let listed: HashSet<u128> = bytes
-                .chunks_exact(16)
-                .filter_map(|c| c.try_into().ok().map(u128::from_le_bytes))
-                .collect();
-            drop(bytes);
-            let first = u16::try_from(b << 8).unwrap_or(u16::MAX);
-            let range = first..=first | 0xff;
-            let scan = || format!("scanning the slots {range:?} of the state");
-            let mut members =
-                store_request(deadline, scan, state.present_in_slots(range.clone())).await?;
-            while let Some((_, upstream, uri)) =
-                store_request(deadline, scan, members.next()).await?
-            {
-                if !configured.contains(&upstream) {
-                    extra(upstream, uri, "its upstream is no longer in the pipeline");
-                } else if complete.contains(&upstream)
-                    && !listed.contains(&Self::digest(&upstream, &uri))
-                {
-                    if let Some(set) = set {
-                        let record = store_request(
-                            deadline,
-                            || format!("reading the record of {uri}"),
-                            state.resource(&upstream, &uri),
-                        )
-                        .await?;
-                        if record.is_none_or(|r| r.set != set) {
-                            continue;
-                        }
-                    }
-                    extra(
-                        upstream,
-                        uri,
-                        "not in the upstream's state (no Resource List names it, or a change after the list deleted it)",
-                    );
+        let mut sorted = self.seen.into_sorted()?;
+        let scan = || "scanning the slot index of the state".to_owned();
+        let mut members =
+            store_request(deadline, scan, state.present_in_slots(0..=u16::MAX)).await?;
+        let mut slot = None;
+        let mut keys = Vec::new();
+        while let Some((s, upstream, uri)) = store_request(deadline, scan, members.next()).await? {
+            if !configured.contains(&upstream) {
+                extra(upstream, uri, "its upstream is no longer in the pipeline");
+                continue;
+            }
+            if !complete.contains(&upstream) {
+                continue;
+            }
+            if slot != Some(s) {
+                keys.clear();
+                sorted.slot(s, &mut keys)?;
+                slot = Some(s);
+            }
+            if keys.binary_search(&key(&upstream, &uri)).is_ok() {
+                continue;
+            }
+            if let Some(set) = set {
+                let record = store_request(
+                    deadline,
+                    || format!("reading the record of {uri}"),
+                    state.resource(&upstream, &uri),
+                )
+                .await?;
+                if record.is_none_or(|r| r.set != set) {
+                    continue;
                 }
             }
+            extra(
+                upstream,
+                uri,
+                "not in the upstream's state (no Resource List names it, or a change after the list deleted it)",
+            );
         }
         Ok(())
     }
@@ -530,7 +492,7 @@ pub async fn audit(
             .collect(),
         ..AuditReport::default()
     };
-    let mut listed = Listed::new()?;
+    let mut listed = Listed::new(ctx.listed);
     let mut complete = HashSet::new();
     for up in upstreams {
         report.upstreams.push(UpstreamAudit {
@@ -748,10 +710,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn unlisted_present_resources_are_found_bucket_by_bucket() {
+    async fn unlisted_present_resources_are_found_from_runs_on_disk() {
         let loc = rsagg_store::open_object_store("memory://audit").unwrap();
         let state = State::open(loc.objects, "test").await.unwrap();
-        let uris: Vec<String> = (0..300).map(|i| format!("http://e.org/{i}")).collect();
+        let uris: Vec<String> = (0..3000).map(|i| format!("http://e.org/{i}")).collect();
         let mut changes: Vec<Applied> = uris.iter().map(|u| present("a", u)).collect();
         changes.push(present("b", "http://e.org/kept"));
         changes.push(present("gone", "http://e.org/orphan"));
@@ -763,7 +725,11 @@ mod tests {
             })
             .await
             .unwrap();
-        let mut listed = Listed::new().unwrap();
+        // 1,024 keys in memory at most: the rest goes to disk.
+        let mut listed = Listed::new(SeenLimits {
+            memory_bytes: 0,
+            filter_bytes: 1024,
+        });
         // Every URI of `a` listed but two; `b` was not read completely.
         for u in uris
             .iter()

@@ -1,7 +1,6 @@
 //! Baseline and re-sync of a set from its Resource List (spec 10.1): creates, updates, and
 //! (on re-sync) deletes of what the list no longer names.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -13,9 +12,9 @@ use url::Url;
 
 use crate::Error;
 use crate::commit::{Committer, Outcome};
-use crate::compare::*;
 use crate::context::Harvest;
 use crate::resource::spawned;
+use crate::seen::{Seen, key};
 use rsagg_config::BaselineSource;
 use rsagg_layout::report::UpstreamReport;
 
@@ -94,10 +93,21 @@ impl Harvest {
         // transfers in flight are cut (`Harvest::cut_at_deadline`) and what was stored is
         // committed.
         let producer = self.bounded(docs.stream_entries(&list_url, tx));
+        // The URIs seen so far: in memory up to `[store] listed_memory_bytes`, beyond it on
+        // local disk (`seen.rs`), so the baseline of a large collection holds no set that
+        // grows with it.
         let (overlay_at, mut listed) = match later_at {
-            Some((at, later)) => (Some(at), later.digests().collect::<HashSet<u128>>()),
-            None => (None, HashSet::new()),
+            Some((at, later)) => (
+                Some(at),
+                later
+                    .into_seen()
+                    .unwrap_or_else(|| Seen::new(self.ctx.listed)),
+            ),
+            None => (None, Seen::new(self.ctx.listed)),
         };
+        // A URI that could not be noted as listed (local disk): the pass ends without
+        // deletions, as a list not read to its end.
+        let mut noting_failed: Option<Error> = None;
         let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
         // A first baseline (no record of this upstream yet, the common case for a large
@@ -112,46 +122,57 @@ impl Harvest {
             .next()
             .await?
             .is_none();
-        let consumer =
-            async {
-                // At the pass deadline no more entries are taken (those already read and
-                // waiting in the channel included); the transfers in flight are cut.
-                let entries = futures::stream::unfold(rx, |mut rx| async move {
-                    rx.recv().await.map(|x| (x, rx))
-                })
+        let consumer = async {
+            // At the pass deadline no more entries are taken (those already read and
+            // waiting in the channel included); the transfers in flight are cut.
+            let entries =
+                futures::stream::unfold(
+                    rx,
+                    |mut rx| async move { rx.recv().await.map(|x| (x, rx)) },
+                )
                 .take_until(self.deadline_passed());
-                let mut results = std::pin::pin!(
-                    entries
-                        .map(|(_, e)| {
-                            // A URI listed twice is stored once (two concurrent stores of
-                            // the same resource would both see it as new); one a later
-                            // change concerns is left to the Change List.
-                            let first = listed.insert(uri_digest(e.loc.trim()));
-                            let (h, set) = (self.clone(), shared_set.clone());
-                            async move {
-                                if first {
-                                    spawned(Box::pin(async move {
-                                        if fresh {
-                                            h.store_with_prior(&set, e, true, None).await
-                                        } else {
-                                            h.store_entry(&set, e, true).await
-                                        }
-                                    }))
-                                    .await
-                                } else {
-                                    Outcome::Skipped
-                                }
+            let mut results = std::pin::pin!(
+                entries
+                    .map(|(_, e)| {
+                        // A URI listed twice is stored once (two concurrent stores of
+                        // the same resource would both see it as new); one a later
+                        // change concerns is left to the Change List.
+                        let (h, set) = (self.clone(), shared_set.clone());
+                        let (first, failed) = match listed.insert(key(&self.up.name, &e.loc)) {
+                            Ok(first) => (first, None),
+                            Err(err) => {
+                                let o =
+                                    Outcome::failed(e.loc.trim(), "noting the URI as listed", &err);
+                                noting_failed.get_or_insert(err);
+                                (false, Some(o))
                             }
-                        })
-                        .buffer_unordered(self.ctx.fetch.concurrency.max(1))
-                );
-                let mut cut = false;
-                while let Some(outcome) = results.next().await {
-                    cut |= outcome.cut_at_deadline();
-                    all_ok &= committer.add(outcome, report).await?;
-                }
-                Ok::<_, Error>(cut)
-            };
+                        };
+                        async move {
+                            if let Some(o) = failed {
+                                o
+                            } else if first {
+                                spawned(Box::pin(async move {
+                                    if fresh {
+                                        h.store_with_prior(&set, e, true, None).await
+                                    } else {
+                                        h.store_entry(&set, e, true).await
+                                    }
+                                }))
+                                .await
+                            } else {
+                                Outcome::Skipped
+                            }
+                        }
+                    })
+                    .buffer_unordered(self.ctx.fetch.concurrency.max(1))
+            );
+            let mut cut = false;
+            while let Some(outcome) = results.next().await {
+                cut |= outcome.cut_at_deadline();
+                all_ok &= committer.add(outcome, report).await?;
+            }
+            Ok::<_, Error>(cut)
+        };
         let (header, consumed) = futures::join!(producer, consumer);
         // Transfers cut at the deadline: the pass ends as cut short, even when the list
         // itself was read in time (what was stored is committed, nothing is deleted).
@@ -171,6 +192,11 @@ impl Harvest {
                 return Err(e);
             }
         };
+        if let Some(e) = noting_failed {
+            // Which URIs were listed is not known for sure: nothing is deleted.
+            committer.flush().await?;
+            return Err(e);
+        }
         let mut at = header.md.as_ref().and_then(|m| m.at);
         // The list rewritten between reading its `at` for the changes and reading it whole:
         // the checkpoint is the earlier of the two, so no change after either is missed
@@ -193,7 +219,7 @@ impl Harvest {
         &self,
         set: &CapabilitySet,
         list_url: &Url,
-        listed: HashSet<u128>,
+        listed: Seen,
         mut committer: Committer<'_>,
         all_ok: bool,
         at: Option<W3cDateTime>,
@@ -208,17 +234,17 @@ impl Harvest {
             .checkpoint(&self.up.name, set.url.as_str())
             .await?
             .map_or(0, |c| c.resyncs);
-        // Deletions: resources of this set the list no longer has, streamed from the state
-        // (the scan reads a snapshot, so committing meanwhile is safe). After a `fresh`
-        // baseline every record is one the list had.
-        let mut records = self.ctx.state.resources(&self.up.name).await?;
-        while !fresh && let Some(mut r) = records.next().await? {
-            if r.status == ResourceStatus::Present
-                && r.set == set.url.as_str()
-                && !listed.contains(&uri_digest(&r.uri))
-            {
-                r.status = ResourceStatus::Deleted;
-                committer.add(Outcome::Deleted(r), report).await?;
+        // Deletions: resources of this set the list no longer has, streamed from the state's
+        // slot index beside the sorted URIs seen (`Seen::unlisted`; the scan reads a
+        // snapshot, so committing meanwhile is safe). After a `fresh` baseline every record
+        // is one the list had.
+        if !fresh {
+            let mut unlisted = listed.unlisted(&self.ctx.state, &self.up.name).await?;
+            while let Some(mut r) = unlisted.next().await? {
+                if r.status == ResourceStatus::Present && r.set == set.url.as_str() {
+                    r.status = ResourceStatus::Deleted;
+                    committer.add(Outcome::Deleted(r), report).await?;
+                }
             }
         }
         if !all_ok {

@@ -40,6 +40,9 @@ pub struct Ctx {
     /// When the run's harvest must be over (`[deadlines] run` of `run --once`): every pass
     /// ends by then at the latest.
     pub run_deadline: Option<tokio::time::Instant>,
+    /// Memory for the URIs a baseline or re-sync has seen listed (`[store]
+    /// listed_memory_bytes`, `listed_filter_bytes`; the rest on local disk).
+    pub listed: crate::SeenLimits,
 }
 
 /// One upstream's harvest; cheap to clone, so each resource's work can run as its own task

@@ -1,8 +1,6 @@
 //! Baseline and incremental from the upstream's dumps (spec 11, 13): packages are
 //! downloaded, checked and their bitstreams stored as if fetched one by one.
 
-use std::collections::HashSet;
-
 use futures::StreamExt;
 use rsagg_fetch::CapabilitySet;
 use rsagg_model::{Capability, Change, HashAlgorithm, UrlEntry, W3cDateTime};
@@ -16,6 +14,7 @@ use crate::compare::*;
 use crate::context::Harvest;
 use crate::incremental::Incremental;
 use crate::packages;
+use crate::seen::{Seen, key};
 use rsagg_layout::report::UpstreamReport;
 
 impl Harvest {
@@ -69,7 +68,7 @@ impl Harvest {
         };
         let started = W3cDateTime::now();
         let (header, packages) = self.bounded(self.dump_packages(&dump_url)).await?;
-        let mut listed = HashSet::new();
+        let mut listed = Seen::new(self.ctx.listed);
         let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
         for (base, entry) in &packages {
@@ -92,7 +91,7 @@ impl Harvest {
             while let Some(next) = pkg.next().await {
                 let (item, body) = next?;
                 seen += 1;
-                listed.insert(uri_digest(item.entry.loc.trim()));
+                listed.insert(key(&self.up.name, &item.entry.loc))?;
                 let outcome = match body {
                     Some(body) => self.store_from_package(set, item.entry, body).await,
                     None => Outcome::Skipped,

@@ -24,11 +24,12 @@
 //! Change Dumps are not read here (a set whose changes come only as a Change Dump is judged
 //! by its Resource List, as before).
 //!
-//! Bounded: the Change Lists are streamed, entry by entry; only the last change of each URI
-//! concerned is held (its 128-bit digest, and the entry itself only for the operator
-//! commands, which compare with it), at most [`MAX_LATER_URIS`] of them. Beyond that the
-//! harvest falls back to the list alone (with a warning) and the operator commands report
-//! the set as not judged.
+//! Bounded: the Change Lists are streamed, entry by entry. The harvest only needs which URIs
+//! they concern: those go straight into the baseline's set of URIs seen (`seen.rs`, memory
+//! bounded by `[store] listed_memory_bytes`, the rest on local disk), however many. The
+//! operator commands compare with the last change of each URI, so they hold it (its 128-bit
+//! digest and the entry), at most [`MAX_LATER_URIS`] of them; beyond that they report the
+//! set as not judged.
 
 use std::collections::{HashMap, HashSet};
 
@@ -41,6 +42,9 @@ use crate::Error;
 use crate::compare::{change_instant, change_of, seen_key, uri_digest};
 use crate::context::Harvest;
 use crate::lists::{archive_of, newest};
+#[cfg(test)]
+use crate::seen::SeenLimits;
+use crate::seen::{Seen, key};
 
 /// Resources a Change List may announce as changed after a Resource List's `at`, at most:
 /// as many as one Change List may hold entries for ordering
@@ -51,11 +55,13 @@ pub(crate) const MAX_LATER_URIS: usize = crate::incremental::MAX_CHANGES_PER_LIS
 
 /// The last change of each resource after a Resource List's `at` (see the module
 /// documentation).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Later {
     /// URI digest → (instant of its last change, position in reading order, the change
-    /// entry when kept).
+    /// entry when kept); only for the operator commands (`keep`).
     last: HashMap<u128, (Option<W3cDateTime>, u64, Option<UrlEntry>)>,
+    /// For the harvest (not `keep`): the URIs concerned, keyed by `upstream` (`seen::key`).
+    seen: Option<(String, Seen)>,
     /// Position of the next change read (across lists, in reading order).
     position: u64,
     /// Whether the entries are kept (the operator commands) or only the digests (the
@@ -73,13 +79,16 @@ impl Later {
     }
 
     /// How many resources a later change concerns.
-    pub(crate) fn len(&self) -> usize {
-        self.last.len()
+    pub(crate) fn len(&self) -> u64 {
+        match &self.seen {
+            Some((_, seen)) => seen.len(),
+            None => self.last.len() as u64,
+        }
     }
 
     /// True when no change after the list concerns any resource.
     pub(crate) fn is_empty(&self) -> bool {
-        self.last.is_empty()
+        self.len() == 0
     }
 
     /// Whether a change after the list concerns `uri`.
@@ -87,9 +96,10 @@ impl Later {
         self.last.contains_key(&uri_digest(uri.trim()))
     }
 
-    /// The digests of the URIs concerned (`compare::uri_digest`).
-    pub(crate) fn digests(&self) -> impl Iterator<Item = u128> + '_ {
-        self.last.keys().copied()
+    /// The URIs concerned, as a set of URIs seen to go on with (the harvest's; `None`
+    /// when the entries were kept).
+    pub(crate) fn into_seen(self) -> Option<Seen> {
+        self.seen.map(|(_, s)| s)
     }
 
     /// The last change of `uri` (only when the entries are kept).
@@ -123,6 +133,10 @@ impl Later {
     fn note(&mut self, list: &Url, t: Option<W3cDateTime>, e: UrlEntry) -> Result<(), Error> {
         let pos = self.position;
         self.position += 1;
+        if let Some((upstream, seen)) = &mut self.seen {
+            seen.insert(key(upstream, &e.loc))?;
+            return Ok(());
+        }
         let digest = uri_digest(e.loc.trim());
         let newer = match self.last.get(&digest) {
             None => {
@@ -195,7 +209,8 @@ impl Harvest {
     /// The set's Resource List's `at` and the changes after it (see the module
     /// documentation); `None` when the set has no Change List or its Resource List no `at`
     /// (then the list alone is the state, as far as rsagg can tell). `keep`: keep the change
-    /// entries (the operator commands), not only which URIs they concern.
+    /// entries (the operator commands), not only which URIs they concern (then in a
+    /// [`Seen`] bounded by `[store] listed_memory_bytes`).
     pub(crate) async fn later_changes(
         &self,
         set: &CapabilitySet,
@@ -214,6 +229,7 @@ impl Harvest {
         };
         let mut later = Later {
             keep,
+            seen: (!keep).then(|| (self.up.name.clone(), Seen::new(self.ctx.listed))),
             ..Later::default()
         };
         // After a closed list, its successor (spec 12.1), as the incremental pass follows it.
@@ -371,18 +387,33 @@ mod tests {
     }
 
     #[test]
-    fn only_digests_unless_kept() {
+    fn the_harvest_notes_the_uris_in_a_bounded_set() {
         let list = Url::parse("http://e.org/changelist.xml").unwrap();
-        let mut later = Later::none();
+        let limits = SeenLimits {
+            memory_bytes: 0,
+            filter_bytes: 1024,
+        };
+        let mut later = Later {
+            seen: Some(("up".into(), Seen::new(limits))),
+            ..Later::default()
+        };
+        // More URIs than the old cap would allow in memory is not the point here; that
+        // they leave memory for disk once past the buffer is.
+        for i in 0..3000 {
+            let e = change(&format!("http://e.org/{i}"), Change::Updated, None);
+            later.note(&list, None, e).unwrap();
+        }
         later
-            .note(&list, None, change("http://e.org/a", Change::Created, None))
+            .note(&list, None, change("http://e.org/1", Change::Deleted, None))
             .unwrap();
-        assert!(later.contains("http://e.org/a"));
-        assert!(later.get("http://e.org/a").is_none());
-        assert_eq!(
-            later.digests().collect::<Vec<_>>(),
-            [uri_digest("http://e.org/a")]
-        );
+        assert_eq!(later.len(), 3000);
+        assert!(later.last.is_empty());
+        assert!(later.get("http://e.org/1").is_none());
+        let seen = later.into_seen().unwrap();
+        assert!(seen.runs() >= 1);
+        assert!(seen.contains(key("up", "http://e.org/2999")).unwrap());
+        assert!(seen.contains(key("up", "http://e.org/0")).unwrap());
+        assert!(!seen.contains(key("up", "http://e.org/3000")).unwrap());
     }
 
     #[test]

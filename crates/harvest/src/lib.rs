@@ -58,12 +58,14 @@ mod progress;
 pub mod push;
 mod resource;
 mod retry;
+mod seen;
 mod upstream;
 
 pub use context::{Ctx, Harvest};
 pub use progress::{Progress, Snapshot};
 pub use push::{Inbox, PushApplied};
 pub use retry::retry_quarantined;
+pub use seen::SeenLimits;
 pub use upstream::{Polled, harvest, harvest_upstream};
 
 /// Errors of the harvest.

@@ -431,7 +431,7 @@ async fn plan_resync(
         });
     };
     let upstream = h.up.name.clone();
-    let mut listed = Listed::new()?;
+    let mut listed = Listed::new(h.ctx.listed);
     // The resources changed after the list's `at` are left to the changes, as the run
     // leaves them (`later.rs`): planned by their last change, never from their stale entry,
     // nor deleted for being unlisted.

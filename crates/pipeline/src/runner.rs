@@ -140,6 +140,7 @@ pub(crate) async fn open_as(
         baseline: opts.baseline,
         deadlines: cfg.deadlines.clone(),
         run_deadline,
+        listed: rsagg_harvest::SeenLimits::of(&cfg.store),
     });
     Ok((loc, state, ctx))
 }
