@@ -17,9 +17,9 @@ use crate::run::RunArgs;
 
 /// Runs the fleet the arguments name.
 pub async fn run(args: &RunArgs, terminal: bool) -> ExitCode {
-    if args.dry_run || args.listen.is_some() {
+    if args.dry_run || args.listen.is_some() || args.limits.probe_listen.is_some() {
         eprintln!(
-            "rsagg run: --dry-run and --listen take one pipeline file (run them per pipeline)"
+            "rsagg run: --dry-run, --listen and --probe-listen take one pipeline file (run them per pipeline)"
         );
         return ExitCode::from(2);
     }

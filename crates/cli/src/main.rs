@@ -185,6 +185,7 @@ fn main() -> ExitCode {
     let command = runtime.spawn(async move {
         match cli.command {
             Command::Validate(args) => validate::run(args).await,
+            Command::Run(args) if args.is_fleet() => fleet::run(&args, terminal).await,
             Command::Run(args) => run::run(args, terminal).await,
             Command::Check(args) => run::check(args),
             Command::Audit(args) => ops::audit(args).await,

@@ -148,19 +148,23 @@ pub fn check(args: CheckArgs) -> ExitCode {
     }
 }
 
-/// Runs a pipeline once or continuously; `terminal`: stderr is a terminal (progress line
-/// rather than heartbeat events).
+impl RunArgs {
+    /// Whether this is a fleet run (`fleet.rs`): several pipeline files, a directory, or a
+    /// shard option.
+    pub(crate) fn is_fleet(&self) -> bool {
+        self.pipelines.len() > 1
+            || self.pipelines.iter().any(|p| p.is_dir())
+            || self.fleet.shard.is_some()
+            || self.fleet.shards.is_some()
+    }
+}
+
+/// Runs one pipeline once or continuously (a fleet goes to `fleet.rs`); `terminal`: stderr
+/// is a terminal (progress line rather than heartbeat events).
 pub async fn run(args: RunArgs, terminal: bool) -> ExitCode {
     if args.limits.probe_listen.is_some() && args.listen.is_none() {
         eprintln!("rsagg run: --probe-listen needs --listen (the probes are those of its server)");
         return ExitCode::from(2);
-    }
-    let fleet = args.pipelines.len() > 1
-        || args.pipelines.iter().any(|p| p.is_dir())
-        || args.fleet.shard.is_some()
-        || args.fleet.shards.is_some();
-    if fleet {
-        return crate::fleet::run(&args, terminal).await;
     }
     let p = match Pipeline::load(&args.pipelines[0]) {
         Ok(p) => p,
