@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 
 use crate::proc::Watched;
-use crate::simulator::http_status;
+use crate::simulator::wait_for_200;
 use crate::{free_ports, repo_root, venv_bin};
 
 /// How to start an [`OaiProvider`]: real providers' quirks, on demand.
@@ -104,33 +104,18 @@ impl OaiProvider {
     /// Blocks until the provider answers (`/counts`, which neither counts nor consumes the
     /// `--busy` answers; with `identify`, also `Identify` with 200).
     fn wait_ready(&self, timeout: Duration, identify: bool) -> Result<()> {
-        let t0 = Instant::now();
         let path = if identify {
             "/oai?verb=Identify"
         } else {
             "/counts"
         };
-        loop {
-            {
-                let mut w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-                if !w.is_running() {
-                    bail!("the OAI-PMH provider exited; log:\n{}", w.log_tail(30));
-                }
-            }
-            let last = match http_status(self.port, path) {
-                Ok(200) => return Ok(()),
-                Ok(code) => code.to_string(),
-                Err(e) => e.to_string(),
-            };
-            if t0.elapsed() > timeout {
-                return Err(anyhow!(
-                    "GET {path} on the OAI-PMH provider did not answer 200 within {timeout:?} \
-                     (last: {last}); log:\n{}",
-                    self.log_tail(30)
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_for_200(
+            &self.watched,
+            "the OAI-PMH provider",
+            self.port,
+            path,
+            timeout,
+        )
     }
 }
 

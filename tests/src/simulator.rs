@@ -183,28 +183,47 @@ impl Simulator {
 
     /// Block until GET `path` answers 200.
     pub fn wait_for(&self, path: &str, timeout: Duration) -> Result<()> {
-        let t0 = Instant::now();
-        loop {
-            {
-                let mut w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-                if !w.is_running() {
-                    bail!("resync-simulator exited; log:\n{}", w.log_tail(30));
-                }
-            }
-            let last = match http_status(self.port, path) {
-                Ok(200) => return Ok(()),
-                Ok(code) => code.to_string(),
-                Err(e) => e.to_string(),
-            };
-            if t0.elapsed() > timeout {
-                return Err(anyhow!(
-                    "GET {path} on the simulator did not answer 200 within {timeout:?} \
-                     (last: {last}); log:\n{}",
-                    self.log_tail(30)
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        wait_for_200(&self.watched, "the simulator", self.port, path, timeout)
+    }
+}
+
+/// Blocks until GET `path` on 127.0.0.1:`port` answers 200, failing early (with its log) when
+/// the peer process `watched` (named `what` in errors) has exited.
+pub(crate) fn wait_for_200(
+    watched: &Mutex<Watched>,
+    what: &str,
+    port: u16,
+    path: &str,
+    timeout: Duration,
+) -> Result<()> {
+    let t0 = Instant::now();
+    let tail = |n| {
+        watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .log_tail(n)
+    };
+    loop {
+        if !watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_running()
+        {
+            bail!("{what} exited; log:\n{}", tail(30));
         }
+        let last = match http_status(port, path) {
+            Ok(200) => return Ok(()),
+            Ok(code) => code.to_string(),
+            Err(e) => e.to_string(),
+        };
+        if t0.elapsed() > timeout {
+            return Err(anyhow!(
+                "GET {path} on {what} did not answer 200 within {timeout:?} \
+                 (last: {last}); log:\n{}",
+                tail(30)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
