@@ -1178,6 +1178,18 @@ mod tests {
         (inner, loc)
     }
 
+    /// The state opened as a run opens it: its writer, telling `loc`'s health of a fence.
+    async fn open_writer(loc: &crate::StoreLocation) -> State {
+        State::open_fenced(
+            loc.objects.clone(),
+            "memory://",
+            &crate::StoreOptions::default(),
+            loc.health.clone(),
+        )
+        .await
+        .unwrap()
+    }
+
     /// Fencing is final: once a second writer opened the state, the first one's check before
     /// publishing fails as fenced, and from then on the store it writes through refuses every
     /// write (documents, stats, history), not only the state's.
@@ -1185,14 +1197,7 @@ mod tests {
     async fn a_fenced_writer_can_write_nothing_more_to_the_store() {
         use object_store::ObjectStoreExt;
         let (inner, loc) = fenced_location();
-        let first = State::open_fenced(
-            loc.objects.clone(),
-            "memory://",
-            &crate::StoreOptions::default(),
-            loc.health.clone(),
-        )
-        .await
-        .unwrap();
+        let first = open_writer(&loc).await;
         create(&first, &uris(2)).await;
         first.hold().await.expect("still the writer");
         let doc = object_store::path::Path::from("resourcelist.xml");
@@ -1236,14 +1241,7 @@ mod tests {
     #[tokio::test]
     async fn the_fence_is_noticed_without_a_failing_call() {
         let (inner, loc) = fenced_location();
-        let first = State::open_fenced(
-            loc.objects.clone(),
-            "memory://",
-            &crate::StoreOptions::default(),
-            loc.health.clone(),
-        )
-        .await
-        .unwrap();
+        let first = open_writer(&loc).await;
         create(&first, &uris(1)).await;
         let second = State::open(inner.clone(), "memory://").await.unwrap();
         // Bounded: the manifest is polled every second by default.
@@ -1261,14 +1259,7 @@ mod tests {
     #[tokio::test]
     async fn a_stale_process_compactor_never_fences_the_writer_that_holds_the_state() {
         let (inner, loc) = fenced_location();
-        let current = State::open_fenced(
-            loc.objects.clone(),
-            "memory://",
-            &crate::StoreOptions::default(),
-            loc.health.clone(),
-        )
-        .await
-        .unwrap();
+        let current = open_writer(&loc).await;
         create(&current, &uris(2)).await;
         // The stale process's compactor, started after the current writer's.
         let stale = slatedb::CompactorBuilder::new(STATE_PATH, inner.clone()).build();
