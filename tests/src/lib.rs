@@ -100,6 +100,19 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// A peer's launcher script: `$VAR` when set, else `scripts/peers/NAME` of this checkout; an
+/// error naming `what` when it is not a file.
+pub(crate) fn peer_script(var: &str, name: &str, what: &str) -> Result<PathBuf> {
+    let p = std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("scripts/peers").join(name));
+    if !p.is_file() {
+        bail!("{what} {} not found", p.display());
+    }
+    Ok(p)
+}
+
 /// `tests/fixtures/` of this checkout.
 pub fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")

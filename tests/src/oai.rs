@@ -5,11 +5,11 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
 use crate::proc::Watched;
 use crate::simulator::wait_for_200;
-use crate::{free_ports, repo_root, venv_bin};
+use crate::{free_ports, venv_bin};
 
 /// How to start an [`OaiProvider`]: real providers' quirks, on demand.
 #[derive(Debug, Clone, Default)]
@@ -40,13 +40,11 @@ impl OaiProvider {
     /// Starts a provider over `data` (the JSON repository file). Blocking: about 0.5 s.
     pub fn start(data: &Path, opts: &OaiOptions) -> Result<OaiProvider> {
         let python = venv_bin("python")?;
-        let script = std::env::var_os("RSAGG_OAI_PROVIDER")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| repo_root().join("scripts/peers/oai_provider.py"));
-        if !script.is_file() {
-            bail!("OAI-PMH provider script {} not found", script.display());
-        }
+        let script = crate::peer_script(
+            "RSAGG_OAI_PROVIDER",
+            "oai_provider.py",
+            "OAI-PMH provider script",
+        )?;
         let port = free_ports(1)?[0];
         let dir = tempfile::Builder::new()
             .prefix("rsagg-oai-")

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::proc::Watched;
-use crate::{free_ports, repo_root, venv_bin};
+use crate::{free_ports, venv_bin};
 
 /// How the simulated Source behaves (the simulator's `source.*` and `changememory.*` config).
 #[derive(Debug, Clone)]
@@ -79,13 +79,7 @@ impl Simulator {
     /// this blocks the calling worker thread).
     pub fn start(opts: SimOptions) -> Result<Simulator> {
         let python = venv_bin("python")?;
-        let wrapper = std::env::var_os("RSAGG_SIM_WRAPPER")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| repo_root().join("scripts/peers/sim_local.py"));
-        if !wrapper.is_file() {
-            bail!("simulator wrapper {} not found", wrapper.display());
-        }
+        let wrapper = crate::peer_script("RSAGG_SIM_WRAPPER", "sim_local.py", "simulator wrapper")?;
         let port = free_ports(1)?[0];
         let dir = tempfile::Builder::new()
             .prefix("rsagg-sim-")

@@ -28,7 +28,7 @@ use sha2::Digest;
 
 use crate::fixture::ServerThread;
 use crate::proc::{Watched, log_tail};
-use crate::{FixtureServer, repo_root, rsagg_bin, venv_bin};
+use crate::{FixtureServer, rsagg_bin, venv_bin};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -171,15 +171,7 @@ impl FlaskHub {
     /// Starts the hub (blocking, about 0.5 s; 1 s in delayed mode, which starts a worker).
     pub fn start(mode: FlaskMode) -> Result<FlaskHub> {
         let python = venv_bin("python")?;
-        let launcher = std::env::var_os("RSAGG_WEBSUB_HUB")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| repo_root().join("scripts/peers/websub_hub.py"));
-        ensure!(
-            launcher.is_file(),
-            "hub launcher {} not found",
-            launcher.display()
-        );
+        let launcher = crate::peer_script("RSAGG_WEBSUB_HUB", "websub_hub.py", "hub launcher")?;
         let dir = tempfile::Builder::new()
             .prefix("rsagg-flask-hub-")
             .tempdir()?;
