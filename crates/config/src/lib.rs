@@ -400,6 +400,12 @@ pub struct FetchSection {
     /// Longest silence while reading a response (default `30s`).
     #[serde(with = "humantime_serde")]
     pub read_timeout: Duration,
+    /// How long a kept-alive connection to an upstream may stay idle before it is closed
+    /// (default `5s`). Open connections cost memory (~24 KiB each): this bounds a fleet
+    /// worker's to the hosts it asked within this time, whatever the number of pipelines.
+    /// Raise it above `1 / per_host_rate` to keep a slow-paced Source's connection.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
     /// Requests per second to one upstream host, retries and redirect hops included, on top of
     /// `per_host` (which bounds requests in flight, not their rate). Default: no limit.
     pub per_host_rate: Option<f64>,
@@ -515,6 +521,7 @@ impl Default for FetchSection {
             max_uri_bytes: DEFAULT_MAX_URI_BYTES,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(5),
             per_host_rate: None,
             user_agent: None,
             contact: None,

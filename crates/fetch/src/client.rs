@@ -80,8 +80,8 @@ pub struct HostLimits {
     clients: Mutex<HashMap<ClientKey, Clients>>,
 }
 
-/// What a client is built with: user agent, connect timeout, read timeout.
-type ClientKey = (String, Duration, Duration);
+/// What a client is built with: user agent, connect timeout, read timeout, idle timeout.
+type ClientKey = (String, Duration, Duration, Duration);
 
 /// A client pair: guarded, open.
 type Clients = (reqwest::Client, reqwest::Client);
@@ -114,6 +114,7 @@ impl HostLimits {
             cfg.user_agent.clone(),
             cfg.connect_timeout,
             cfg.read_timeout,
+            cfg.idle_timeout,
         );
         let mut kept = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = kept.get(&key) {
@@ -208,6 +209,7 @@ impl Fetcher {
                 .user_agent(cfg.user_agent.clone())
                 .connect_timeout(cfg.connect_timeout)
                 .read_timeout(cfg.read_timeout)
+                .pool_idle_timeout(cfg.idle_timeout)
                 .build()
                 .map_err(Error::Client)
         };

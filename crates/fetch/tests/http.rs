@@ -1210,3 +1210,86 @@ async fn fetchers_sharing_host_limits_bound_and_space_one_host_together() {
     let last = last_arrival(&arr, t0);
     assert!(last >= Duration::from_millis(450), "{last:?}");
 }
+
+/// A bare HTTP/1.1 server that answers every request on a connection with `ok` and keeps
+/// the connection open until the client closes it; the count is of connections open now.
+async fn serve_counting_connections() -> (Arc<AtomicUsize>, SocketAddr) {
+    use tokio::io::AsyncWriteExt;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let open = Arc::new(AtomicUsize::new(0));
+    let count = open.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = l.accept().await else {
+                return;
+            };
+            let count = count.clone();
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                loop {
+                    match sock.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if sock.write_all(reply).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                count.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (open, addr)
+}
+
+/// `idle_timeout` closes a kept-alive connection once it has been idle that long: a fleet
+/// worker asks thousands of hosts through one shared client, and with the usual 90 s every
+/// host of the last minute and a half kept its sockets and buffers (a worker's memory grew
+/// with its pipelines). The connection of a fetcher with a long idle timeout stays open
+/// meanwhile, so what closed the other is the setting, not the server.
+#[tokio::test]
+async fn an_idle_connection_is_closed_after_the_idle_timeout() {
+    use rsagg_fetch::HostLimits;
+    let shared = Arc::new(HostLimits::new(8, None));
+    let fetcher = |idle: Duration| {
+        Fetcher::sharing(
+            FetchConfig {
+                idle_timeout: idle,
+                ..cfg()
+            },
+            Some(shared.clone()),
+        )
+        .unwrap()
+    };
+    let (short_open, short_addr) = serve_counting_connections().await;
+    let (long_open, long_addr) = serve_counting_connections().await;
+    let short = fetcher(Duration::from_millis(200));
+    let long = fetcher(Duration::from_secs(600));
+    for (f, addr) in [(&short, short_addr), (&long, long_addr)] {
+        assert_eq!(
+            read_all(get_root(f, addr).await.unwrap()).await.unwrap(),
+            b"ok"
+        );
+    }
+    assert_eq!(long_open.load(Ordering::SeqCst), 1, "kept alive");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while short_open.load(Ordering::SeqCst) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the idle connection was not closed within 30 s of its 200 ms idle timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        long_open.load(Ordering::SeqCst),
+        1,
+        "the connection of the 600 s idle timeout stays open"
+    );
+}

@@ -120,6 +120,7 @@ pub(crate) async fn open_as(
             per_host: cfg.fetch.per_host,
             connect_timeout: cfg.fetch.connect_timeout,
             read_timeout: cfg.fetch.read_timeout,
+            idle_timeout: cfg.fetch.idle_timeout,
             body_timeout: cfg.deadlines.body,
             document_timeout: cfg.deadlines.document,
             min_rate: cfg.deadlines.min_rate,
