@@ -90,6 +90,10 @@ pub struct RequestRecord {
     pub headers: Vec<(String, String)>,
     /// The status answered.
     pub status: u16,
+    /// When the request arrived.
+    pub received: std::time::Instant,
+    /// When its answer was ready (after any delay of its path).
+    pub answered: std::time::Instant,
 }
 
 impl RequestRecord {
@@ -452,10 +456,13 @@ async fn handle(State(st): State<Arc<Shared>>, req: Request) -> Response<Body> {
             })
             .collect(),
         status: 0,
+        received: std::time::Instant::now(),
+        answered: std::time::Instant::now(),
     };
     let resp = answer(&st, &path, req.method(), req.headers()).await;
     lock(&st.requests).push(RequestRecord {
         status: resp.status().as_u16(),
+        answered: std::time::Instant::now(),
         ..record
     });
     resp

@@ -439,3 +439,67 @@ fn a_following_fleet_runs_each_pipeline_at_its_poll_interval() -> Result<()> {
     assert!(out.pipelines.iter().all(|p| p["resources"]["created"] == 3));
     Ok(())
 }
+
+/// One pipeline of many upstreams (`rsagg run P.toml --once`) harvests at most
+/// `--max-upstreams` of them at once, as a fleet does: each upstream's harvest holds its
+/// parsers, buffers and connections, and a pipeline of 1,000 upstreams harvesting them all at
+/// once peaked at 688 MiB. Six Sources answer their Resource List after 300 ms; with
+/// `--max-upstreams 2` no more than two of those requests are ever answered at once (an
+/// upstream holds its slot until its harvest ends, after its list's answer), where all six
+/// overlapped before.
+#[test]
+fn one_pipeline_harvests_at_most_max_upstreams_at_once() -> Result<()> {
+    let sites: Vec<Site> = (0..6).map(site).collect::<Result<_>>()?;
+    for s in &sites {
+        s.fx.set_delay("/resourcelist.xml", Duration::from_millis(300));
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("rsagg-e2e-fleet-")
+        .tempdir()?;
+    let store = Store::file("many-upstreams")?;
+    let mut text = format!(
+        "[collection]\nname = \"many\"\nbase_url = \"http://agg.example.org/many/\"\n\n\
+         [store]\nurl = \"{}\"\n\n[fetch]\nretries = 0\n",
+        store.url
+    );
+    for (i, s) in sites.iter().enumerate() {
+        text.push_str(&format!(
+            "\n[[upstream]]\nname = \"up-{i}\"\nurl = \"{}\"\nallow_private = true\n",
+            s.url("/.well-known/resourcesync")
+        ));
+    }
+    let file = dir.path().join("many.toml");
+    std::fs::write(&file, text)?;
+    let out = rsagg_run(&[
+        file.to_str().context("path")?,
+        "--once",
+        "--json",
+        "--max-upstreams",
+        "2",
+    ])?
+    .output()?;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        common::tail(&String::from_utf8_lossy(&out.stderr), 30)
+    );
+    let lists: Vec<(Instant, Instant)> = sites
+        .iter()
+        .flat_map(|s| s.fx.requests())
+        .filter(|r| r.path == "/resourcelist.xml")
+        .map(|r| (r.received, r.answered))
+        .collect();
+    assert_eq!(lists.len(), 6, "each Source's Resource List read once");
+    // The most lists in flight at once: at each arrival, those arrived and not yet answered.
+    let most = lists
+        .iter()
+        .map(|(t, _)| lists.iter().filter(|(r, a)| r <= t && a > t).count())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        most <= 2,
+        "{most} upstreams' Resource Lists were read at once with --max-upstreams 2"
+    );
+    Ok(())
+}

@@ -80,7 +80,9 @@ pub(crate) struct FleetArgs {
     /// times a pipeline's own bounds ([store]), whatever the number of pipelines.
     #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) max_pipelines: u32,
-    /// Upstreams harvested at once by all the pipelines together.
+    /// Upstreams harvested at once: by all the pipelines of a fleet together, or by one
+    /// pipeline's `--once` run (each upstream's harvest holds its parsers and buffers, so
+    /// this bounds the memory of one pipeline of many upstreams).
     #[arg(long, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub(crate) max_upstreams: u32,
     /// Requests in flight to one host:port from all the pipelines together (each
@@ -213,6 +215,14 @@ pub async fn run(args: RunArgs, terminal: bool) -> ExitCode {
         }
         return code;
     }
+    // Upstreams harvested at once, as in a fleet: one pipeline of thousands of upstreams
+    // would otherwise harvest them all at once (memory and connections growing with them).
+    let opts = RunOptions {
+        upstreams: Some(std::sync::Arc::new(tokio::sync::Semaphore::new(
+            args.fleet.max_upstreams as usize,
+        ))),
+        ..opts
+    };
     let pass = run_once(&p, &opts);
     tokio::pin!(pass);
     let mut stopping = stop.clone();
