@@ -275,7 +275,15 @@ struct Measured {
     stdout: String,
 }
 
-/// Starts `rsagg ARGS` under GNU time (its figures to `times`).
+/// The file a [`spawn_timed`] process's stdout goes to: beside its stderr.
+fn stdout_of(stderr: &Path) -> std::path::PathBuf {
+    stderr.with_extension("stdout")
+}
+
+/// Starts `rsagg ARGS` under GNU time (its figures to `times`). Its stdout goes to a file,
+/// not a pipe: workers started together and waited for one after the other would otherwise
+/// block on a full pipe (a fleet's `--json` line per pipeline) until their turn to be read,
+/// which made the shards' walls a staircase (17.6, 25.8, 33.5, 39.9 s for equal shards).
 fn spawn_timed(
     bin: &Path,
     args: &[String],
@@ -290,7 +298,7 @@ fn spawn_timed(
         .args(args)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(std::fs::File::create(stdout_of(stderr))?)
         .stderr(std::fs::File::create(stderr)?)
         .spawn()
         .context("running rsagg under /usr/bin/time (Debian package `time`)")
@@ -298,12 +306,12 @@ fn spawn_timed(
 
 /// Waits for a [`spawn_timed`] process; fails unless it exited 0.
 fn finish(child: Child, times: &Path, stderr: &Path, what: &str) -> anyhow::Result<Measured> {
-    let out = child.wait_with_output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.status.success() {
+    let status = child.wait_with_output()?.status;
+    let stdout = std::fs::read_to_string(stdout_of(stderr))?;
+    if !status.success() {
         bail!(
             "{what} failed: {}\nstdout (tail): {}\nstderr (tail):\n{}",
-            out.status,
+            status,
             tail(&stdout, 5),
             tail(&std::fs::read_to_string(stderr).unwrap_or_default(), 30)
         );

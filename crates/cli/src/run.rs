@@ -218,9 +218,9 @@ pub async fn run(args: RunArgs, terminal: bool) -> ExitCode {
     // Upstreams harvested at once, as in a fleet: one pipeline of thousands of upstreams
     // would otherwise harvest them all at once (memory and connections growing with them).
     let opts = RunOptions {
-        upstreams: Some(std::sync::Arc::new(tokio::sync::Semaphore::new(
+        upstreams: Some(rsagg_pipeline::UpstreamSlots::new(
             args.fleet.max_upstreams as usize,
-        ))),
+        )),
         ..opts
     };
     let pass = run_once(&p, &opts);

@@ -191,7 +191,7 @@ pub fn fleet_options(
         per_host,
         per_host_rate,
     )));
-    run.upstreams = Some(Arc::new(tokio::sync::Semaphore::new(max_upstreams.max(1))));
+    run.upstreams = Some(crate::UpstreamSlots::new(max_upstreams));
     run
 }
 

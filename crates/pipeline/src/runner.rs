@@ -1,10 +1,12 @@
-//! `rsagg run --once`: every upstream concurrently (bounded by the shared HTTP limits; one
-//! upstream's failure does not stop the others), then publish, then the change
-//! notifications (prepared from what was published, delivered with a bounded wait), then
-//! the run report.
+//! `rsagg run --once`: the upstreams concurrently (at most `--max-upstreams` at once, and
+//! bounded by the shared HTTP limits; one upstream's failure does not stop the others), then
+//! publish, then the change notifications (prepared from what was published, delivered with
+//! a bounded wait), then the run report.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use futures::StreamExt;
 
 use rsagg_fetch::{FetchConfig, Fetcher};
 use rsagg_store::{Blobs, State, open_store};
@@ -37,10 +39,28 @@ pub struct RunOptions {
     /// A fleet run's per-host politeness, shared by all its pipelines' HTTP clients (see
     /// [`rsagg_fetch::HostLimits`]); `None`: this pipeline's `[fetch]` limits alone.
     pub hosts: Option<Arc<rsagg_fetch::HostLimits>>,
-    /// A fleet run's bound on upstreams harvested at once by all its pipelines together:
-    /// each upstream's pass takes a permit first. `None`: every upstream of the pipeline at
-    /// once (bounded by its HTTP limits).
-    pub upstreams: Option<Arc<tokio::sync::Semaphore>>,
+    /// A bound on upstreams harvested at once (`--max-upstreams`), by all the pipelines of a
+    /// fleet together or by one pipeline: each upstream's pass takes a slot first. `None`:
+    /// every upstream of the pipeline at once (bounded by its HTTP limits).
+    pub upstreams: Option<UpstreamSlots>,
+}
+
+/// Slots for upstreams harvested at once, shared by whoever holds a clone.
+#[derive(Debug, Clone)]
+pub struct UpstreamSlots {
+    slots: Arc<tokio::sync::Semaphore>,
+    size: usize,
+}
+
+impl UpstreamSlots {
+    /// `size` slots (at least 1).
+    pub fn new(size: usize) -> UpstreamSlots {
+        let size = size.max(1);
+        UpstreamSlots {
+            slots: Arc::new(tokio::sync::Semaphore::new(size)),
+            size,
+        }
+    }
 }
 
 /// What a run works with: the collection's store, its state opened as the writer, and the
@@ -292,23 +312,42 @@ async fn pass(
     started_at: W3cDateTime,
 ) -> Result<RunReport, Error> {
     let cfg = &p.config;
-    let upstreams = unless_tripped(
-        loc,
-        futures::future::join_all(cfg.upstreams.iter().map(|u| {
-            let ctx = ctx.clone();
-            let u = Arc::new(u.clone());
-            let permits = opts.upstreams.clone();
+    // An upstream's harvest is a large future (its parsers, buffers, requests): they are
+    // made as slots free up, at most `size` at a time, not all at once (one pipeline of 4,000
+    // upstreams held every one of them: 227 MiB for a pass that found nothing new).
+    let in_flight = opts
+        .upstreams
+        .as_ref()
+        .map_or(cfg.upstreams.len(), |s| s.size)
+        .max(1);
+    // Owned items and a `move` closure: a stream over borrowed items makes a future that
+    // is not `Send` for every lifetime, which a spawned run needs.
+    let items: Vec<(usize, Arc<_>)> = cfg
+        .upstreams
+        .iter()
+        .map(|u| Arc::new(u.clone()))
+        .enumerate()
+        .collect();
+    let (all_ctx, all_slots) = (ctx.clone(), opts.upstreams.clone());
+    let harvests = futures::stream::iter(items)
+        .map(move |(i, u)| {
+            let ctx = all_ctx.clone();
+            let slots = all_slots.clone();
             async move {
-                // A fleet's bound on upstreams in flight (never closed, so this cannot fail).
-                let _permit = match permits {
-                    Some(p) => p.acquire_owned().await.ok(),
+                // Shared by a fleet's pipelines (never closed, so this cannot fail).
+                let _permit = match slots {
+                    Some(s) => s.slots.acquire_owned().await.ok(),
                     None => None,
                 };
-                harvest(ctx, u).await
+                (i, harvest(ctx, u).await)
             }
-        })),
-    )
-    .await?;
+        })
+        .buffer_unordered(in_flight)
+        .collect::<Vec<_>>();
+    let mut upstreams = unless_tripped(loc, harvests).await?;
+    // In the configuration's order, as the report lists them.
+    upstreams.sort_by_key(|(i, _)| *i);
+    let upstreams: Vec<_> = upstreams.into_iter().map(|(_, r)| r).collect();
     let harvest_seconds = started.elapsed().as_secs_f64();
     let fetcher = ctx.fetcher.clone();
     drop(ctx);
