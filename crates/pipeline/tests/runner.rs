@@ -20,6 +20,8 @@ use rsagg_pipeline::{Pipeline, RunOptions, RunReport, run_once};
 struct Source {
     resources: BTreeMap<String, Vec<u8>>,
     changes: Vec<(String, &'static str, String)>,
+    /// The `hash` the Resource List gives a resource (none unless set).
+    hashes: BTreeMap<String, String>,
 }
 
 const LIST_AT: &str = "2025-01-01T00:00:00Z";
@@ -47,8 +49,13 @@ async fn resourcelist(State((base, src)): State<Shared>) -> Response {
     let src = src.lock().unwrap();
     let mut body = format!("{HEAD}<rs:md capability=\"resourcelist\" at=\"{LIST_AT}\"/>\n");
     for (path, bytes) in &src.resources {
+        let hash = src
+            .hashes
+            .get(path)
+            .map(|h| format!(" hash=\"{h}\""))
+            .unwrap_or_default();
         body.push_str(&format!(
-            "<url><loc>{base}res/{path}</loc><rs:md length=\"{}\"/></url>\n",
+            "<url><loc>{base}res/{path}</loc><rs:md length=\"{}\"{hash}/></url>\n",
             bytes.len()
         ));
     }
@@ -204,4 +211,32 @@ async fn baseline_then_changes_then_a_deletion_through_the_runner() {
         copies.iter().all(|l| !l.ends_with("/res/a.txt")),
         "a.txt still listed: {copies:?}"
     );
+}
+
+/// Spec 12.1 (verification): a body whose digest is not the one its Resource List entry
+/// gives is fetched once more, then quarantined, not stored as a copy; a good one beside it
+/// is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_does_not_match_its_listed_hash_is_quarantined() {
+    let src = Arc::new(Mutex::new(Source::default()));
+    {
+        let mut s = src.lock().unwrap();
+        s.resources.insert("good.txt".into(), b"good".to_vec());
+        s.resources.insert("bad.txt".into(), b"tampered".to_vec());
+        // md5 of "original", not of the body served.
+        s.hashes.insert(
+            "bad.txt".into(),
+            "md5:919c8b643b7133116b02fc0d9bb7df3f".into(),
+        );
+    }
+    let base = serve(src.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path());
+    let r = run_once(&p, &RunOptions::default()).await.unwrap();
+    let u = &r.upstreams[0];
+    assert_eq!((u.created, u.quarantined), (1, 1), "{r:?}");
+    assert_eq!(r.exit_code(true), 1, "--fail-on-quarantine counts it");
+    let copies = published_locs(dir.path());
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert!(copies[0].ends_with("/res/good.txt"), "{copies:?}");
 }
