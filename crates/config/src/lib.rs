@@ -221,12 +221,39 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    // The defaults live here, not in `rsagg-store`, so that the config (and `rsagg check`,
+    // and the config fuzz target) does not link the state engine; the runner builds the
+    // store's options from these fields (`rsagg_pipeline::store_options`), and a test there
+    // checks that these defaults are the store's own (`StoreOptions::default()`).
+
+    /// `[store] recent_blob_bytes` unless set: 64 MiB.
+    pub const DEFAULT_RECENT_BLOB_BYTES: u64 = 64 * 1024 * 1024;
+    /// `[store] spool_bytes` unless set: 1 GiB.
+    pub const DEFAULT_SPOOL_BYTES: u64 = 1 << 30;
+    /// `[store] state_block_cache_bytes` unless set: 64 MiB.
+    pub const DEFAULT_STATE_BLOCK_CACHE: u64 = 64 << 20;
+    /// `[store] state_meta_cache_bytes` unless set: 32 MiB.
+    pub const DEFAULT_STATE_META_CACHE: u64 = 32 << 20;
+    /// `[store] state_max_unflushed_bytes` unless set: 64 MiB.
+    pub const DEFAULT_STATE_MAX_UNFLUSHED: u64 = 64 << 20;
+    /// `[store] state_compaction_sst_bytes` unless set: 32 MiB.
+    pub const DEFAULT_STATE_COMPACTION_SST: u64 = 32 << 20;
+    /// `[store] state_compactions` unless set: 2.
+    pub const DEFAULT_STATE_COMPACTIONS: u32 = 2;
+    /// `[store] retries` unless set: a run ends promptly on a dead store rather than fail
+    /// each request on its own after minutes of retries.
+    pub const DEFAULT_RETRIES: u32 = 3;
+    /// `[store] retry_timeout` unless set: 30 s.
+    pub const DEFAULT_RETRY_TIMEOUT: Duration = Duration::from_secs(30);
+    /// `[store] max_failures` unless set: 3.
+    pub const DEFAULT_MAX_FAILURES: u32 = 3;
+
     fn default_recent_blob_bytes() -> u64 {
-        rsagg_store::RecentBlobs::DEFAULT_CAPACITY
+        Self::DEFAULT_RECENT_BLOB_BYTES
     }
 
     fn default_spool_bytes() -> u64 {
-        rsagg_store::Spool::DEFAULT_CAPACITY
+        Self::DEFAULT_SPOOL_BYTES
     }
 
     /// Where the spool goes: `spool_dir`, else the system's temporary directory.
@@ -235,23 +262,23 @@ impl StoreConfig {
     }
 
     fn default_state_block_cache_bytes() -> u64 {
-        rsagg_store::StoreOptions::DEFAULT_STATE_BLOCK_CACHE
+        Self::DEFAULT_STATE_BLOCK_CACHE
     }
 
     fn default_state_meta_cache_bytes() -> u64 {
-        rsagg_store::StoreOptions::DEFAULT_STATE_META_CACHE
+        Self::DEFAULT_STATE_META_CACHE
     }
 
     fn default_state_max_unflushed_bytes() -> u64 {
-        rsagg_store::StoreOptions::DEFAULT_STATE_MAX_UNFLUSHED
+        Self::DEFAULT_STATE_MAX_UNFLUSHED
     }
 
     fn default_state_compaction_sst_bytes() -> u64 {
-        rsagg_store::StoreOptions::DEFAULT_STATE_COMPACTION_SST
+        Self::DEFAULT_STATE_COMPACTION_SST
     }
 
     fn default_state_compactions() -> u32 {
-        rsagg_store::StoreOptions::DEFAULT_STATE_COMPACTIONS
+        Self::DEFAULT_STATE_COMPACTIONS
     }
 
     /// `[store] listed_memory_bytes` unless set.
@@ -268,34 +295,19 @@ impl StoreConfig {
     }
 
     fn default_retries() -> u32 {
-        rsagg_store::StoreOptions::default().retries
+        Self::DEFAULT_RETRIES
     }
 
     fn default_retry_timeout() -> Duration {
-        rsagg_store::StoreOptions::default().retry_timeout
+        Self::DEFAULT_RETRY_TIMEOUT
     }
 
     fn default_max_failures() -> u32 {
-        rsagg_store::StoreOptions::default().max_failures
+        Self::DEFAULT_MAX_FAILURES
     }
 
     fn default_open_timeout() -> Duration {
         Duration::from_secs(120)
-    }
-
-    /// Every memory bound of the store and its state, as the store opens them.
-    pub fn options(&self) -> rsagg_store::StoreOptions {
-        rsagg_store::StoreOptions {
-            recent_blob_bytes: self.recent_blob_bytes,
-            state_block_cache_bytes: self.state_block_cache_bytes,
-            state_meta_cache_bytes: self.state_meta_cache_bytes,
-            state_max_unflushed_bytes: self.state_max_unflushed_bytes,
-            state_compaction_sst_bytes: self.state_compaction_sst_bytes,
-            state_compactions: self.state_compactions,
-            retries: self.retries,
-            retry_timeout: self.retry_timeout,
-            max_failures: self.max_failures,
-        }
     }
 }
 
@@ -952,11 +964,28 @@ fn unshift(inserted: &[(usize, usize)], mut offset: usize) -> usize {
 
 impl PipelineConfig {
     /// Everything serde cannot check: names, URL schemes, uniqueness, ranges; every problem,
-    /// each at its key.
+    /// each at its key. Each section checks its own fields; the caller sorts the problems by
+    /// their place in the file.
     fn problems(&self, source: &source::Source<'_>) -> Vec<Problem> {
         let mut out = Vec::new();
+        self.collection.problems(source, &mut out);
+        self.store.problems(source, &mut out);
+        upstream_problems(&self.upstreams, source, &mut out);
+        self.fetch.problems(source, &mut out);
+        self.deadlines.problems(source, &mut out);
+        self.publish.problems(source, &mut out);
+        if let Some(n) = &self.notify {
+            n.problems(source, &mut out);
+        }
+        out
+    }
+}
+
+impl CollectionConfig {
+    /// `[collection]`: the name, the history's length, the base URL, `describedby`.
+    fn problems(&self, source: &source::Source<'_>, out: &mut Vec<Problem>) {
         let mut err = |key: &str, message: String| out.push(source.problem(key, message));
-        let c = &self.collection;
+        let c = self;
         if let Some(m) = too_long(&c.name, MAX_NAME_BYTES) {
             err("collection.name", m);
         } else if !is_name(&c.name) {
@@ -995,7 +1024,14 @@ impl PipelineConfig {
                 format!("`{d}` is not an http(s) URL (a document Destinations can fetch)"),
             );
         }
-        let store = &self.store.url;
+    }
+}
+
+impl StoreConfig {
+    /// `[store]`: the URL's scheme, the bounds that must not be 0.
+    fn problems(&self, source: &source::Source<'_>, out: &mut Vec<Problem>) {
+        let mut err = |key: &str, message: String| out.push(source.problem(key, message));
+        let store = &self.url;
         if let Some(m) = too_long(store.as_str(), MAX_URL_BYTES) {
             err("store.url", m);
         } else if !matches!(store.scheme(), "file" | "s3" | "memory") {
@@ -1004,71 +1040,99 @@ impl PipelineConfig {
                 format!("`{store}`: use file:///abs/dir or s3://bucket/prefix"),
             );
         }
-        if self.upstreams.is_empty() {
-            err("upstream", "at least one [[upstream]] is needed".into());
+        if self.open_timeout.is_zero() {
+            err("store.open_timeout", "must be longer than 0s".into());
         }
-        let mut names = HashSet::new();
-        for (i, u) in self.upstreams.iter().enumerate() {
-            let key = |k: &str| format!("upstream[{i}].{k}");
-            if let Some(m) = too_long(&u.name, MAX_NAME_BYTES) {
-                err(&key("name"), m);
-            } else if !is_name(&u.name) {
-                err(&key("name"), format!("`{}` must match [a-z0-9-]+", u.name));
-            }
-            if !names.insert(u.name.clone()) {
+        if self.state_max_unflushed_bytes < 1 << 20 {
+            err(
+                "store.state_max_unflushed_bytes",
+                "must be at least 1048576 (1 MiB): the state's tables are cut at half of it".into(),
+            );
+        }
+        if self.max_failures == 0 {
+            err("store.max_failures", "must be at least 1".into());
+        }
+    }
+}
+
+/// `[[upstream]]`: at least one, names unique, http(s) URLs, credentials given one way.
+fn upstream_problems(
+    upstreams: &[UpstreamConfig],
+    source: &source::Source<'_>,
+    out: &mut Vec<Problem>,
+) {
+    let mut err = |key: &str, message: String| out.push(source.problem(key, message));
+    if upstreams.is_empty() {
+        err("upstream", "at least one [[upstream]] is needed".into());
+    }
+    let mut names = HashSet::new();
+    for (i, u) in upstreams.iter().enumerate() {
+        let key = |k: &str| format!("upstream[{i}].{k}");
+        if let Some(m) = too_long(&u.name, MAX_NAME_BYTES) {
+            err(&key("name"), m);
+        } else if !is_name(&u.name) {
+            err(&key("name"), format!("`{}` must match [a-z0-9-]+", u.name));
+        }
+        if !names.insert(u.name.clone()) {
+            err(
+                &key("name"),
+                format!(
+                    "upstream name `{}` is used twice",
+                    rsagg_model::excerpt(&u.name, MAX_NAME_BYTES)
+                ),
+            );
+        }
+        if let Some(m) = too_long(u.url.as_str(), MAX_URL_BYTES) {
+            err(&key("url"), m);
+        } else if !matches!(u.url.scheme(), "http" | "https") {
+            err(&key("url"), format!("`{}` is not an http(s) URL", u.url));
+        }
+        for (j, cl) in u.capability_lists.iter().flatten().enumerate() {
+            if let Some(m) = too_long(cl.as_str(), MAX_URL_BYTES) {
+                err(&format!("upstream[{i}].capability_lists[{j}]"), m);
+            } else if !matches!(cl.scheme(), "http" | "https") {
                 err(
-                    &key("name"),
-                    format!(
-                        "upstream name `{}` is used twice",
-                        rsagg_model::excerpt(&u.name, MAX_NAME_BYTES)
-                    ),
+                    &format!("upstream[{i}].capability_lists[{j}]"),
+                    format!("`{cl}` is not an http(s) URL"),
                 );
-            }
-            if let Some(m) = too_long(u.url.as_str(), MAX_URL_BYTES) {
-                err(&key("url"), m);
-            } else if !matches!(u.url.scheme(), "http" | "https") {
-                err(&key("url"), format!("`{}` is not an http(s) URL", u.url));
-            }
-            for (j, cl) in u.capability_lists.iter().flatten().enumerate() {
-                if let Some(m) = too_long(cl.as_str(), MAX_URL_BYTES) {
-                    err(&format!("upstream[{i}].capability_lists[{j}]"), m);
-                } else if !matches!(cl.scheme(), "http" | "https") {
-                    err(
-                        &format!("upstream[{i}].capability_lists[{j}]"),
-                        format!("`{cl}` is not an http(s) URL"),
-                    );
-                }
-            }
-            for (k, v) in [
-                ("bearer_token_env", &u.bearer_token_env),
-                ("basic_auth_env", &u.basic_auth_env),
-            ] {
-                if let Some(m) = v.as_deref().and_then(|v| too_long(v, MAX_STRING_BYTES)) {
-                    err(&key(k), m);
-                }
-            }
-            for (j, h) in u.auth_hosts.iter().flatten().enumerate() {
-                if let Some(m) = too_long(h, MAX_STRING_BYTES) {
-                    err(&format!("upstream[{i}].auth_hosts[{j}]"), m);
-                }
-            }
-            if u.bearer_token_env.is_some() && u.basic_auth_env.is_some() {
-                err(
-                    &key("bearer_token_env"),
-                    "give bearer_token_env or basic_auth_env, not both".into(),
-                );
-            }
-            if u.push_lease.is_some_and(|l| l.as_secs() == 0) {
-                err(
-                    &key("push_lease"),
-                    "must be at least 1s (hub.lease_seconds is whole seconds)".into(),
-                );
-            }
-            if u.poll_interval.is_some_and(|d| d.is_zero()) {
-                err(&key("poll_interval"), "must be more than 0s".into());
             }
         }
-        let f = &self.fetch;
+        for (k, v) in [
+            ("bearer_token_env", &u.bearer_token_env),
+            ("basic_auth_env", &u.basic_auth_env),
+        ] {
+            if let Some(m) = v.as_deref().and_then(|v| too_long(v, MAX_STRING_BYTES)) {
+                err(&key(k), m);
+            }
+        }
+        for (j, h) in u.auth_hosts.iter().flatten().enumerate() {
+            if let Some(m) = too_long(h, MAX_STRING_BYTES) {
+                err(&format!("upstream[{i}].auth_hosts[{j}]"), m);
+            }
+        }
+        if u.bearer_token_env.is_some() && u.basic_auth_env.is_some() {
+            err(
+                &key("bearer_token_env"),
+                "give bearer_token_env or basic_auth_env, not both".into(),
+            );
+        }
+        if u.push_lease.is_some_and(|l| l.as_secs() == 0) {
+            err(
+                &key("push_lease"),
+                "must be at least 1s (hub.lease_seconds is whole seconds)".into(),
+            );
+        }
+        if u.poll_interval.is_some_and(|d| d.is_zero()) {
+            err(&key("poll_interval"), "must be more than 0s".into());
+        }
+    }
+}
+
+impl FetchSection {
+    /// `[fetch]`: concurrency and per-host limits, the URI bound, header texts.
+    fn problems(&self, source: &source::Source<'_>, out: &mut Vec<Problem>) {
+        let mut err = |key: &str, message: String| out.push(source.problem(key, message));
+        let f = self;
         if f.concurrency == 0 {
             err("fetch.concurrency", "must be at least 1".into());
         }
@@ -1080,27 +1144,6 @@ impl PipelineConfig {
                     f.max_uri_bytes
                 ),
             );
-        }
-        let d = &self.deadlines;
-        for (key, value) in [
-            ("deadlines.body", Some(d.body)),
-            ("deadlines.document", Some(d.document)),
-            ("deadlines.pass", Some(d.pass)),
-            ("deadlines.run", d.run),
-            ("store.open_timeout", Some(self.store.open_timeout)),
-        ] {
-            if value.is_some_and(|v| v.is_zero()) {
-                err(key, "must be longer than 0s".into());
-            }
-        }
-        if self.store.state_max_unflushed_bytes < 1 << 20 {
-            err(
-                "store.state_max_unflushed_bytes",
-                "must be at least 1048576 (1 MiB): the state's tables are cut at half of it".into(),
-            );
-        }
-        if self.store.max_failures == 0 {
-            err("store.max_failures", "must be at least 1".into());
         }
         if f.per_host == 0 {
             err("fetch.per_host", "must be at least 1".into());
@@ -1126,7 +1169,32 @@ impl PipelineConfig {
                 err(key, m);
             }
         }
-        let pc = &self.publish;
+    }
+}
+
+impl DeadlinesConfig {
+    /// `[deadlines]`: none of them 0.
+    fn problems(&self, source: &source::Source<'_>, out: &mut Vec<Problem>) {
+        let mut err = |key: &str, message: String| out.push(source.problem(key, message));
+        let d = self;
+        for (key, value) in [
+            ("deadlines.body", Some(d.body)),
+            ("deadlines.document", Some(d.document)),
+            ("deadlines.pass", Some(d.pass)),
+            ("deadlines.run", d.run),
+        ] {
+            if value.is_some_and(|v| v.is_zero()) {
+                err(key, "must be longer than 0s".into());
+            }
+        }
+    }
+}
+
+impl PublishConfig {
+    /// `[publish]`: list and package sizes within spec 4's bounds, one action per link relation.
+    fn problems(&self, source: &source::Source<'_>, out: &mut Vec<Problem>) {
+        let mut err = |key: &str, message: String| out.push(source.problem(key, message));
+        let pc = self;
         for (key, n) in [
             ("publish.changelist_max_entries", pc.changelist_max_entries),
             ("publish.dump_package_entries", pc.dump_package_entries),
@@ -1150,7 +1218,7 @@ impl PipelineConfig {
         if pc.dump_package_bytes == 0 {
             err("publish.dump_package_bytes", "must be at least 1".into());
         }
-        let l = &self.publish.links;
+        let l = &self.links;
         let mut seen: HashSet<String> = HashSet::new();
         for (action, rels) in [
             ("keep", &l.keep),
@@ -1168,41 +1236,46 @@ impl PipelineConfig {
                 }
             }
         }
-        if let Some(n) = &self.notify {
-            if let Some(m) = too_long(n.hub.as_str(), MAX_URL_BYTES) {
-                err("notify.hub", m);
-            } else if !matches!(n.hub.scheme(), "http" | "https") {
-                err(
-                    "notify.hub",
-                    format!(
-                        "`{}` is not an http(s) URL (CN 1.0.1 section 4.1: the hub URI is POSTed to)",
-                        n.hub
-                    ),
-                );
-            }
-            if !(1..=50_000).contains(&n.max_entries) {
-                err(
-                    "notify.max_entries",
-                    format!(
-                        "{}: must be 1..=50000 (a payload is a <urlset>, spec 4: at most 50,000 entries)",
-                        n.max_entries
-                    ),
-                );
-            }
-            if !(1..=50_000_000).contains(&n.max_bytes) {
-                err(
-                    "notify.max_bytes",
-                    format!(
-                        "{}: must be 1..=50000000 (a payload is a <urlset>, spec 4: at most 50 MB)",
-                        n.max_bytes
-                    ),
-                );
-            }
-            if n.deliver_timeout.is_zero() {
-                err("notify.deliver_timeout", "must be more than 0s".into());
-            }
+    }
+}
+
+impl NotifyConfig {
+    /// `[notify]`: the hub's URL, payload bounds within spec 4's, a deliver timeout.
+    fn problems(&self, source: &source::Source<'_>, out: &mut Vec<Problem>) {
+        let mut err = |key: &str, message: String| out.push(source.problem(key, message));
+        let n = self;
+        if let Some(m) = too_long(n.hub.as_str(), MAX_URL_BYTES) {
+            err("notify.hub", m);
+        } else if !matches!(n.hub.scheme(), "http" | "https") {
+            err(
+                "notify.hub",
+                format!(
+                    "`{}` is not an http(s) URL (CN 1.0.1 section 4.1: the hub URI is POSTed to)",
+                    n.hub
+                ),
+            );
         }
-        out
+        if !(1..=50_000).contains(&n.max_entries) {
+            err(
+                "notify.max_entries",
+                format!(
+                    "{}: must be 1..=50000 (a payload is a <urlset>, spec 4: at most 50,000 entries)",
+                    n.max_entries
+                ),
+            );
+        }
+        if !(1..=50_000_000).contains(&n.max_bytes) {
+            err(
+                "notify.max_bytes",
+                format!(
+                    "{}: must be 1..=50000000 (a payload is a <urlset>, spec 4: at most 50 MB)",
+                    n.max_bytes
+                ),
+            );
+        }
+        if n.deliver_timeout.is_zero() {
+            err("notify.deliver_timeout", "must be more than 0s".into());
+        }
     }
 }
 
@@ -1264,10 +1337,35 @@ poll_interval = "5m"
 
     #[test]
     fn every_memory_bound_of_the_store_is_a_setting_with_a_default() {
-        let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
+        // That these defaults are the store's own is checked where both are linked
+        // (`rsagg_pipeline`'s `store_options` test).
+        let s = Pipeline::parse(Path::new("p.toml"), GOOD)
+            .unwrap()
+            .config
+            .store;
         assert_eq!(
-            p.config.store.options(),
-            rsagg_store::StoreOptions::default()
+            (
+                s.recent_blob_bytes,
+                s.spool_bytes,
+                s.state_block_cache_bytes,
+                s.state_meta_cache_bytes,
+                s.state_max_unflushed_bytes,
+                s.state_compaction_sst_bytes,
+                s.state_compactions
+            ),
+            (
+                StoreConfig::DEFAULT_RECENT_BLOB_BYTES,
+                StoreConfig::DEFAULT_SPOOL_BYTES,
+                StoreConfig::DEFAULT_STATE_BLOCK_CACHE,
+                StoreConfig::DEFAULT_STATE_META_CACHE,
+                StoreConfig::DEFAULT_STATE_MAX_UNFLUSHED,
+                StoreConfig::DEFAULT_STATE_COMPACTION_SST,
+                StoreConfig::DEFAULT_STATE_COMPACTIONS
+            )
+        );
+        assert_eq!(
+            (s.retries, s.retry_timeout, s.max_failures),
+            (3, Duration::from_secs(30), 3)
         );
         let text = GOOD.replace(
             "url = \"file:///tmp/rsagg-test-maps\"",
@@ -1276,8 +1374,7 @@ poll_interval = "5m"
         let o = Pipeline::parse(Path::new("p.toml"), &text)
             .unwrap()
             .config
-            .store
-            .options();
+            .store;
         assert_eq!(
             (
                 o.state_block_cache_bytes,
@@ -1528,9 +1625,8 @@ poll_interval = "5m"
             .unwrap()
             .config
             .store;
-        let o = s.options();
         assert_eq!(
-            (o.retries, o.retry_timeout, o.max_failures, s.open_timeout),
+            (s.retries, s.retry_timeout, s.max_failures, s.open_timeout),
             (1, Duration::from_secs(5), 2, Duration::from_secs(10))
         );
         for (bad, key) in [

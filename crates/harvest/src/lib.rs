@@ -42,6 +42,8 @@
 //!   upstream's current list entry.
 //! - `push.rs`: the push intake ([`push::Inbox`] behind the WebSub callbacks) and applying a
 //!   change notification (CN 1.0.1 3).
+//! - `subscriptions.rs`: [`Subscriptions`], the push subscriptions (subscribe, renew,
+//!   unsubscribe) and their records in `push/{upstream}.json`, with each channel's `until`.
 
 pub mod audit;
 mod baseline;
@@ -59,6 +61,7 @@ pub mod push;
 mod resource;
 mod retry;
 mod seen;
+pub mod subscriptions;
 mod upstream;
 
 pub use context::{Ctx, Harvest};
@@ -66,6 +69,7 @@ pub use progress::{Progress, Snapshot};
 pub use push::{Inbox, PushApplied};
 pub use retry::retry_quarantined;
 pub use seen::SeenLimits;
+pub use subscriptions::Subscriptions;
 pub use upstream::{Polled, harvest, harvest_upstream};
 
 /// Errors of the harvest.

@@ -16,7 +16,7 @@
 //! notification, CN 1.0.1 3) makes the follower read the upstream's Change List from the
 //! checkpoint before applying it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -27,8 +27,7 @@ use rsagg_layout::report::PushStats;
 use rsagg_model::{Capability, Mode, Root, UrlEntry, W3cDateTime};
 use rsagg_sitemap::ReadOptions;
 use rsagg_websub::intake::{Intake, MAX_PAYLOAD_BYTES, PushIntake};
-use rsagg_websub::subscriber::{Answer, Delivery, Dropped, Subscriber, SubscriptionRecord};
-use serde::{Deserialize, Serialize};
+use rsagg_websub::subscriber::{Answer, Delivery, Dropped, Subscriber};
 use tokio::sync::mpsc;
 use url::Url;
 
@@ -233,24 +232,6 @@ impl Inbox {
             max_latency_ms: get(&c.max_latency_ms),
         }
     }
-}
-
-/// What the follower keeps per upstream in the store (`push/{upstream}.json`), so a
-/// restarted follower still verifies deliveries signed with the secrets it gave and keeps
-/// the continuity of each channel.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct PushRecord {
-    /// The subscriptions (with their secrets).
-    #[serde(default)]
-    pub subscriptions: Vec<SubscriptionRecord>,
-    /// The `until` of the last payload applied, per topic.
-    #[serde(default)]
-    pub until: BTreeMap<String, W3cDateTime>,
-}
-
-/// The object holding [`PushRecord`] of `upstream`.
-pub fn record_path(upstream: &str) -> String {
-    format!("push/{upstream}.json")
 }
 
 /// A change notification read and checked (CN 1.0.1 3).

@@ -453,9 +453,67 @@ fn parse(text: &str) -> Result<Parsed, DateTimeError> {
     })
 }
 
+/// Where rsagg's own datetimes come from: the system clock, or (tests) a clock that stands
+/// still until it is moved ([`Clock::manual`], [`Clock::advance`]). The state's commit
+/// times and the Change Lists' ages are read from one, so that a test of an age or a cut
+/// moves the clock instead of sleeping (a fixed wait is slow and, on a loaded machine,
+/// still not sure to be long enough).
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    /// `None`: the system clock.
+    manual: Option<std::sync::Arc<std::sync::Mutex<W3cDateTime>>>,
+}
+
+impl Clock {
+    /// The system clock ([`W3cDateTime::now`]).
+    pub fn system() -> Clock {
+        Clock::default()
+    }
+
+    /// A clock standing at `start` until [`Clock::advance`] moves it; clones share it.
+    pub fn manual(start: W3cDateTime) -> Clock {
+        Clock {
+            manual: Some(std::sync::Arc::new(std::sync::Mutex::new(start))),
+        }
+    }
+
+    /// Now, in UTC with microsecond precision (as [`W3cDateTime::now`]).
+    pub fn now(&self) -> W3cDateTime {
+        match &self.manual {
+            None => W3cDateTime::now(),
+            Some(m) => *m.lock().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+
+    /// Moves a manual clock on by `by` (to whole microseconds); the system clock cannot be
+    /// moved (false).
+    pub fn advance(&self, by: std::time::Duration) -> bool {
+        let Some(m) = &self.manual else {
+            return false;
+        };
+        let mut t = m.lock().unwrap_or_else(|e| e.into_inner());
+        let moved = t.plus_nanos(u64::try_from(by.as_nanos()).unwrap_or(u64::MAX));
+        let (secs, nanos) = moved.instant();
+        *t = W3cDateTime::from_unix_with_precision(secs, nanos, Precision::Fraction(6));
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manual_clock_moves_only_when_advanced() {
+        let start = W3cDateTime::parse("2026-01-01T00:00:00Z").unwrap().value;
+        let c = Clock::manual(start);
+        let shared = c.clone();
+        assert_eq!(c.now().cmp_instant(&start), Ordering::Equal);
+        assert!(shared.advance(std::time::Duration::from_millis(1500)));
+        let later = W3cDateTime::parse("2026-01-01T00:00:01.5Z").unwrap().value;
+        assert_eq!(c.now().cmp_instant(&later), Ordering::Equal);
+        assert!(!Clock::system().advance(std::time::Duration::from_secs(1)));
+    }
 
     fn p(s: &str) -> W3cDateTime {
         W3cDateTime::parse(s).unwrap().value

@@ -23,7 +23,7 @@ pub mod redact;
 pub mod validate;
 
 pub use chain::ErrorChain;
-pub use datetime::{DateTimeError, Precision, Tzd, W3cDateTime};
+pub use datetime::{Clock, DateTimeError, Precision, Tzd, W3cDateTime};
 pub use document::{
     Capability, Change, ChangeFreq, DocumentKind, EntrySpans, ExtAttr, Header, HeaderSpans, Legacy,
     Link, Md, Pos, RS_NS, Root, SITEMAP_NS, UrlEntry,

@@ -22,6 +22,10 @@
 //! - the stop signal: the pass in flight may finish within the shutdown grace (what it
 //!   committed stays either way), then the state is closed.
 //!
+//! The push subscriptions themselves (subscribe, renew, unsubscribe, their records in
+//! `push/{upstream}.json` and each channel's `until`) are `rsagg_harvest::Subscriptions`';
+//! this file only decides when to call them.
+//!
 //! Polling never stops: push shortens latency and polling is the fallback when a hub is
 //! silent, slow or gone. Deliveries answered 202 but still queued when the follower stops
 //! are not lost either: the channel's `until` did not move past them, so the next payload
@@ -29,14 +33,13 @@
 //! and a restarted follower (which finds its secrets in `push/{upstream}.json`) keeps
 //! receiving and verifying deliveries in between.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rsagg_fetch::CapabilitySet;
 use rsagg_model::W3cDateTime;
-use rsagg_store::documents::{get_json, put_json};
 use rsagg_store::{State, StoreLocation};
 use rsagg_websub::subscriber::unix_millis;
 use tokio::sync::{mpsc, watch};
@@ -44,11 +47,9 @@ use url::Url;
 
 use rsagg_config::{Pipeline, UpstreamConfig};
 use rsagg_harvest::push::{
-    Continuity, Counters, Inbox, PushRecord, Pushed, QUEUE, continuity, read_payload, record_path,
-    set_for,
+    Continuity, Counters, Inbox, Pushed, QUEUE, continuity, read_payload, set_for,
 };
-use rsagg_harvest::{Ctx, Harvest, PushApplied, harvest_upstream};
-use rsagg_layout::paths::callback_url;
+use rsagg_harvest::{Ctx, Harvest, PushApplied, Subscriptions, harvest_upstream};
 use rsagg_layout::report::{
     DeliveryReport, NotifyReport, PublishReport, RunReport, UpstreamReport, Verdict,
 };
@@ -82,8 +83,6 @@ struct Up {
     harvest: Option<Harvest>,
     /// The last poll's report (what the stats object shows).
     report: Option<UpstreamReport>,
-    /// `until` of the last payload applied, per topic (CN 1.0.1 3 continuity).
-    until: BTreeMap<String, W3cDateTime>,
 }
 
 /// Entries of consecutive payloads of one set, applied together.
@@ -113,6 +112,9 @@ struct Follower<'a> {
     /// rsagg's own channel (`[notify]`): payloads are prepared after every publish and sent
     /// by a background task, so a pass never waits for the hub.
     notify: Option<Notify>,
+    /// The push subscriptions and their records (with `--listen` only: a hub must be able
+    /// to reach the callback).
+    subs: Option<Subscriptions>,
 }
 
 /// The notification side of the follower: the notifier, the wake-up of its background
@@ -198,15 +200,20 @@ pub async fn follow(
                 sets: Vec::new(),
                 harvest: None,
                 report: None,
-                until: BTreeMap::new(),
             })
             .collect(),
         code: 0,
         stats_written: None,
         fetch_seen: rsagg_fetch::FetchCounts::default(),
         notify: Notifier::new(loc.objects.clone(), p)?.map(Notify::start),
+        subs: opts
+            .inbox
+            .clone()
+            .map(|inbox| Subscriptions::new(p, inbox, loc.objects.clone())),
     };
-    f.restore().await;
+    if let Some(subs) = &mut f.subs {
+        subs.restore().await;
+    }
     let mut queue = opts.inbox.as_ref().and_then(|i| i.take_queue());
     // A store that refuses access or stays unreachable ends the follower at once: its
     // passes would only fail, each resource on its own.
@@ -335,12 +342,8 @@ impl Follower<'_> {
             }
             // Checked here too, not only by the timer below: under a steady stream of
             // deliveries the push branch is always ready and would starve the timer.
-            let renewal_due = self
-                .opts
-                .inbox
-                .as_ref()
-                .and_then(|i| i.subscriber().next_due())
-                .is_some_and(|t| t <= unix_millis());
+            let next_due = self.subs.as_ref().and_then(Subscriptions::next_due);
+            let renewal_due = next_due.is_some_and(|t| t <= unix_millis());
             if renewal_due {
                 match guarded(self.renew(), stop, grace).await {
                     Some(()) => {}
@@ -355,12 +358,7 @@ impl Follower<'_> {
                 .map(|u| u.next_poll)
                 .min()
                 .unwrap_or_else(|| now + Duration::from_secs(300));
-            let renew_at = self
-                .opts
-                .inbox
-                .as_ref()
-                .and_then(|i| i.subscriber().next_due())
-                .map_or(next_poll, deadline);
+            let renew_at = next_due.map_or(next_poll, deadline);
             tokio::select! {
                 biased;
                 () = stopped(stop) => return Ok(()),
@@ -413,6 +411,21 @@ impl Follower<'_> {
         );
         self.code = 1;
         Ok(())
+    }
+
+    /// Renews (or retries) the push subscriptions that are due.
+    async fn renew(&self) {
+        if let Some(subs) = &self.subs {
+            let sets: Vec<&[CapabilitySet]> = self.ups.iter().map(|u| u.sets.as_slice()).collect();
+            subs.renew(&sets).await;
+        }
+    }
+
+    /// Saves the push records when a subscription changed (e.g. verified by the hub).
+    async fn save_changed(&self) {
+        if let Some(subs) = &self.subs {
+            subs.save_changed().await;
+        }
     }
 
     /// A poll pass of the upstreams `due` (as `run --once` does for all of them), then
@@ -484,8 +497,11 @@ impl Follower<'_> {
         report.upstreams = self.ups.iter().filter_map(|u| u.report.clone()).collect();
         write_stats(&self.store.objects, &self.state, &report).await;
         self.stats_written = Some(Instant::now());
-        for &i in due {
-            self.subscribe(i).await;
+        if let Some(subs) = &self.subs {
+            for &i in due {
+                let up = &self.ups[i];
+                subs.subscribe(i, &up.sets, up.harvest.is_some()).await;
+            }
         }
         Ok(())
     }
@@ -534,8 +550,8 @@ impl Follower<'_> {
             let tkey = (i, m.topic.clone());
             let previous = prospective
                 .get(&tkey)
-                .or_else(|| up.until.get(&m.topic))
-                .copied();
+                .copied()
+                .or_else(|| self.subs.as_ref().and_then(|s| s.until(i, &m.topic)));
             let checkpoint = match checkpoints.get(&key) {
                 Some(cp) => *cp,
                 None => {
@@ -643,8 +659,10 @@ impl Follower<'_> {
             latency_ms = latency,
             "push pass"
         );
-        for i in reports.keys() {
-            self.save(*i).await;
+        if let Some(subs) = &self.subs {
+            for i in reports.keys() {
+                subs.save(*i).await;
+            }
         }
         if self
             .stats_written
@@ -684,10 +702,9 @@ impl Follower<'_> {
             Ok(PushApplied::Done(true)) => {
                 c.applied
                     .fetch_add(g.payloads, std::sync::atomic::Ordering::Relaxed);
-                let until = &mut self.ups[g.up].until;
-                for (topic, t) in g.until {
-                    if until.get(&topic).is_none_or(|p| t.cmp_instant(p).is_gt()) {
-                        until.insert(topic, t);
+                if let Some(subs) = &mut self.subs {
+                    for (topic, t) in g.until {
+                        subs.advance(g.up, topic, t);
                     }
                 }
             }
@@ -702,222 +719,5 @@ impl Follower<'_> {
             Err(e) => report.fail(format!("{}: {e}", g.source)),
         }
         Ok(())
-    }
-
-    /// Subscribes upstream `i` to the channels its sets advertise that it is not (being)
-    /// subscribed to, and drops the subscriptions of channels no longer advertised.
-    async fn subscribe(&self, i: usize) {
-        let Some(inbox) = self.opts.inbox.clone() else {
-            return;
-        };
-        let up = &self.ups[i];
-        if !up.cfg.push {
-            return;
-        }
-        let name = up.cfg.name.clone();
-        let channels: Vec<_> = up.sets.iter().filter_map(|s| s.notification()).collect();
-        let now = unix_millis();
-        for ch in &channels {
-            let held = inbox
-                .subscriber()
-                .record(&name, ch.topic.as_str())
-                .is_some_and(|r| {
-                    r.hub == ch.hub.as_str() && !r.unsubscribing && (r.pending || r.active(now))
-                });
-            if !held {
-                self.request(i, &ch.topic, &ch.hub).await;
-            }
-        }
-        if up.harvest.is_none() {
-            // Discovery failed this time: keep what is held.
-            return;
-        }
-        let advertised: HashSet<String> = channels.iter().map(|c| c.topic.to_string()).collect();
-        for r in inbox.subscriber().records(&name) {
-            if !r.unsubscribing && !advertised.contains(&r.topic) {
-                tracing::info!(upstream = %name, topic = %r.topic, "channel no longer advertised: unsubscribing");
-                if let Err(e) = inbox.subscriber().unsubscribe(&name, &r.topic).await {
-                    tracing::warn!(upstream = %name, error = %rsagg_model::ErrorChain(&e), "unsubscribe failed (the lease expires anyway)");
-                }
-            }
-        }
-    }
-
-    /// Requests (or renews) the subscription of upstream `i` to `topic` at `hub`; the
-    /// record (with its secret) is saved before the request goes out.
-    async fn request(&self, i: usize, topic: &Url, hub: &Url) {
-        let Some(inbox) = self.opts.inbox.clone() else {
-            return;
-        };
-        let cfg = self.ups[i].cfg.clone();
-        if let Err(why) = hub_allowed(hub, cfg.allow_private).await {
-            tracing::warn!(upstream = %cfg.name, %hub, "not subscribing: {why}");
-            return;
-        }
-        let Some(callback) = callback_url(&self.p.base_url, &cfg.name) else {
-            return;
-        };
-        let record = match inbox.subscriber().prepare(
-            &cfg.name,
-            topic,
-            hub,
-            &callback,
-            cfg.push_lease(),
-            unix_millis(),
-        ) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(upstream = %cfg.name, error = %rsagg_model::ErrorChain(&e), "cannot prepare a subscription");
-                return;
-            }
-        };
-        self.save(i).await;
-        match inbox.subscriber().request(&record).await {
-            Ok(()) => {
-                tracing::info!(upstream = %cfg.name, %topic, %hub, %callback, "subscription requested");
-            }
-            Err(e) => {
-                tracing::warn!(upstream = %cfg.name, %topic, error = %rsagg_model::ErrorChain(&e), "subscription request failed; retried later")
-            }
-        }
-    }
-
-    /// Renews (or retries) the subscriptions that are due.
-    async fn renew(&self) {
-        let Some(inbox) = self.opts.inbox.clone() else {
-            return;
-        };
-        let now = unix_millis();
-        for (key, topic) in inbox.subscriber().due(now) {
-            // Deferred first: whatever happens below (a refused hub, an upstream gone from
-            // the config), this record is not due again before its backoff.
-            inbox.subscriber().defer(&key, &topic, now);
-            let Some(i) = self.ups.iter().position(|u| u.cfg.name == key) else {
-                continue;
-            };
-            let Ok(topic_url) = Url::parse(&topic) else {
-                continue;
-            };
-            // The hub the Capability List names now, else the one subscribed at.
-            let hub = self.ups[i]
-                .sets
-                .iter()
-                .filter_map(|s| s.notification())
-                .find(|c| c.topic == topic_url)
-                .map(|c| c.hub)
-                .or_else(|| {
-                    inbox
-                        .subscriber()
-                        .record(&key, &topic)
-                        .and_then(|r| Url::parse(&r.hub).ok())
-                });
-            if let Some(hub) = hub {
-                self.request(i, &topic_url, &hub).await;
-            }
-        }
-    }
-
-    /// Reads back what earlier followers left in `push/{upstream}.json`.
-    async fn restore(&mut self) {
-        let Some(inbox) = self.opts.inbox.clone() else {
-            return;
-        };
-        for up in &mut self.ups {
-            let path = record_path(&up.cfg.name);
-            match get_json::<PushRecord>(&*self.store.objects, &path).await {
-                Ok(Some(r)) => {
-                    if up.cfg.push {
-                        inbox.subscriber().restore(r.subscriptions);
-                    }
-                    up.until = r.until;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(%path, error = %rsagg_model::ErrorChain(&e), "cannot read the push record; starting afresh")
-                }
-            }
-        }
-        inbox.subscriber().take_changed();
-    }
-
-    /// Saves `push/{upstream}.json` of upstream `i`.
-    async fn save(&self, i: usize) {
-        let Some(inbox) = &self.opts.inbox else {
-            return;
-        };
-        let up = &self.ups[i];
-        let record = PushRecord {
-            subscriptions: inbox.subscriber().records(&up.cfg.name),
-            until: up.until.clone(),
-        };
-        let path = record_path(&up.cfg.name);
-        if let Err(e) = put_json(&*self.store.objects, &path, &record).await {
-            tracing::warn!(%path, error = %rsagg_model::ErrorChain(&e), "cannot save the push record");
-        }
-    }
-
-    /// Saves every push record when a subscription changed (e.g. verified by the hub).
-    async fn save_changed(&self) {
-        let changed = self
-            .opts
-            .inbox
-            .as_ref()
-            .is_some_and(|i| i.subscriber().take_changed());
-        if changed {
-            for i in 0..self.ups.len() {
-                self.save(i).await;
-            }
-        }
-    }
-}
-
-/// A hub of an upstream that does not allow private targets must be a public address (the
-/// guard of `rsagg-fetch`): an upstream document must not make rsagg POST into the internal
-/// network. This is the early check, on every address the name resolves to now, so no
-/// record or secret is prepared for a refused hub; the enforcement is at connect time, in
-/// the inbox's guarded subscriber (`Subscriber::guarded`), since a name may resolve
-/// elsewhere by the time the request is sent (and unsubscribe requests pass only there).
-async fn hub_allowed(hub: &Url, allow_private: bool) -> Result<(), String> {
-    if !matches!(hub.scheme(), "http" | "https") {
-        return Err(format!("{hub}: not an http(s) URL"));
-    }
-    if allow_private {
-        return Ok(());
-    }
-    let port = hub.port_or_known_default().unwrap_or(80);
-    let addrs: Vec<std::net::IpAddr> = match hub.host() {
-        Some(url::Host::Ipv4(ip)) => vec![ip.into()],
-        Some(url::Host::Ipv6(ip)) => vec![ip.into()],
-        Some(url::Host::Domain(d)) => tokio::net::lookup_host((d, port))
-            .await
-            .map_err(|e| format!("{hub}: {e}"))?
-            .map(|a| a.ip())
-            .collect(),
-        None => return Err(format!("{hub}: no host")),
-    };
-    match addrs.iter().find(|ip| !rsagg_fetch::guard::is_public(**ip)) {
-        Some(ip) => Err(format!(
-            "{hub} resolves to the non-public address {ip} (allow_private = false)"
-        )),
-        None if addrs.is_empty() => Err(format!("{hub}: no address")),
-        None => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn private_hubs_need_allow_private() {
-        let local = Url::parse("http://127.0.0.1:8080/").unwrap();
-        assert!(hub_allowed(&local, false).await.is_err());
-        assert!(hub_allowed(&local, true).await.is_ok());
-        let v6 = Url::parse("http://[::1]/").unwrap();
-        assert!(hub_allowed(&v6, false).await.is_err());
-        let public = Url::parse("http://93.184.215.14/").unwrap();
-        assert!(hub_allowed(&public, false).await.is_ok());
-        let ftp = Url::parse("ftp://93.184.215.14/").unwrap();
-        assert!(hub_allowed(&ftp, true).await.is_err());
     }
 }

@@ -40,7 +40,7 @@ pub use rsagg_layout::report::{
 pub use rsagg_notify::Notifier;
 pub use rsagg_publish::PublishOptions;
 pub use rsagg_store::QuarantineRecord;
-pub use runner::{RunOptions, UpstreamSlots, run_once};
+pub use runner::{RunOptions, UpstreamSlots, run_once, store_options};
 
 /// Errors of a run: what stops it as a whole (one upstream's failure does not, it is in the
 /// report).

@@ -63,6 +63,23 @@ impl UpstreamSlots {
     }
 }
 
+/// The store's options from a pipeline's `[store]`: every memory bound of the store and its
+/// state, as the store opens them. Built here, not in `rsagg-config`, so that the config
+/// does not link the state engine (the defaults live in [`rsagg_config::StoreConfig`]).
+pub fn store_options(cfg: &rsagg_config::StoreConfig) -> rsagg_store::StoreOptions {
+    rsagg_store::StoreOptions {
+        recent_blob_bytes: cfg.recent_blob_bytes,
+        state_block_cache_bytes: cfg.state_block_cache_bytes,
+        state_meta_cache_bytes: cfg.state_meta_cache_bytes,
+        state_max_unflushed_bytes: cfg.state_max_unflushed_bytes,
+        state_compaction_sst_bytes: cfg.state_compaction_sst_bytes,
+        state_compactions: cfg.state_compactions,
+        retries: cfg.retries,
+        retry_timeout: cfg.retry_timeout,
+        max_failures: cfg.max_failures,
+    }
+}
+
 /// What a run works with: the collection's store, its state opened as the writer, and the
 /// context every upstream's harvest shares (the HTTP client with the pipeline's `[fetch]`
 /// bounds). `run --once` opens them per run, `run --follow` once for its whole life.
@@ -83,7 +100,7 @@ pub(crate) async fn open_as(
     run_deadline: Option<tokio::time::Instant>,
 ) -> Result<(rsagg_store::StoreLocation, Arc<State>, Arc<Ctx>), Error> {
     let cfg = &p.config;
-    let options = cfg.store.options();
+    let options = store_options(&cfg.store);
     let loc = if read_only {
         // They write nothing, not even a `file://` store's directory.
         rsagg_store::open_store_read_only(cfg.store.url.as_str(), &options)?
@@ -181,7 +198,7 @@ async fn open_state(loc: &rsagg_store::StoreLocation, p: &Pipeline) -> Result<St
         );
     }
     let started = Instant::now();
-    let options = cfg.options();
+    let options = store_options(cfg);
     // Fenced out later, the store refuses every write and the run ends (exit 3).
     let opening = State::open_fenced(loc.objects.clone(), url, &options, loc.health.clone());
     let state = tokio::select! {
@@ -571,5 +588,68 @@ pub(crate) async fn record_history(
     };
     if let Err(e) = objects.put(&path, body.into()).await {
         tracing::warn!(error = %e, "writing {STATS_HISTORY}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    const PIPELINE: &str = r#"
+[collection]
+name = "maps"
+base_url = "https://agg.example.org/maps/"
+
+[store]
+url = "file:///tmp/rsagg-test-maps"
+
+[[upstream]]
+name = "museum"
+url = "https://museum.example.org/.well-known/resourcesync"
+"#;
+
+    /// The config's defaults (kept there so that it does not link the store) are the
+    /// store's own: a pipeline without `[store]` bounds opens the store as the store's
+    /// defaults say, and the spool gets the store's default capacity.
+    #[test]
+    fn store_options_default_to_the_stores_own() {
+        let p = Pipeline::parse(Path::new("p.toml"), PIPELINE).unwrap();
+        assert_eq!(
+            store_options(&p.config.store),
+            rsagg_store::StoreOptions::default()
+        );
+        assert_eq!(
+            p.config.store.spool_bytes,
+            rsagg_store::Spool::DEFAULT_CAPACITY
+        );
+        assert_eq!(
+            rsagg_config::StoreConfig::DEFAULT_RECENT_BLOB_BYTES,
+            rsagg_store::RecentBlobs::DEFAULT_CAPACITY
+        );
+    }
+
+    #[test]
+    fn store_options_carry_every_setting() {
+        let text = PIPELINE.replace(
+            "url = \"file:///tmp/rsagg-test-maps\"",
+            "url = \"file:///tmp/rsagg-test-maps\"\nrecent_blob_bytes = 7\nstate_block_cache_bytes = 0\nstate_meta_cache_bytes = 1024\nstate_max_unflushed_bytes = 1048576\nstate_compaction_sst_bytes = 2097152\nstate_compactions = 5\nretries = 1\nretry_timeout = \"5s\"\nmax_failures = 2",
+        );
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        assert_eq!(
+            store_options(&p.config.store),
+            rsagg_store::StoreOptions {
+                recent_blob_bytes: 7,
+                state_block_cache_bytes: 0,
+                state_meta_cache_bytes: 1024,
+                state_max_unflushed_bytes: 1 << 20,
+                state_compaction_sst_bytes: 2 << 20,
+                state_compactions: 5,
+                retries: 1,
+                retry_timeout: Duration::from_secs(5),
+                max_failures: 2,
+            }
+        );
     }
 }

@@ -116,7 +116,8 @@ pub async fn publish(
     let mut meta: ChangeListsMeta = get_json(store, CHANGE_LISTS_META)
         .await?
         .unwrap_or_default();
-    let now = W3cDateTime::now();
+    // The state's clock: the one its commit times (the changes' datetimes) come from.
+    let now = state.clock().now();
     let now_secs = now.instant().0;
     // One document's bound is both the entries of one Change List and the Change Lists one
     // index names: without retention, the oldest closed lists leave the index once it would
@@ -545,6 +546,14 @@ pub mod tests {
     }
 
     impl Fixture {
+        /// Makes the state's clock (commit times, and the publishers' now) a manual one,
+        /// standing at the present until the test moves it.
+        pub fn manual_clock(&mut self) -> rsagg_model::Clock {
+            let clock = rsagg_model::Clock::manual(W3cDateTime::now());
+            self.state.set_clock(clock.clone());
+            clock
+        }
+
         /// Stores a body never stored before.
         pub async fn blob(&self) -> BlobInfo {
             let n = self.bodies.fetch_add(1, Ordering::Relaxed);
@@ -992,11 +1001,15 @@ pub mod tests {
 
     #[tokio::test]
     async fn lists_are_closed_by_age_only_with_changes() {
-        let f = fixture().await;
+        let mut f = fixture().await;
+        let clock = f.manual_clock();
         let first = f.create(&["a", "b"]).await;
         f.publish(&cfg(10, HOUR, None, HOUR)).await;
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        // Not yet older than 10 ms: nothing closes.
         let young = cfg(10, Duration::from_millis(10), None, HOUR);
+        let r = f.publish(&young).await;
+        assert_eq!((r.open_entries, r.closed_now, r.closed_total), (2, 0, 0));
+        clock.advance(Duration::from_millis(30));
         let r = f.publish(&young).await;
         assert_eq!((r.open_entries, r.closed_now, r.closed_total), (0, 1, 1));
         let meta = f.meta().await;
@@ -1005,7 +1018,7 @@ pub mod tests {
         assert_eq!(meta.open.as_ref().unwrap().from, until);
         f.check().await;
         // An empty open list is not closed, however old.
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        clock.advance(Duration::from_millis(30));
         let r = f.publish(&young).await;
         assert_eq!((r.closed_now, r.closed_total), (0, 1));
         assert_eq!(f.meta().await.generation, meta.generation);
@@ -1019,24 +1032,24 @@ pub mod tests {
 
     #[tokio::test]
     async fn changes_far_apart_are_cut_by_age_at_the_later_change() {
-        let f = fixture().await;
+        let mut f = fixture().await;
+        let clock = f.manual_clock();
         let a = f.create(&["a"]).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        clock.advance(Duration::from_millis(300));
         let b = f.create(&["b"]).await;
-        let r = f
-            .publish(&cfg(10, Duration::from_millis(200), None, HOUR))
-            .await;
+        let max_age = cfg(10, Duration::from_millis(200), None, HOUR);
+        let r = f.publish(&max_age).await;
         let meta = f.meta().await;
         assert_eq!(
             (meta.closed[0].from, meta.closed[0].until),
             (a[0].at, b[0].at)
         );
-        // `b` stays open unless this publish itself came more than 200 ms after it (a slow
-        // machine), when it is closed by age as well.
-        assert!(
-            (r.closed_now, r.open_entries) == (1, 1) || (r.closed_now, r.open_entries) == (2, 0),
-            "{r:?}"
-        );
+        // `b` is younger than 200 ms when published: it stays open.
+        assert_eq!((r.closed_now, r.open_entries), (1, 1), "{r:?}");
+        // Once it is older, the next publish closes it by age.
+        clock.advance(Duration::from_millis(250));
+        let r = f.publish(&max_age).await;
+        assert_eq!((r.closed_now, r.open_entries), (1, 0), "{r:?}");
         let (all, _) = f.check().await;
         assert_eq!(all, [at(&a), at(&b)].concat());
     }

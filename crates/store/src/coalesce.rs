@@ -285,7 +285,9 @@ mod tests {
         (runs.load(Ordering::SeqCst), shared)
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // Paused time: the loaders' 50 ms pass only once every caller waits (auto-advance), so
+    // "at once" holds however loaded the machine is, and the tests take no wall time.
+    #[tokio::test(start_paused = true)]
     async fn callers_of_one_key_at_once_share_one_load() {
         let c = Arc::new(Coalescer::new());
         assert_eq!(at_once(&c, 16, false).await, (1, 15));
@@ -294,7 +296,7 @@ mod tests {
         assert!(c.loading.lock().unwrap().is_empty());
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn when_the_load_fails_each_caller_loads_for_itself() {
         let c = Arc::new(Coalescer::new());
         // The first load fails; the waiters then run their own (failing too, one after
@@ -305,7 +307,7 @@ mod tests {
         assert!(c.loading.lock().unwrap().is_empty());
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn a_dropped_load_lets_a_waiter_load() {
         let c: Arc<Coalescer<u32, u64>> = Arc::new(Coalescer::new());
         let lead = {
@@ -318,11 +320,16 @@ mod tests {
                 .await
             })
         };
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The lead's load has begun (its key is in the map).
+        while c.loading.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
         let waiter = {
             let c = c.clone();
             tokio::spawn(async move { c.run(7, || async { Ok::<_, ()>(2) }).await })
         };
+        // Paused time advances only once every task waits: the waiter is waiting on the
+        // lead's load by then (no fixed wall-clock wait).
         tokio::time::sleep(Duration::from_millis(20)).await;
         lead.abort();
         assert_eq!(waiter.await.unwrap(), Ok((2, false)));

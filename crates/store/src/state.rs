@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use object_store::ObjectStore;
-use rsagg_model::{Change, W3cDateTime};
+use rsagg_model::{Change, Clock, W3cDateTime};
 use serde::{Deserialize, Serialize};
 use slatedb::{Db, DbIterator, DbReader, WriteBatch};
 use tokio::sync::Mutex;
@@ -83,6 +83,8 @@ pub struct State {
     watcher: Option<tokio::task::JoinHandle<()>>,
     /// The writer's compactor (none for a read-only state).
     compaction: Option<Compaction>,
+    /// Where commit times come from (the system clock unless [`State::set_clock`]).
+    clock: Clock,
 }
 
 impl Drop for State {
@@ -307,6 +309,7 @@ impl State {
             fence,
             watcher: Some(watcher),
             compaction: Some(compaction),
+            clock: Clock::system(),
         };
         state.read_head().await?;
         Ok(state)
@@ -353,6 +356,7 @@ impl State {
             fence,
             watcher: None,
             compaction: None,
+            clock: Clock::system(),
         };
         state.read_head().await?;
         Ok(state)
@@ -575,6 +579,18 @@ impl State {
         Ok(Records::new(iter, self.path.clone(), self.fence.clone()))
     }
 
+    /// Makes commit times (and what reads [`State::clock`]: a Change List's age) come from
+    /// `clock`: tests move a manual clock instead of sleeping.
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    /// Where this state's commit times come from; the publishers judge ages by it too, so
+    /// that both agree.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
     /// Commits `c` atomically and durably: every change gets the next sequence number and a
     /// datetime strictly later than the previous one (rsagg's own `lastmod`/`datetime`).
     /// Returns the log entries written.
@@ -595,7 +611,7 @@ impl State {
             let mut next = *head;
             for applied in c.changes {
                 next.seq += 1;
-                let now = W3cDateTime::now();
+                let now = self.clock.now();
                 let at = match next.at {
                     Some(prev) if now.cmp_instant(&prev).is_le() => prev.plus_nanos(1_000),
                     _ => now,
