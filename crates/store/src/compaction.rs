@@ -34,6 +34,10 @@ pub const MAX_RESTARTS: u32 = 16;
 /// store fault), doubled per failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// How long closing the state waits for the compactor to stop. A compaction in flight is
+/// abandoned beyond it (the compactor is aborted): what it wrote is not in the manifest yet,
+/// so nothing is lost, and the next compactor starts it again. Closing must never hang on it.
+const STOP_WAIT: Duration = Duration::from_secs(30);
 
 /// A compactor supervised beside a writer: restarted while the writer holds the state,
 /// stopped with it (see the module documentation).
@@ -83,8 +87,14 @@ impl Compaction {
     /// compacts a database that is closing).
     pub(crate) async fn stop(mut self) {
         let _ = self.stop.send(true);
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(STOP_WAIT, &mut task).await.is_err()
+        {
+            tracing::warn!(
+                wait = ?STOP_WAIT,
+                "the compactor did not stop in time; abandoning its compaction"
+            );
+            task.abort();
         }
     }
 }

@@ -664,6 +664,18 @@ pub fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T>
         .block_on(f)
 }
 
+/// `f`, failing with `what` if it has not ended within 120 s (a state of these tests opens,
+/// reads and closes in well under a second).
+async fn step<T>(
+    what: &str,
+    f: impl std::future::Future<Output = Result<T, rsagg_store::Error>>,
+) -> Result<T> {
+    match tokio::time::timeout(Duration::from_secs(120), f).await {
+        Ok(r) => Ok(r?),
+        Err(_) => anyhow::bail!("{what} did not end within 120 s"),
+    }
+}
+
 /// What the state holds for one upstream.
 #[derive(Debug)]
 pub struct Snapshot {
@@ -677,24 +689,29 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub async fn read(objects: Arc<dyn ObjectStore>, up: &str) -> Result<Snapshot> {
-        let state = State::open(objects, "e2e").await?;
-        let mut records = BTreeMap::new();
-        let mut rs = state.resources(up).await?;
-        while let Some(r) = rs.next().await? {
-            records.insert(r.uri.clone(), r);
-        }
-        let mut log = Vec::new();
-        let mut ls = state.log(1).await?;
-        while let Some(e) = ls.next().await? {
-            log.push(e);
-        }
-        let mut quarantine = Vec::new();
-        let mut qs = state.quarantine().await?;
-        while let Some(q) = qs.next().await? {
-            quarantine.push(q);
-        }
-        drop((rs, ls, qs));
-        state.close().await?;
+        // Each step is bounded and named: a step that never ends fails the test saying
+        // which, instead of hanging the suite.
+        let state = step("opening the state", State::open(objects, "e2e")).await?;
+        let read = async {
+            let mut records = BTreeMap::new();
+            let mut rs = state.resources(up).await?;
+            while let Some(r) = rs.next().await? {
+                records.insert(r.uri.clone(), r);
+            }
+            let mut log = Vec::new();
+            let mut ls = state.log(1).await?;
+            while let Some(e) = ls.next().await? {
+                log.push(e);
+            }
+            let mut quarantine = Vec::new();
+            let mut qs = state.quarantine().await?;
+            while let Some(q) = qs.next().await? {
+                quarantine.push(q);
+            }
+            Ok::<_, rsagg_store::Error>((records, log, quarantine))
+        };
+        let (records, log, quarantine) = step("reading the state", read).await?;
+        step("closing the state", state.close()).await?;
         Ok(Snapshot {
             records,
             log,
