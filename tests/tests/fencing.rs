@@ -64,13 +64,18 @@ fn two_writers_started_together_end_with_one_winner_and_its_output_only() -> Res
         .collect();
     let refs: Vec<(&str, &[u8])> = res.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
     site.standard(&[("resourcelist", "/resourcelist.xml")], &refs)?;
-    // Each resource answers after 250 ms and two go at a time: a harvest lasts ~0.75 s,
-    // longer than the two processes take to start and open the state, so the two always
-    // overlap (a writer done before the other opens is not a race, and both would exit 0).
+    // Each resource answers after 500 ms and two go at a time: a harvest lasts ~1.5 s,
+    // longer than the two processes take to start and open the state, so the two nearly
+    // always overlap. They may not: when both create the state at once, the one that loses
+    // the creation retries its open (about a second later), and on a loaded machine the
+    // other may be done by then. Then both exit 0 and that is right (one writer at a time);
+    // such a pair is recognised by the later run finding everything stored, and at most a
+    // quarter of the pairs may be such.
     for (p, _) in &res {
-        site.fx.set_delay(p, Duration::from_millis(250));
+        site.fx.set_delay(p, Duration::from_millis(500));
     }
     let mut winners = [0usize; 2];
+    let mut one_after_the_other = 0usize;
     for pair in 0..pairs {
         let case = Case::published_at(
             Store::s3(&format!("fencing-{pair}"))?,
@@ -90,6 +95,18 @@ fn two_writers_started_together_end_with_one_winner_and_its_output_only() -> Res
         );
         let mut codes = [a.code, b.code];
         codes.sort();
+        if codes == [0, 0] {
+            // Not a race: the later run must have found the earlier one's harvest whole.
+            let mut created = [a.n("created"), b.n("created")];
+            created.sort();
+            let unchanged = a.n("unchanged") + b.n("unchanged");
+            ensure!(
+                created == [0, 6] && unchanged == 6,
+                "pair {pair}: both exited 0 and both harvested (two writers at once)\nA: {a:#?}\nB: {b:#?}"
+            );
+            one_after_the_other += 1;
+            continue;
+        }
         ensure!(
             codes == [0, 3],
             "pair {pair}: exit codes {:?}, expected one 0 and one 3\nA: {a:#?}\nB: {b:#?}",
@@ -157,8 +174,12 @@ fn two_writers_started_together_end_with_one_winner_and_its_output_only() -> Res
         );
     }
     eprintln!(
-        "{pairs} pairs: first started won {}, second won {}",
+        "{pairs} pairs: first started won {}, second won {}, {one_after_the_other} ran one after the other",
         winners[0], winners[1]
+    );
+    ensure!(
+        one_after_the_other * 4 <= pairs,
+        "{one_after_the_other} of {pairs} pairs did not overlap: the test no longer races two writers"
     );
     Ok(())
 }
