@@ -117,25 +117,10 @@ impl Sources {
                     ..UrlEntry::default()
                 }],
             ),
-            "/capabilitylist.xml" => xml(
-                Header {
-                    root: Root::Urlset,
-                    md: md_cap(Capability::CapabilityList),
-                    links: vec![Link::new("up", format!("{base}/.well-known/resourcesync"))],
-                },
-                &[
-                    UrlEntry {
-                        loc: format!("{base}/resourcelist.xml"),
-                        md: md_cap(Capability::ResourceList),
-                        ..UrlEntry::default()
-                    },
-                    UrlEntry {
-                        loc: format!("{base}/changelist.xml"),
-                        md: md_cap(Capability::ChangeList),
-                        ..UrlEntry::default()
-                    },
-                ],
-            ),
+            "/capabilitylist.xml" => Some((
+                crate::harvest::capability_list_of(base).to_vec(),
+                "application/xml",
+            )),
             "/resourcelist.xml" => {
                 let entries: Vec<UrlEntry> = (0..self.m)
                     .map(|i| {

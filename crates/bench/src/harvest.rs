@@ -48,6 +48,21 @@ pub enum ServerChoice {
     Builtin,
 }
 
+impl ServerChoice {
+    /// Whether nginx serves: asked for, or `Auto` and `nginx -v` runs.
+    pub(crate) fn nginx(self) -> bool {
+        match self {
+            ServerChoice::Nginx => true,
+            ServerChoice::Builtin => false,
+            ServerChoice::Auto => Command::new(nginx_bin())
+                .arg("-v")
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+        }
+    }
+}
+
 /// Arguments of `harvest`.
 #[derive(Debug, clap::Args)]
 pub struct HarvestArgs {
@@ -173,6 +188,30 @@ pub(crate) fn md_cap(capability: Capability) -> Option<Md> {
         capability: Some(capability),
         ..Md::default()
     })
+}
+
+/// The Capability List of a generated upstream at `base` (`scale` and `fleet`): its Resource
+/// List and Change List, up to its Source Description.
+pub(crate) fn capability_list_of(base: &str) -> bytes::Bytes {
+    rsagg_e2e::encode_document(
+        &Header {
+            root: Root::Urlset,
+            md: md_cap(Capability::CapabilityList),
+            links: vec![Link::new("up", format!("{base}/.well-known/resourcesync"))],
+        },
+        &[
+            UrlEntry {
+                loc: format!("{base}/resourcelist.xml"),
+                md: md_cap(Capability::ResourceList),
+                ..UrlEntry::default()
+            },
+            UrlEntry {
+                loc: format!("{base}/changelist.xml"),
+                md: md_cap(Capability::ChangeList),
+                ..UrlEntry::default()
+            },
+        ],
+    )
 }
 
 /// Writes the upstream: Source Description, Capability List, Resource List and `res/N`.
@@ -952,15 +991,7 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
     let base = format!("http://127.0.0.1:{port}");
     let tree = work.join("www");
     generate_tree(&tree, &base, n, a.size)?;
-    let use_nginx = match a.server {
-        ServerChoice::Nginx => true,
-        ServerChoice::Builtin => false,
-        ServerChoice::Auto => Command::new(nginx_bin())
-            .arg("-v")
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success()),
-    };
+    let use_nginx = a.server.nginx();
     let mut upstream = if use_nginx {
         start_nginx(&tree, &work, port)?
     } else {

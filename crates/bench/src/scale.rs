@@ -30,7 +30,7 @@ use rsagg_model::{
 
 use crate::docs::machine;
 use crate::harvest::{
-    ServerChoice, Upstream, body, fs_type, md_cap, nginx_bin, rsagg_binary_at, start_builtin_with,
+    ServerChoice, Upstream, body, fs_type, md_cap, rsagg_binary_at, start_builtin_with,
     start_nginx_with, tail,
 };
 
@@ -227,26 +227,7 @@ impl Site {
     }
 
     fn capability_list(&self) -> bytes::Bytes {
-        let base = &self.base;
-        encode_document(
-            &Header {
-                root: Root::Urlset,
-                md: md_cap(Capability::CapabilityList),
-                links: vec![Link::new("up", format!("{base}/.well-known/resourcesync"))],
-            },
-            &[
-                UrlEntry {
-                    loc: format!("{base}/resourcelist.xml"),
-                    md: md_cap(Capability::ResourceList),
-                    ..UrlEntry::default()
-                },
-                UrlEntry {
-                    loc: format!("{base}/changelist.xml"),
-                    md: md_cap(Capability::ChangeList),
-                    ..UrlEntry::default()
-                },
-            ],
-        )
+        crate::harvest::capability_list_of(&self.base)
     }
 
     /// The name of Resource List part `p` (the list itself when there is one part).
@@ -704,15 +685,7 @@ fn series(
                 "[scale] upstream of {n} resources written in {:.1} s",
                 t.elapsed().as_secs_f64()
             );
-            let use_nginx = match server {
-                ServerChoice::Nginx => true,
-                ServerChoice::Builtin => false,
-                ServerChoice::Auto => Command::new(nginx_bin())
-                    .arg("-v")
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success()),
-            };
+            let use_nginx = server.nginx();
             // Both serve files as they change (the built-in server in its `--live` mode).
             let up: Upstream = if use_nginx {
                 start_nginx_with(

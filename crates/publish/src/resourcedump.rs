@@ -517,6 +517,43 @@ mod tests {
 
     /// `resourcedump.xml`, strictly valid, with every package read back and checked.
     /// Returns the packages' names and, per package, its manifest entries with their bytes.
+    /// Removes the blobs of `shas` from the store (so that a dump can only take them from
+    /// memory or the spool).
+    async fn forget_blobs(objects: &Arc<dyn ObjectStore>, shas: &[String]) {
+        for sha in shas {
+            objects.delete(&Blobs::path(sha)).await.unwrap();
+        }
+    }
+
+    /// A forced Resource Dump of `state` at `location`, packages of `entries`.
+    async fn dump_at(state: &State, location: &StoreLocation, entries: u64) -> ResourceDumpReport {
+        publish(
+            state,
+            location,
+            BASE,
+            &LinkPolicy::default(),
+            &cfg(entries, 1 << 30),
+            true,
+            Signals::unheard(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+    }
+
+    /// The published dump holds exactly `bodies` (any order). The blobs are put back first,
+    /// so that `dump` can check every item against its blob.
+    async fn assert_dump_holds(objects: &Arc<dyn ObjectStore>, mut want: Vec<Vec<u8>>) {
+        for b in &want {
+            blob(objects, b).await;
+        }
+        let (_, packages) = dump(objects).await;
+        let mut got: Vec<Vec<u8>> = packages.into_iter().flatten().map(|(_, b)| b).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+    }
+
     async fn dump(objects: &Arc<dyn ObjectStore>) -> (Vec<String>, Vec<Vec<(UrlEntry, Vec<u8>)>>) {
         let (header, entries) = strict(&get(objects, RESOURCE_DUMP).await);
         assert_eq!(header.capability(), Some(&Capability::ResourceDump));
@@ -904,36 +941,12 @@ mod tests {
             ..kept.clone()
         };
         for location in [&kept, &remote] {
-            for sha in &shas {
-                objects.delete(&Blobs::path(sha)).await.unwrap();
-            }
-            let report = publish(
-                &state,
-                location,
-                BASE,
-                &LinkPolicy::default(),
-                &cfg(100, 1 << 30),
-                true,
-                Signals::unheard(),
-            )
-            .await
-            .unwrap()
-            .unwrap();
+            forget_blobs(&objects, &shas).await;
+            let report = dump_at(&state, location, 100).await;
             assert_eq!((report.resources, report.skipped), (5, 0));
-            // Back in the store, so that `dump` can check every item against its blob.
-            for i in 0..5 {
-                blob(&objects, &body(i, 300)).await;
-            }
-            let (_, packages) = dump(&objects).await;
-            let mut got: Vec<Vec<u8>> = packages.into_iter().flatten().map(|(_, b)| b).collect();
-            got.sort();
-            let mut want: Vec<Vec<u8>> = (0..5).map(|i| body(i, 300)).collect();
-            want.sort();
-            assert_eq!(got, want);
+            assert_dump_holds(&objects, (0..5).map(|i| body(i, 300)).collect()).await;
         }
-        for sha in &shas {
-            objects.delete(&Blobs::path(sha)).await.unwrap();
-        }
+        forget_blobs(&objects, &shas).await;
         let report = run_local(
             &objects,
             loc.local_root.as_deref(),
@@ -969,48 +982,14 @@ mod tests {
                 .unwrap();
             shas.push(stored.sha256);
         }
-        for sha in &shas {
-            objects.delete(&Blobs::path(sha)).await.unwrap();
-        }
-        let report = publish(
-            &state,
-            &location,
-            BASE,
-            &LinkPolicy::default(),
-            &cfg(64, 1 << 30),
-            true,
-            Signals::unheard(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        forget_blobs(&objects, &shas).await;
+        let report = dump_at(&state, &location, 64).await;
         assert_eq!((report.resources, report.skipped), (n as u64, 0));
         assert_eq!(location.spool.used(), 0, "cleared after the dump");
-        for i in 0..n {
-            blob(&objects, &body(i, 200)).await;
-        }
-        let (_, packages) = dump(&objects).await;
-        let mut got: Vec<Vec<u8>> = packages.into_iter().flatten().map(|(_, b)| b).collect();
-        got.sort();
-        let mut want: Vec<Vec<u8>> = (0..n).map(|i| body(i, 200)).collect();
-        want.sort();
-        assert_eq!(got, want);
+        assert_dump_holds(&objects, (0..n).map(|i| body(i, 200)).collect()).await;
         // Nothing spooled any more, nothing in the store: all left out.
-        for sha in &shas {
-            objects.delete(&Blobs::path(sha)).await.unwrap();
-        }
-        let report = publish(
-            &state,
-            &location,
-            BASE,
-            &LinkPolicy::default(),
-            &cfg(64, 1 << 30),
-            true,
-            Signals::unheard(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        forget_blobs(&objects, &shas).await;
+        let report = dump_at(&state, &location, 64).await;
         assert_eq!((report.resources, report.skipped), (0, n as u64));
     }
 
