@@ -50,6 +50,7 @@ use anyhow::{Context, Result, bail};
 pub use browser::{chromium_bin, dump_dom, dump_dom_sized};
 pub use fixture::{Failure, FixtureServer, Gzip, RequestRecord};
 pub use oai::{OaiOptions, OaiProvider};
+pub use proc::Watched;
 pub use resync::{ResyncOutput, resync_sync};
 pub use seaweed::Seaweed;
 pub use serve::RsaggServer;

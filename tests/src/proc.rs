@@ -37,7 +37,7 @@ exit 0
 
 /// A command running under the watchdog shell (see the module docs).
 #[derive(Debug)]
-pub(crate) struct Watched {
+pub struct Watched {
     name: String,
     shell: Child,
     stdin: Option<ChildStdin>,
@@ -49,7 +49,7 @@ pub(crate) struct Watched {
 impl Watched {
     /// Start `cmd` (program and arguments; its environment and working directory are kept)
     /// with stdout and stderr appended to `log`. `cleanup` is removed once it has exited.
-    pub(crate) fn spawn(
+    pub fn spawn(
         name: &str,
         cmd: &Command,
         log: &Path,
@@ -112,13 +112,13 @@ impl Watched {
     }
 
     /// PID of the command itself (not of the watchdog shell).
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.pid
     }
 
     /// Whether the command is still running (Linux: `/proc`; elsewhere assumed running while
     /// the watchdog is).
-    pub(crate) fn is_running(&mut self) -> bool {
+    pub fn is_running(&mut self) -> bool {
         if let Ok(Some(_)) = self.shell.try_wait() {
             return false;
         }
@@ -133,12 +133,60 @@ impl Watched {
     }
 
     /// The last `n` lines of the log, for error messages.
-    pub(crate) fn log_tail(&self, n: usize) -> String {
+    pub fn log_tail(&self, n: usize) -> String {
         log_tail(&self.log, n)
     }
 
+    /// An error naming the command, with the tail of its log, once it is no longer running.
+    pub fn ensure_running(&mut self) -> Result<()> {
+        if self.is_running() {
+            return Ok(());
+        }
+        bail!(
+            "{} exited; log {}:\n{}",
+            self.name,
+            self.log.display(),
+            self.log_tail(40)
+        )
+    }
+
+    /// Whether a line of the log satisfies `found`; an error when the command is gone.
+    pub fn log_has(&mut self, found: impl Fn(&str) -> bool) -> Result<bool> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        if text.lines().any(found) {
+            return Ok(true);
+        }
+        self.ensure_running()?;
+        Ok(false)
+    }
+
+    /// The URL of the `listening http://HOST:PORT` line in the log (`docs/contract.md`:
+    /// every rsagg server prints it once it accepts connections), with a trailing `/`.
+    pub fn wait_listening(&mut self, timeout: Duration) -> Result<String> {
+        let t0 = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if let Some(url) = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("listening "))
+                .filter(|u| u.starts_with("http://"))
+            {
+                return Ok(format!("{}/", url.trim_end_matches('/')));
+            }
+            self.ensure_running()?;
+            if t0.elapsed() > timeout {
+                bail!(
+                    "{} printed no `listening` line within {timeout:?}; log:\n{}",
+                    self.name,
+                    self.log_tail(40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Stop the command (SIGTERM, SIGKILL after the grace period) and wait for the watchdog.
-    pub(crate) fn stop(&mut self) {
+    pub fn stop(&mut self) {
         drop(self.stdin.take());
         let deadline = Instant::now() + self.grace + Duration::from_secs(3);
         loop {

@@ -53,7 +53,6 @@ pub trait HubUnderTest {
 /// A hub process: the watchdog, its log, its `listening` URL, its data directory.
 #[derive(Debug)]
 struct HubProcess {
-    name: &'static str,
     watched: Mutex<Watched>,
     url: String,
     log: PathBuf,
@@ -72,7 +71,6 @@ impl HubProcess {
         let log = dir.path().join(format!("{name}.log"));
         let watched = Watched::spawn(name, cmd, &log, &[], Duration::from_secs(2))?;
         let mut hub = HubProcess {
-            name,
             watched: Mutex::new(watched),
             url: String::new(),
             log,
@@ -82,47 +80,14 @@ impl HubProcess {
         Ok(hub)
     }
 
-    /// The URL of the `listening http://HOST:PORT` line (`docs/contract.md`: every server prints it
-    /// once it accepts connections), with a trailing `/`: the hub URL.
+    /// The hub URL: the `listening` line's, with a trailing `/`.
     fn wait_listening(&self, timeout: Duration) -> Result<String> {
-        let t0 = Instant::now();
-        loop {
-            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if let Some(url) = text
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("listening "))
-                .filter(|u| u.starts_with("http://"))
-            {
-                return Ok(format!("{}/", url.trim_end_matches('/')));
-            }
-            if !lock(&self.watched).is_running() {
-                bail!(
-                    "{} exited before listening; log:\n{}",
-                    self.name,
-                    self.log_tail(40)
-                );
-            }
-            if t0.elapsed() > timeout {
-                bail!(
-                    "{} printed no `listening` line within {timeout:?}; log:\n{}",
-                    self.name,
-                    self.log_tail(40)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        lock(&self.watched).wait_listening(timeout)
     }
 
     /// Whether a line of the log satisfies `found`; an error when the process is gone.
     fn log_has(&self, found: impl Fn(&str) -> bool) -> Result<bool> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        if text.lines().any(found) {
-            return Ok(true);
-        }
-        if !lock(&self.watched).is_running() {
-            bail!("{} exited; log:\n{}", self.name, self.log_tail(40));
-        }
-        Ok(false)
+        lock(&self.watched).log_has(found)
     }
 
     fn log_tail(&self, n: usize) -> String {
@@ -246,6 +211,18 @@ impl RsaggHub {
             .current_dir(dir.path());
         let process = HubProcess::start("rsagg-hub", &cmd, dir, Duration::from_secs(30))?;
         Ok(RsaggHub { process })
+    }
+
+    /// Whether the hub has logged the removal of `callback`'s subscription for `why`
+    /// (`"unsubscribed"`, `"lease expired"`); an error when the hub process is gone.
+    pub fn removed(&self, callback: &str, why: &str) -> Result<bool> {
+        self.process.log_has(|l| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| {
+                v["message"] == "subscription removed"
+                    && v["callback"].as_str() == Some(callback)
+                    && v["why"].as_str() == Some(why)
+            })
+        })
     }
 
     /// PID of the `rsagg` process.

@@ -211,11 +211,16 @@ async fn rsagg_hub_fetches_the_topic_on_websub_publish() -> Result<()> {
     let topic = src.topic();
     let sub = TestSubscriber::start()?;
     let s = sub.subscribe(&hub, &topic, Some("s"), Some(600)).await?;
+    // A second subscription that stays: what reaches it marks how far the hub has got.
+    let stays = sub.subscribe(&hub, &topic, None, Some(600)).await?;
 
     let payload = src.change(&[("w.txt", Some(b"websub form"))])?;
     let r = src.notify(PublishForm::WebSub).await?;
     assert_eq!(r.status, 202);
-    let got = sub.wait_for(1, T).await.with_context(|| hub.log_tail(30))?;
+    let got = sub
+        .wait_for_on(&s.callback, 1, T)
+        .await
+        .with_context(|| hub.log_tail(30))?;
     assert_delivery(&got[0], &payload, &topic, hub.url(), Algorithm::Sha256);
     assert!(
         src.server()
@@ -228,20 +233,39 @@ async fn rsagg_hub_fetches_the_topic_on_websub_publish() -> Result<()> {
     let v = sub.unsubscribe(hub.url(), &s).await?;
     assert!(v.confirmed && v.lease_seconds.is_none(), "{v:?}");
     // The hub drops the subscription just after the verification answer: replay until it
-    // says nobody is subscribed (bounded), then nothing more may arrive.
+    // says only the other one is subscribed (bounded). Then a last payload, published after
+    // that, reaches the other subscription while the unsubscribed one gets nothing more.
     let t0 = Instant::now();
     loop {
         let r = src.publish(&payload, PublishForm::ResourceSync).await?;
-        if r.body.contains("accepted for 0 subscriber(s)") {
+        if r.body.contains("accepted for 1 subscriber(s)") {
             break;
         }
         ensure!(t0.elapsed() < T, "still subscribed: {}", r.body);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let before = sub.attempts().len();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = sub.deliveries_to(&s.callback).len();
+    let last = src.change(&[("w.txt", Some(b"after unsubscribing"))])?;
+    let r = src.publish(&last, PublishForm::ResourceSync).await?;
+    assert!(
+        r.body.contains("accepted for 1 subscriber(s)"),
+        "{}",
+        r.body
+    );
+    let t0 = Instant::now();
+    while !sub
+        .deliveries_to(&stays.callback)
+        .iter()
+        .any(|d| d.body == last.body)
+    {
+        ensure!(
+            t0.elapsed() < T,
+            "the last payload did not reach the other subscription"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(
-        sub.attempts().len(),
+        sub.deliveries_to(&s.callback).len(),
         before,
         "delivered after unsubscribing"
     );
@@ -372,8 +396,16 @@ async fn rsagg_hub_lease_expires() -> Result<()> {
         long.verification
     );
 
-    // The hub counts leases in whole Unix seconds: 2.2 s after verification it has expired.
-    tokio::time::sleep(Duration::from_millis(2200).saturating_sub(verified.elapsed())).await;
+    // The hub counts leases in whole Unix seconds and sweeps expired ones every lease
+    // minimum (1 s here): wait for it to log the short lease's removal (bounded).
+    while !hub.removed(&short.callback, "lease expired")? {
+        ensure!(
+            verified.elapsed() < T,
+            "the 1 s lease was not removed; log:\n{}",
+            hub.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let payload = src.change(&[("l.txt", Some(b"after expiry"))])?;
     let r = src.notify(PublishForm::ResourceSync).await?;
     assert!(

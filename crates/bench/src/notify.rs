@@ -43,7 +43,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,7 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use md5::{Digest, Md5};
-use rsagg_e2e::{capability_entry, encode_document, tick_after};
+use rsagg_e2e::{Watched, capability_entry, encode_document, tick_after};
 use rsagg_model::{
     Capability, Change, HashAlgorithm, HashValue, Hashes, Header, Link, Md, Mode, Root, UrlEntry,
     W3cDateTime,
@@ -64,7 +64,7 @@ use rsagg_sitemap::ReadOptions;
 use tokio::time::MissedTickBehavior;
 
 use crate::docs::machine;
-use crate::harvest::{fs_type, rsagg_binary_at, tail};
+use crate::harvest::{fs_type, rsagg_binary_at};
 use crate::procs::vm_hwm_kib;
 
 /// Arguments of `notify`.
@@ -145,126 +145,19 @@ const BODY_BYTES: usize = 256;
 // processes
 // ---------------------------------------------------------------------------------------------
 
-/// A server process of the benchmark: stdout and stderr in files of the working directory;
-/// stopped by PID (SIGTERM, then SIGKILL after 5 s) when dropped, so every way out of the
-/// benchmark, errors included, stops it.
-struct Proc {
-    name: String,
-    child: Child,
-    stdout: PathBuf,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn spawn(name: &str, cmd: &mut Command, dir: &Path) -> anyhow::Result<Proc> {
-        let stdout = dir.join(format!("{name}.stdout"));
-        let log = dir.join(format!("{name}.log"));
-        cmd.stdin(Stdio::null())
-            .stdout(std::fs::File::create(&stdout)?)
-            .stderr(std::fs::File::create(&log)?);
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("spawning {name}: {cmd:?}"))?;
-        Ok(Proc {
-            name: name.to_owned(),
-            child,
-            stdout,
-            log,
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// An error when the process has exited (with its status and log).
-    fn check_running(&mut self) -> anyhow::Result<()> {
-        match self.child.try_wait() {
-            Ok(None) => Ok(()),
-            Ok(Some(st)) => bail!(
-                "{} exited ({st}); log {}:\n{}",
-                self.name,
-                self.log.display(),
-                self.log_tail(30)
-            ),
-            Err(e) => bail!("{}: {e}", self.name),
-        }
-    }
-
-    /// The URL of the `listening http://HOST:PORT` line on stdout (`docs/contract.md`: every server
-    /// prints it once it accepts connections), with a trailing `/`.
-    fn wait_listening(&mut self, timeout: Duration) -> anyhow::Result<String> {
-        let t0 = Instant::now();
-        loop {
-            let text = std::fs::read_to_string(&self.stdout).unwrap_or_default();
-            if let Some(url) = text
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("listening "))
-                .filter(|u| u.starts_with("http://"))
-            {
-                return Ok(format!("{}/", url.trim_end_matches('/')));
-            }
-            self.check_running()?;
-            if t0.elapsed() > timeout {
-                bail!(
-                    "{} printed no `listening` line within {timeout:?}; log:\n{}",
-                    self.name,
-                    self.log_tail(30)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Whether a line of the log satisfies `found`; an error when the process is gone.
-    fn log_has(&mut self, found: impl Fn(&str) -> bool) -> anyhow::Result<bool> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        if text.lines().any(found) {
-            return Ok(true);
-        }
-        self.check_running()?;
-        Ok(false)
-    }
-
-    fn log_tail(&self, n: usize) -> String {
-        tail(&std::fs::read_to_string(&self.log).unwrap_or_default(), n)
-    }
-
-    /// Peak RSS so far, in KiB (0 once the process is gone).
-    fn peak_kib(&self) -> u64 {
-        vm_hwm_kib(self.pid())
-    }
-
-    fn stop(&mut self) {
-        // Already exited and reaped: its PID may belong to another process by now.
-        if !matches!(self.child.try_wait(), Ok(None)) {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.stop();
-    }
+/// Starts a server process of the benchmark under the end-to-end tests' watchdog
+/// ([`Watched`]): stdout and stderr in `DIR/NAME.log`; stopped (SIGTERM, then SIGKILL after
+/// 5 s) when dropped or when the benchmark ends in any way, errors and panics included.
+fn spawn(name: &str, cmd: &Command, dir: &Path) -> anyhow::Result<Watched> {
+    let log = dir.join(format!("{name}.log"));
+    Watched::spawn(name, cmd, &log, &[], Duration::from_secs(5))
+        .with_context(|| format!("spawning {name}: {cmd:?}"))
 }
 
 /// `rsagg hub --listen 127.0.0.1:0 --lease-min 1 --allow-private-callbacks --store
 /// file://DIR/NAME` (every callback and topic of the bench is on loopback), logging JSON at
 /// `info` (the harness reads its `subscribed` events). Returns the process and the hub URL.
-fn start_hub(bin: &Path, dir: &Path, name: &str) -> anyhow::Result<(Proc, String)> {
+fn start_hub(bin: &Path, dir: &Path, name: &str) -> anyhow::Result<(Watched, String)> {
     let store = dir.join(name);
     std::fs::create_dir_all(&store)?;
     let mut cmd = Command::new(bin);
@@ -280,7 +173,7 @@ fn start_hub(bin: &Path, dir: &Path, name: &str) -> anyhow::Result<(Proc, String
     .arg(format!("file://{}/", store.display()))
     .env("RSAGG_LOG", "info")
     .env("RSAGG_LOG_FORMAT", "json");
-    let mut p = Proc::spawn(name, &mut cmd, dir)?;
+    let mut p = spawn(name, &cmd, dir)?;
     let url = p.wait_listening(Duration::from_secs(30))?;
     Ok((p, url))
 }
@@ -288,7 +181,7 @@ fn start_hub(bin: &Path, dir: &Path, name: &str) -> anyhow::Result<(Proc, String
 /// Whether the hub has logged (`{"message":"subscribed",…}`, once the record is stored) a
 /// subscription to `topic` whose callback satisfies `callback`.
 fn hub_stored(
-    hub: &mut Proc,
+    hub: &mut Watched,
     topic: &str,
     callback: impl Fn(&str) -> bool,
 ) -> anyhow::Result<bool> {
@@ -1016,7 +909,7 @@ fn phase(ctx: &Ctx<'_>, through_rsagg: bool, dir: &Path) -> anyhow::Result<Row> 
     })?;
     let upstream_topic = source.topic();
 
-    let mut rsagg: Option<Proc> = None;
+    let mut rsagg: Option<Watched> = None;
     if through_rsagg {
         let port = rsagg_e2e::free_ports(1)?[0];
         let base = format!("http://127.0.0.1:{port}/bench/");
@@ -1032,7 +925,7 @@ fn phase(ctx: &Ctx<'_>, through_rsagg: bool, dir: &Path) -> anyhow::Result<Row> 
         // with the subscriber only, and no notification of rsagg's is missed.
         let cb =
             rt.block_on(sub.subscribe(&client, &hub_down_url, &rsagg_topic, &sub_base, "/cb/1"))?;
-        let down: &mut Proc = match hub_down.as_mut() {
+        let down: &mut Watched = match hub_down.as_mut() {
             Some((p, _)) => p,
             None => &mut hub_up,
         };
@@ -1067,7 +960,7 @@ fn phase(ctx: &Ctx<'_>, through_rsagg: bool, dir: &Path) -> anyhow::Result<Row> 
         if let Some(l) = &a.rsagg_log {
             cmd.env("RSAGG_LOG", l);
         }
-        let mut p = Proc::spawn("rsagg", &mut cmd, dir)?;
+        let mut p = spawn("rsagg", &cmd, dir)?;
         p.wait_listening(Duration::from_secs(30))?;
         let t0 = Instant::now();
         say(&format!(
@@ -1077,7 +970,7 @@ fn phase(ctx: &Ctx<'_>, through_rsagg: bool, dir: &Path) -> anyhow::Result<Row> 
         ));
         let callback_prefix = format!("{base}websub/");
         let subscribed = wait_blocking(Duration::from_secs(a.subscribe_timeout), || {
-            p.check_running()?;
+            p.ensure_running()?;
             hub_stored(&mut hub_up, &upstream_topic, |c| {
                 c.starts_with(&callback_prefix)
             })
@@ -1126,7 +1019,7 @@ fn phase(ctx: &Ctx<'_>, through_rsagg: bool, dir: &Path) -> anyhow::Result<Row> 
         let t0 = Instant::now();
         while sub.arrival(md5).is_none() {
             if let Some(p) = rsagg.as_mut() {
-                p.check_running()?;
+                p.ensure_running()?;
             }
             if t0.elapsed() > warm_timeout {
                 let (payloads, entries, _) = sub.counts();
@@ -1203,8 +1096,9 @@ fn phase(ctx: &Ctx<'_>, through_rsagg: bool, dir: &Path) -> anyhow::Result<Row> 
     }
 
     // Peaks before stopping anything.
-    let hub_peak = hub_up.peak_kib() + hub_down.as_ref().map_or(0, |(p, _)| p.peak_kib());
-    let rsagg_peak = rsagg.as_ref().map(Proc::peak_kib);
+    let hub_peak =
+        vm_hwm_kib(hub_up.pid()) + hub_down.as_ref().map_or(0, |(p, _)| vm_hwm_kib(p.pid()));
+    let rsagg_peak = rsagg.as_ref().map(|p| vm_hwm_kib(p.pid()));
     if let Some(p) = rsagg.as_mut() {
         p.stop();
     }

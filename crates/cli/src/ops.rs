@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rsagg_pipeline::{AuditOptions, Pipeline, RunOptions};
+use rsagg_pipeline::{AuditOptions, Pipeline, RunOptions, StoreFailure as _};
 
 /// `rsagg audit`.
 #[derive(Debug, clap::Args)]

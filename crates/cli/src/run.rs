@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use rsagg_pipeline::{FollowOptions, Pipeline, RunOptions, run_once};
+use rsagg_pipeline::{FollowOptions, Pipeline, RunOptions, StoreFailure as _, run_once};
 
 /// `rsagg run`.
 #[derive(Debug, clap::Args)]

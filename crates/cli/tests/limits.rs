@@ -26,8 +26,8 @@ fn the_hub_cuts_a_held_connection_and_serves_the_one_waiting() {
     ]);
     let mut held = TcpStream::connect(&addr).unwrap();
     held.write_all(b"GET /healthz HTTP/1.1\r\nHo").unwrap();
-    // Give the hub time to accept the held connection first (the backlog is FIFO anyway).
-    std::thread::sleep(Duration::from_millis(100));
+    // The listener's backlog is FIFO: the hub accepts the held connection first, whenever
+    // it gets to it, so the waiting one cannot take the slot before it.
     let started = Instant::now();
     let mut waiting = TcpStream::connect(&addr).unwrap();
     waiting

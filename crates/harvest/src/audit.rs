@@ -28,9 +28,9 @@ use rsagg_config::UpstreamConfig;
 use rsagg_fetch::{Access, CapabilitySet, Request};
 use rsagg_layout::report::UpstreamReport;
 use rsagg_model::{Capability, UrlEntry};
+use rsagg_store::StoreFailure as _;
 use rsagg_store::{BlobInfo, ResourceRecord, ResourceStatus, State};
 use serde::Serialize;
-use tokio::sync::mpsc;
 use url::Url;
 
 use crate::Error;
@@ -588,14 +588,11 @@ async fn audit_set(
         Some((at, later)) => (Some(at), later),
         None => (None, Later::none()),
     };
-    let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
     let docs = h.docs();
-    let producer = docs.stream_entries(&list_url, tx);
+    let (producer, entries) = docs.read_entries(&list_url);
     let later_ref = &later;
     let consumer = async {
-        let entries =
-            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) })
-                .filter(|(_, e)| std::future::ready(!later_ref.contains(&e.loc)));
+        let entries = entries.filter(|(_, e)| std::future::ready(!later_ref.contains(&e.loc)));
         check_all(
             h,
             entries.map(|(_, e)| e),

@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use rsagg_fetch::CapabilitySet;
-use rsagg_model::{Capability, UrlEntry, W3cDateTime};
+use rsagg_model::{Capability, W3cDateTime};
 use rsagg_store::{Checkpoint, ResourceStatus};
-use tokio::sync::mpsc;
 use url::Url;
 
 use crate::Error;
@@ -17,6 +16,7 @@ use crate::resource::spawned;
 use crate::seen::{Seen, key};
 use rsagg_config::BaselineSource;
 use rsagg_layout::report::UpstreamReport;
+use rsagg_store::StoreFailure as _;
 
 impl Harvest {
     /// The first synchronisation of a set: from the Resource Dump when the pipeline prefers
@@ -87,12 +87,12 @@ impl Harvest {
             }
         };
         let shared_set = Arc::new(set.clone());
-        let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
         let docs = self.docs();
         // The list is read until the pass deadline at most: then the channel closes, the
         // transfers in flight are cut (`Harvest::cut_at_deadline`) and what was stored is
         // committed.
-        let producer = self.bounded(docs.stream_entries(&list_url, tx));
+        let (producer, entries) = docs.read_entries(&list_url);
+        let producer = self.bounded(producer);
         // The URIs seen so far: in memory up to `[store] listed_memory_bytes`, beyond it on
         // local disk (`seen.rs`), so the baseline of a large collection holds no set that
         // grows with it.
@@ -125,12 +125,7 @@ impl Harvest {
         let consumer = async {
             // At the pass deadline no more entries are taken (those already read and
             // waiting in the channel included); the transfers in flight are cut.
-            let entries =
-                futures::stream::unfold(
-                    rx,
-                    |mut rx| async move { rx.recv().await.map(|x| (x, rx)) },
-                )
-                .take_until(self.deadline_passed());
+            let entries = entries.take_until(self.deadline_passed());
             let mut results = std::pin::pin!(
                 entries
                     .map(|(_, e)| {

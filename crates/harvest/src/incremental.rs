@@ -16,12 +16,84 @@ use crate::Error;
 use crate::commit::{Committer, Outcome};
 use crate::compare::*;
 use crate::context::Harvest;
-use crate::lists::archive_of;
+use crate::lists::{OpenDoc, archive_of};
 use crate::resource::spawned;
 use rsagg_layout::report::UpstreamReport;
 
 /// Entries of one Change List held for ordering (the spec allows 50,000 per list).
 pub(crate) const MAX_CHANGES_PER_LIST: usize = 1_000_000;
+
+/// A list named by an index or archive of Change Lists: its `from`, its `until` (closed
+/// when given) and its URL.
+pub(crate) type ListedPart = (Option<W3cDateTime>, Option<W3cDateTime>, Url);
+
+/// The parts an index of Change Lists (spec 12.2) lists, as it lists them; a part whose
+/// `loc` is not a URL is an error of the index.
+pub(crate) async fn index_parts(doc: &mut OpenDoc) -> Result<Vec<ListedPart>, Error> {
+    let index_url = doc.url.clone();
+    let mut parts = Vec::new();
+    while let Some(p) = doc.next().await? {
+        let url = index_url.join(p.loc.trim()).map_err(|e| Error::Upstream {
+            url: index_url.to_string(),
+            section: "12.2",
+            message: format!("part `{}` is not a URL: {e}", p.loc),
+        })?;
+        let md = p.md.as_ref();
+        parts.push((md.and_then(|m| m.from), md.and_then(|m| m.until), url));
+    }
+    Ok(parts)
+}
+
+/// What a checkpoint covers of an index's (or archive's) lists: the lists still to read,
+/// oldest `from` first, that is every one but the closed lists whose `until` is before the
+/// checkpoint's time (all their changes are older). The run and its dry run (`plan.rs`)
+/// both decide it here, so they cannot drift apart.
+pub(crate) fn lists_after(mut parts: Vec<ListedPart>, cp: &Checkpoint) -> Vec<Url> {
+    parts.sort_by(|a, b| match (a.0, b.0) {
+        (Some(x), Some(y)) => x.cmp_instant(&y),
+        _ => std::cmp::Ordering::Equal,
+    });
+    parts
+        .into_iter()
+        .filter(|(_, until, _)| {
+            !matches!((until, cp.instant), (Some(u), Some(c)) if u.cmp_instant(&c).is_lt())
+        })
+        .map(|(_, _, url)| url)
+        .collect()
+}
+
+/// The changes of the Change List open in `doc`, in forward chronological order (spec
+/// 12.1); more than [`MAX_CHANGES_PER_LIST`] is an error of the list.
+pub(crate) async fn read_changes(
+    doc: &mut OpenDoc,
+    list: &Url,
+) -> Result<Vec<(Option<W3cDateTime>, UrlEntry)>, Error> {
+    let mut entries = Vec::new();
+    while let Some(e) = doc.next().await? {
+        if entries.len() >= MAX_CHANGES_PER_LIST {
+            return Err(Error::Upstream {
+                url: list.to_string(),
+                section: "12.1",
+                message: format!("more than {MAX_CHANGES_PER_LIST} changes in one list"),
+            });
+        }
+        entries.push(e);
+    }
+    Ok(in_order(entries))
+}
+
+/// The gap a checkpoint may have fallen into: when the first list read after it starts
+/// (its `from`, else its oldest change) after the checkpoint's time, the changes in between
+/// are no longer offered; `(start, checkpoint)` then, and the set must be re-synced.
+pub(crate) fn gap_before(
+    from: Option<W3cDateTime>,
+    ordered: &[(Option<W3cDateTime>, UrlEntry)],
+    cp: &Checkpoint,
+) -> Option<(W3cDateTime, W3cDateTime)> {
+    let oldest = from.or_else(|| ordered.first().and_then(|k| k.0))?;
+    let done = cp.instant?;
+    oldest.cmp_instant(&done).is_gt().then_some((oldest, done))
+}
 
 impl Harvest {
     /// Processes the Change List (or index) at `cl` from the checkpoint on.
@@ -121,54 +193,17 @@ impl Harvest {
                 if let Some(l) = archive {
                     tracing::info!(upstream = %self.up.name, url = %cl, "{}", l.message());
                 }
-                let mut parts: Vec<_> = listed
+                let parts = listed
                     .into_iter()
                     .map(|(url, p)| {
                         let md = p.md.as_ref();
                         (md.and_then(|m| m.from), md.and_then(|m| m.until), url)
                     })
                     .collect();
-                parts.sort_by(|a, b| match (a.0, b.0) {
-                    (Some(x), Some(y)) => x.cmp_instant(&y),
-                    _ => std::cmp::Ordering::Equal,
-                });
-                for (_, until, url) in parts {
-                    let done = match (until, cp.instant) {
-                        (Some(u), Some(c)) => u.cmp_instant(&c).is_lt(),
-                        _ => false,
-                    };
-                    if !done {
-                        lists.push(url);
-                    }
-                }
+                lists = lists_after(parts, cp);
             }
             Root::Sitemapindex => {
-                let index_url = doc.url.clone();
-                let mut parts = Vec::new();
-                while let Some(p) = self.bounded(doc.next()).await? {
-                    let url = index_url.join(p.loc.trim()).map_err(|e| Error::Upstream {
-                        url: index_url.to_string(),
-                        section: "12.2",
-                        message: format!("part `{}` is not a URL: {e}", p.loc),
-                    })?;
-                    let from = p.md.as_ref().and_then(|m| m.from);
-                    let until = p.md.as_ref().and_then(|m| m.until);
-                    parts.push((from, until, url));
-                }
-                parts.sort_by(|a, b| match (a.0, b.0) {
-                    (Some(x), Some(y)) => x.cmp_instant(&y),
-                    _ => std::cmp::Ordering::Equal,
-                });
-                // Closed parts that end before the checkpoint hold nothing new.
-                for (_, until, url) in parts {
-                    let done = match (until, cp.instant) {
-                        (Some(u), Some(c)) => u.cmp_instant(&c).is_lt(),
-                        _ => false,
-                    };
-                    if !done {
-                        lists.push(url);
-                    }
-                }
+                lists = lists_after(self.bounded(index_parts(&mut doc)).await?, cp);
             }
             Root::Urlset => {
                 lists.push(doc.url.clone());
@@ -195,28 +230,14 @@ impl Harvest {
                     ),
                 });
             }
-            let mut entries = Vec::new();
-            while let Some(e) = self.bounded(d.next()).await? {
-                if entries.len() >= MAX_CHANGES_PER_LIST {
-                    return Err(Error::Upstream {
-                        url: list.to_string(),
-                        section: "12.1",
-                        message: format!("more than {MAX_CHANGES_PER_LIST} changes in one list"),
-                    });
-                }
-                entries.push(e);
-            }
-            let ordered = in_order(entries);
+            let ordered = self.bounded(read_changes(&mut d, &list)).await?;
             let from = header.md.as_ref().and_then(|m| m.from);
             if from.is_none() {
                 report.warn(format!("{list}: Change List without `from` (spec 12.1 requires it); using its oldest change"));
             }
             if !gap_checked {
                 gap_checked = true;
-                let oldest = from.or_else(|| ordered.first().and_then(|k| k.0));
-                if let (Some(oldest), Some(done)) = (oldest, cp.instant)
-                    && oldest.cmp_instant(&done).is_gt()
-                {
+                if let Some((oldest, done)) = gap_before(from, &ordered, cp) {
                     return Ok(Incremental::Gap(format!(
                         "the Change List starts at {oldest}, after the checkpoint {done}: changes in between are no longer offered"
                     )));
@@ -354,4 +375,89 @@ pub(crate) enum Incremental {
     Next(Url),
     Done,
     Gap(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> W3cDateTime {
+        W3cDateTime::parse(s).unwrap().value
+    }
+
+    fn at(instant: Option<&str>) -> Checkpoint {
+        Checkpoint {
+            instant: instant.map(t),
+            ..Checkpoint::default()
+        }
+    }
+
+    fn url(name: &str) -> Url {
+        Url::parse(&format!("http://src.test/{name}")).unwrap()
+    }
+
+    /// Closed lists ending before the checkpoint are skipped; the open one, and a closed one
+    /// ending at or after it, are read, oldest `from` first whatever the index's order.
+    #[test]
+    fn a_checkpoint_covers_the_closed_lists_that_end_before_it() {
+        let parts = vec![
+            (Some(t("2026-01-03T00:00:00Z")), None, url("open")),
+            (
+                Some(t("2026-01-01T00:00:00Z")),
+                Some(t("2026-01-02T00:00:00Z")),
+                url("old"),
+            ),
+            (
+                Some(t("2026-01-02T00:00:00Z")),
+                Some(t("2026-01-03T00:00:00Z")),
+                url("recent"),
+            ),
+        ];
+        let cp = at(Some("2026-01-02T12:00:00Z"));
+        assert_eq!(
+            lists_after(parts.clone(), &cp),
+            [url("recent"), url("open")]
+        );
+        // A list ending exactly at the checkpoint may hold changes at that instant.
+        let cp = at(Some("2026-01-02T00:00:00Z"));
+        assert_eq!(
+            lists_after(parts.clone(), &cp),
+            [url("old"), url("recent"), url("open")]
+        );
+        // No checkpoint time: everything, in order.
+        assert_eq!(
+            lists_after(parts, &at(None)),
+            [url("old"), url("recent"), url("open")]
+        );
+    }
+
+    /// The first list after a checkpoint must reach back to it: judged by its `from`, else
+    /// by its oldest change; no gap without a checkpoint time.
+    #[test]
+    fn a_gap_is_a_first_list_starting_after_the_checkpoint() {
+        let change = |when: &str| (Some(t(when)), UrlEntry::default());
+        let cp = at(Some("2026-01-02T00:00:00Z"));
+        let later = [change("2026-01-03T00:00:00Z")];
+        assert_eq!(
+            gap_before(Some(t("2026-01-02T06:00:00Z")), &later, &cp),
+            Some((t("2026-01-02T06:00:00Z"), t("2026-01-02T00:00:00Z")))
+        );
+        assert_eq!(
+            gap_before(Some(t("2026-01-01T00:00:00Z")), &later, &cp),
+            None
+        );
+        assert_eq!(
+            gap_before(Some(t("2026-01-02T00:00:00Z")), &later, &cp),
+            None
+        );
+        assert_eq!(
+            gap_before(None, &later, &cp),
+            Some((t("2026-01-03T00:00:00Z"), t("2026-01-02T00:00:00Z")))
+        );
+        assert_eq!(gap_before(None, &[], &cp), None);
+        assert_eq!(
+            gap_before(Some(t("2026-01-05T00:00:00Z")), &later, &at(None)),
+            None
+        );
+    }
 }

@@ -146,12 +146,16 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// True when another writer fenced this one out (exit code 3).
-    pub fn is_fenced(&self) -> bool {
-        matches!(self, Error::Store(e) if e.is_fenced())
+impl rsagg_store::StoreFailure for Error {
+    fn store_error(&self) -> Option<&rsagg_store::Error> {
+        match self {
+            Error::Store(e) => Some(e),
+            _ => None,
+        }
     }
+}
 
+impl Error {
     /// True when the store failed (a request, or the deadline of one): what was being judged
     /// against it cannot be told (`rsagg audit` exit 2).
     pub fn is_store(&self) -> bool {

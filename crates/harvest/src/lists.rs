@@ -10,8 +10,13 @@
 //! snapshots over time rather than parts of one, by its newest snapshot alone (reading them
 //! all would bring back resources deleted since).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use futures::Stream;
 
 use rsagg_fetch::{Access, Fetcher, Request};
 use rsagg_model::{Header, Legacy, Mode, Root, Severity, UrlEntry};
@@ -20,6 +25,23 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use crate::Error;
+
+/// How many entries a list's reader may be ahead of their consumer ([`Docs::read_entries`]):
+/// the bound on what a pass over a list holds of it.
+pub(crate) const ENTRIES_AHEAD: usize = 1024;
+
+/// The entries of a list, in document order, each with the URL of the document it is in
+/// (the list, or the part of an index): the consumer's half of [`Docs::read_entries`].
+#[derive(Debug)]
+pub(crate) struct Entries(mpsc::Receiver<(Url, UrlEntry)>);
+
+impl Stream for Entries {
+    type Item = (Url, UrlEntry);
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
 
 /// Documents one archive may list (its own entries, or those of its parts).
 pub(crate) const MAX_ARCHIVE_ENTRIES: usize = 100_000;
@@ -224,6 +246,19 @@ impl Docs<'_> {
             });
         }
         Ok(doc)
+    }
+
+    /// The list at `url` as two halves to run together (`futures::join!`): the reader, which
+    /// resolves to the list's header once [`Docs::stream_entries`] has handed on every
+    /// entry, and the [`Entries`] it hands them to, at most [`ENTRIES_AHEAD`] ahead of their
+    /// consumer. Dropping the entries stops the reader (Ok): what every pass over a whole
+    /// list (baseline, audit, dry run, quarantine retry) is built on.
+    pub fn read_entries<'a>(
+        &'a self,
+        url: &'a Url,
+    ) -> (impl Future<Output = Result<Header, Error>> + 'a, Entries) {
+        let (tx, rx) = mpsc::channel(ENTRIES_AHEAD);
+        (self.stream_entries(url, tx), Entries(rx))
     }
 
     /// Sends every entry of the list at `url` — or, when it is an index, of every part it

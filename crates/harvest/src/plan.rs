@@ -25,14 +25,13 @@ use rsagg_layout::report::UpstreamReport;
 use rsagg_model::{Capability, Change, Root, UrlEntry};
 use rsagg_store::{ResourceRecord, ResourceStatus};
 use serde::Serialize;
-use tokio::sync::mpsc;
 use url::Url;
 
 use crate::Error;
 use crate::audit::Listed;
-use crate::compare::{change_of, in_order, seen_key, unchanged};
+use crate::compare::{change_of, seen_key, unchanged};
 use crate::context::{Ctx, Harvest};
-use crate::incremental::MAX_CHANGES_PER_LIST;
+use crate::incremental::{gap_before, index_parts, lists_after, read_changes};
 use crate::later::Later;
 use crate::upstream::discover_sets;
 
@@ -325,28 +324,7 @@ async fn plan_set(
             lists.push(doc.url.clone());
             first = Some(doc);
         }
-        Root::Sitemapindex => {
-            let base = doc.url.clone();
-            let mut parts = Vec::new();
-            while let Some(p) = doc.next().await? {
-                let until = p.md.as_ref().and_then(|m| m.until);
-                let from = p.md.as_ref().and_then(|m| m.from);
-                if let Ok(u) = base.join(p.loc.trim()) {
-                    parts.push((from, until, u));
-                }
-            }
-            parts.sort_by(|a, b| match (a.0, b.0) {
-                (Some(x), Some(y)) => x.cmp_instant(&y),
-                _ => std::cmp::Ordering::Equal,
-            });
-            for (_, until, url) in parts {
-                let done =
-                    matches!((until, cp.instant), (Some(u), Some(c)) if u.cmp_instant(&c).is_lt());
-                if !done {
-                    lists.push(url);
-                }
-            }
-        }
+        Root::Sitemapindex => lists = lists_after(index_parts(&mut doc).await?, &cp),
     }
     // The changes after the checkpoint, the last of each URI winning (as the run applies
     // them: earlier ones are superseded).
@@ -359,25 +337,11 @@ async fn plan_set(
             None => docs.open(&list).await?,
         };
         let header = d.header().clone();
-        let mut entries = Vec::new();
-        while let Some(e) = d.next().await? {
-            if entries.len() >= MAX_CHANGES_PER_LIST {
-                return Err(Error::Upstream {
-                    url: list.to_string(),
-                    section: "12.1",
-                    message: format!("more than {MAX_CHANGES_PER_LIST} changes in one list"),
-                });
-            }
-            entries.push(e);
-        }
-        let ordered = in_order(entries);
+        let ordered = read_changes(&mut d, &list).await?;
         if !gap_checked {
             gap_checked = true;
             let from = header.md.as_ref().and_then(|m| m.from);
-            let oldest = from.or_else(|| ordered.first().and_then(|k| k.0));
-            if let (Some(oldest), Some(done)) = (oldest, cp.instant)
-                && oldest.cmp_instant(&done).is_gt()
-            {
+            if let Some((oldest, done)) = gap_before(from, &ordered, &cp) {
                 set_plan(
                     report,
                     set,
@@ -441,13 +405,10 @@ async fn plan_resync(
         .map(|(_, later)| later)
         .unwrap_or_else(Later::none);
     let later_ref = &later;
-    let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
     let docs = h.docs();
-    let producer = docs.stream_entries(&list_url, tx);
+    let (producer, entries) = docs.read_entries(&list_url);
     let consumer = async {
-        let entries =
-            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) })
-                .filter(|(_, e)| std::future::ready(!later_ref.contains(&e.loc)));
+        let entries = entries.filter(|(_, e)| std::future::ready(!later_ref.contains(&e.loc)));
         let mut looked_up = std::pin::pin!(
             entries
                 .map(|(_, e)| {

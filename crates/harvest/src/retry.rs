@@ -16,11 +16,12 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use futures::StreamExt;
+
 use rsagg_config::UpstreamConfig;
 use rsagg_layout::report::UpstreamReport;
 use rsagg_model::{Capability, UrlEntry};
-use tokio::sync::mpsc;
-use url::Url;
+use rsagg_store::StoreFailure as _;
 
 use crate::Error;
 use crate::commit::{Committer, Outcome};
@@ -110,15 +111,13 @@ async fn retry_set(
         .await?
         .map(|(_, later)| later)
         .unwrap_or_else(Later::none);
-    let (tx, rx) = mpsc::channel::<(Url, UrlEntry)>(1024);
     let docs = h.docs();
-    let producer = docs.stream_entries(&list_url, tx);
+    let (producer, mut entries) = docs.read_entries(&list_url);
     let mut committer = Committer::new(&h.ctx, &h.up.name, set.url.as_str());
     let set = Arc::new(set.clone());
     let consumer = async {
-        let mut rx = rx;
         // The quarantined entries are few: one after the other.
-        while let Some((_, e)) = rx.recv().await {
+        while let Some((_, e)) = entries.next().await {
             let uri = e.loc.trim().to_owned();
             if later.contains(&uri) || !pending.remove(&uri) {
                 continue;

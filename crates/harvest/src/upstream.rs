@@ -15,6 +15,7 @@ use crate::incremental::Incremental;
 use crate::lists::Docs;
 use rsagg_config::UpstreamConfig;
 use rsagg_layout::report::UpstreamReport;
+use rsagg_store::StoreFailure as _;
 
 /// Access settings of an upstream, credentials read from the environment.
 pub(crate) fn access_of(up: &UpstreamConfig) -> Result<Access, String> {

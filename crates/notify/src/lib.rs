@@ -119,10 +119,12 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// True when another writer fenced this one out (exit code 3).
-    pub fn is_fenced(&self) -> bool {
-        matches!(self, Error::Store(e) if e.is_fenced())
+impl rsagg_store::StoreFailure for Error {
+    fn store_error(&self) -> Option<&rsagg_store::Error> {
+        match self {
+            Error::Store(e) => Some(e),
+            _ => None,
+        }
     }
 }
 

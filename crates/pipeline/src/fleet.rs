@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use rsagg_store::StoreFailure as _;
 use tracing::Instrument;
 
 use crate::runner::{RunOptions, run_once};

@@ -50,15 +50,16 @@ use rsagg_harvest::push::{
     Continuity, Counters, Inbox, Pushed, QUEUE, continuity, read_payload, set_for,
 };
 use rsagg_harvest::{Ctx, Harvest, PushApplied, Subscriptions, harvest_upstream};
+use rsagg_layout::history::RunTimes;
 use rsagg_layout::report::{
     DeliveryReport, NotifyReport, PublishReport, RunReport, UpstreamReport, Verdict,
 };
 use rsagg_notify::{Notifier, prepare_published};
 use rsagg_publish::{PublishOptions, publish};
+use rsagg_store::StoreFailure as _;
 
 use crate::Error;
 use crate::runner::{RunOptions, fetch_stats, record_history, write_stats};
-use rsagg_layout::history::RunTimes;
 
 /// How often the stats object is rewritten after push passes, at most (poll passes always
 /// write it).

@@ -39,7 +39,7 @@ pub use rsagg_layout::report::{
 };
 pub use rsagg_notify::Notifier;
 pub use rsagg_publish::PublishOptions;
-pub use rsagg_store::QuarantineRecord;
+pub use rsagg_store::{QuarantineRecord, StoreFailure};
 pub use runner::{RunOptions, UpstreamSlots, run_once, store_options};
 
 /// Errors of a run: what stops it as a whole (one upstream's failure does not, it is in the
@@ -76,15 +76,14 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// True when another writer fenced this one out (exit code 3).
-    pub fn is_fenced(&self) -> bool {
+impl StoreFailure for Error {
+    fn store_error(&self) -> Option<&rsagg_store::Error> {
         match self {
-            Error::Store(e) => e.is_fenced(),
-            Error::Harvest(e) => e.is_fenced(),
-            Error::Publish(e) => e.is_fenced(),
-            Error::Notify(e) => e.is_fenced(),
-            _ => false,
+            Error::Store(e) => Some(e),
+            Error::Harvest(e) => e.store_error(),
+            Error::Publish(e) => e.store_error(),
+            Error::Notify(e) => e.store_error(),
+            _ => None,
         }
     }
 }

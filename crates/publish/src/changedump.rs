@@ -36,7 +36,7 @@ use std::collections::HashSet;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use rsagg_model::{Capability, Change, Header, Md, Root, W3cDateTime};
-use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
+use rsagg_store::documents::{get_json, put_json, sweep_retired};
 use rsagg_store::{LogEntry, State, StoreLocation};
 use tokio::sync::oneshot;
 
@@ -50,7 +50,6 @@ use rsagg_layout::meta::*;
 use rsagg_layout::paths::*;
 use rsagg_layout::report::*;
 use rsagg_layout::uris::own_uri;
-use rsagg_sitemap::writer::document;
 
 /// Packages one Change Dump may name (spec 7: 50,000 entries per document); a Change Dump
 /// Index is not written, so a publish that would need one fails and says so.
@@ -355,24 +354,20 @@ async fn write_document(
             .map(|c| c.from))
         .or(lists.open.as_ref().map(|o| o.from))
         .unwrap_or_else(W3cDateTime::now);
-    let mut header = Header::new(Root::Urlset, Capability::ChangeDump);
-    if let Some(md) = header.md.as_mut() {
-        md.from = Some(from);
-    }
-    header.links.push(up_link(base_url));
-    let entries = packages().map(|p| {
-        package::dump_entry(
-            base_url,
-            &p.info,
-            Md {
-                from: Some(p.from),
-                until: Some(p.until),
-                ..Md::default()
-            },
-        )
-    });
-    put(store, CHANGE_DUMP, document(&header, entries)).await?;
-    Ok(())
+    let md = |from, until| Md {
+        from: Some(from),
+        until,
+        ..Md::default()
+    };
+    package::write_dump_document(
+        store,
+        base_url,
+        CHANGE_DUMP,
+        Capability::ChangeDump,
+        md(from, None),
+        packages().map(|p| (&p.info, md(p.from, Some(p.until)))),
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -27,7 +27,12 @@ use md5::Digest;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use rsagg_dump::{Compression, PackageWriter};
-use rsagg_model::{HashAlgorithm, HashValue, Header, Link, Md, UrlEntry, W3cDateTime};
+use rsagg_layout::capability::up_link;
+use rsagg_model::{
+    Capability, HashAlgorithm, HashValue, Header, Link, Md, Root, UrlEntry, W3cDateTime,
+};
+use rsagg_sitemap::writer::document;
+use rsagg_store::documents::put;
 use rsagg_store::{Blobs, RecentBlobs, SpoolReader, StoreLocation, Verified};
 
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -628,6 +633,30 @@ pub(crate) fn dump_entry(base_url: &str, p: &PackageInfo, md: Md) -> UrlEntry {
         }],
         ..UrlEntry::default()
     }
+}
+
+/// Writes the dump document at `path` (`resourcedump.xml`, spec 11.1, or `changedump.xml`,
+/// 13.1): a `capability` header with the document's times in `md` and the `up` link to the
+/// Capability List, then one [`dump_entry`] per package with that package's times.
+pub(crate) async fn write_dump_document<'a>(
+    store: &dyn ObjectStore,
+    base_url: &str,
+    path: &str,
+    capability: Capability,
+    md: Md,
+    packages: impl Iterator<Item = (&'a PackageInfo, Md)>,
+) -> Result<(), Error> {
+    let mut header = Header::new(Root::Urlset, capability);
+    if let Some(h) = header.md.as_mut() {
+        h.at = md.at;
+        h.completed = md.completed;
+        h.from = md.from;
+        h.until = md.until;
+    }
+    header.links.push(up_link(base_url));
+    let entries = packages.map(|(p, md)| dump_entry(base_url, p, md));
+    put(store, path, document(&header, entries)).await?;
+    Ok(())
 }
 
 /// Unix seconds of `t`, the unit of the retired lists.

@@ -20,7 +20,7 @@ use futures::TryStreamExt;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use rsagg_model::{Capability, Header, Md, Root, W3cDateTime};
-use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
+use rsagg_store::documents::{get_json, put_json, sweep_retired};
 use rsagg_store::{State, StoreLocation};
 
 use tokio::sync::{mpsc, oneshot};
@@ -35,7 +35,6 @@ use rsagg_layout::meta::*;
 use rsagg_layout::paths::*;
 use rsagg_layout::report::*;
 use rsagg_layout::uris::own_uri;
-use rsagg_sitemap::writer::document;
 
 /// Packages one Resource Dump may name (spec 7: 50,000 entries per document). Beyond it a
 /// Resource Dump Index would be needed; larger packages are the simpler answer, so a
@@ -416,25 +415,22 @@ async fn write_document(
     base_url: &str,
     meta: &ResourceDumpMeta,
 ) -> Result<(), Error> {
-    let mut header = Header::new(Root::Urlset, Capability::ResourceDump);
-    if let Some(md) = header.md.as_mut() {
-        md.at = meta.at;
-        md.completed = meta.completed;
-    }
-    header.links.push(up_link(base_url));
-    let entries = meta.packages.iter().map(|p| {
-        package::dump_entry(
-            base_url,
-            &p.info,
-            Md {
-                at: Some(p.at),
-                completed: Some(p.completed),
-                ..Md::default()
-            },
-        )
-    });
-    put(store, RESOURCE_DUMP, document(&header, entries)).await?;
-    Ok(())
+    let md = |at, completed| Md {
+        at,
+        completed,
+        ..Md::default()
+    };
+    package::write_dump_document(
+        store,
+        base_url,
+        RESOURCE_DUMP,
+        Capability::ResourceDump,
+        md(meta.at, meta.completed),
+        meta.packages
+            .iter()
+            .map(|p| (&p.info, md(Some(p.at), Some(p.completed)))),
+    )
+    .await
 }
 
 #[cfg(test)]

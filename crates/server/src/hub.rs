@@ -22,10 +22,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rsagg_websub::{Hub, HubRequest};
-use tokio::net::TcpListener;
 
 use crate::Error;
-use crate::listen::Limits;
+use crate::listen::{Limits, Listeners};
 
 /// The hub's router: `POST /`, `GET /healthz`, `GET /readyz`.
 pub fn hub_router(hub: Arc<Hub>) -> Router {
@@ -76,47 +75,39 @@ async fn ready(State(hub): State<Arc<Hub>>) -> Response {
 /// hub its public URL).
 #[derive(Debug)]
 pub struct HubServer {
-    listener: TcpListener,
-    /// The probe listener (`--probe-listen`), when bound.
-    probes: Option<TcpListener>,
-    limits: Limits,
+    listeners: Listeners,
 }
 
 impl HubServer {
     /// Binds `listen` (`HOST:PORT`; port 0 picks a free one, see [`HubServer::local_addr`]).
     pub async fn bind(listen: &str) -> Result<HubServer, Error> {
         Ok(HubServer {
-            listener: crate::listen::bind(listen).await?,
-            probes: None,
-            limits: Limits::default(),
+            listeners: Listeners::bind(listen).await?,
         })
     }
 
     /// Serves within `limits` (header read timeout, concurrent connections) instead of
     /// [`Limits::default`].
     pub fn with_limits(mut self, limits: Limits) -> HubServer {
-        self.limits = limits;
+        self.listeners.set_limits(limits);
         self
     }
 
     /// The address actually bound.
     pub fn local_addr(&self) -> Result<SocketAddr, Error> {
-        self.listener.local_addr().map_err(Error::Serve)
+        self.listeners.local_addr()
     }
 
     /// Also binds `listen` (`HOST:PORT`) for `/healthz` and `/readyz` only, with a
     /// connection pool of their own (see `listen.rs`).
     pub async fn bind_probes(mut self, listen: &str) -> Result<HubServer, Error> {
-        self.probes = Some(crate::listen::bind(listen).await?);
+        self.listeners.bind_probes(listen).await?;
         Ok(self)
     }
 
     /// The address the probe listener bound, if any.
     pub fn probe_addr(&self) -> Result<Option<SocketAddr>, Error> {
-        self.probes
-            .as_ref()
-            .map(|l| l.local_addr().map_err(Error::Serve))
-            .transpose()
+        self.listeners.probe_addr()
     }
 
     /// Serves `hub` within its [`Limits`] until `shutdown` resolves, lets requests in flight
@@ -126,14 +117,9 @@ impl HubServer {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        crate::listen::serve_with_probes(
-            self.listener,
-            self.probes,
-            hub_router(hub.clone()),
-            self.limits,
-            shutdown,
-        )
-        .await;
+        self.listeners
+            .serve(hub_router(hub.clone()), shutdown)
+            .await;
         hub.shutdown();
         Ok(())
     }

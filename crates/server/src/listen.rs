@@ -175,13 +175,66 @@ impl Default for Limits {
 }
 
 /// Binds `listen` (`HOST:PORT`).
-pub(crate) async fn bind(listen: &str) -> Result<TcpListener, crate::Error> {
+async fn bind(listen: &str) -> Result<TcpListener, crate::Error> {
     TcpListener::bind(listen)
         .await
         .map_err(|source| crate::Error::Bind {
             addr: listen.to_owned(),
             source,
         })
+}
+
+/// The sockets of one server, bound before it is served (so `--listen …:0` can report,
+/// or give the hub, its address first): the main listener, the probe listener when bound,
+/// and the [`Limits`] both are served within. `Server` and `HubServer` each hold one.
+#[derive(Debug)]
+pub(crate) struct Listeners {
+    main: TcpListener,
+    /// The probe listener (`--probe-listen`), when bound.
+    probes: Option<TcpListener>,
+    limits: Limits,
+}
+
+impl Listeners {
+    /// Binds `listen` (`HOST:PORT`; port 0 picks a free one), with [`Limits::default`].
+    pub(crate) async fn bind(listen: &str) -> Result<Listeners, crate::Error> {
+        Ok(Listeners {
+            main: bind(listen).await?,
+            probes: None,
+            limits: Limits::default(),
+        })
+    }
+
+    pub(crate) fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// Also binds `listen` for the probes only, served with a pool of their own.
+    pub(crate) async fn bind_probes(&mut self, listen: &str) -> Result<(), crate::Error> {
+        self.probes = Some(bind(listen).await?);
+        Ok(())
+    }
+
+    /// The address the main listener bound.
+    pub(crate) fn local_addr(&self) -> Result<std::net::SocketAddr, crate::Error> {
+        self.main.local_addr().map_err(crate::Error::Serve)
+    }
+
+    /// The address the probe listener bound, if any.
+    pub(crate) fn probe_addr(&self) -> Result<Option<std::net::SocketAddr>, crate::Error> {
+        self.probes
+            .as_ref()
+            .map(|l| l.local_addr().map_err(crate::Error::Serve))
+            .transpose()
+    }
+
+    /// [`serve_with_probes`] of `router` until `shutdown` resolves.
+    pub(crate) async fn serve<F>(self, router: Router, shutdown: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        serve_with_probes(self.main, self.probes, router, self.limits, shutdown).await;
+    }
 }
 
 /// The semaphore takes permits as `u32` when waiting for all of them back.
@@ -306,15 +359,20 @@ mod tests {
         addr: SocketAddr,
         stop: Option<oneshot::Sender<()>>,
         task: tokio::task::JoinHandle<()>,
+        /// Notified when a `/slow` request reaches its handler.
+        slow_started: Arc<tokio::sync::Notify>,
     }
 
     impl Running {
         async fn start(limits: Limits) -> Running {
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
+            let slow_started = Arc::new(tokio::sync::Notify::new());
+            let started = slow_started.clone();
             let router = Router::new().route("/", get(|| async { "ok\n" })).route(
                 "/slow",
-                get(|| async {
+                get(move || async move {
+                    started.notify_one();
                     tokio::time::sleep(Duration::from_millis(800)).await;
                     "slow\n"
                 }),
@@ -327,6 +385,7 @@ mod tests {
                 addr,
                 stop: Some(tx),
                 task,
+                slow_started,
             }
         }
 
@@ -477,7 +536,9 @@ mod tests {
         busy.write_all(b"GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::timeout(WAIT, server.slow_started.notified())
+            .await
+            .expect("the slow request reaches its handler");
         server.stop();
         // The idle kept-alive connection is closed at once, long before the header timeout.
         let (_, closed) = read_to_close(&mut idle, Duration::from_secs(5)).await;

@@ -37,7 +37,6 @@ use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 use rsagg_layout::paths::{CAPABILITY_LIST, TOPIC, capability_list_url};
 use rsagg_store::{CountedStore, StoreCounters};
-use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate, SizeAbove};
@@ -51,7 +50,7 @@ use crate::documents::{
     source_description,
 };
 use crate::http::{Compressible, compressible, not_found, store_failed, text};
-use crate::listen::Limits;
+use crate::listen::{Limits, Listeners};
 use crate::metrics::{CollectionMetrics, Exposition, HttpCounters, Kind};
 use crate::stats::{Observed, StatsReader, StatsRefresh};
 use crate::status::{CollectionStatus, Filter};
@@ -614,11 +613,8 @@ async fn status_of(s: &Served, head: bool) -> Response {
 /// A bound listener with the router of the collections it serves.
 #[derive(Debug)]
 pub struct Server {
-    listener: TcpListener,
-    /// The probe listener (`--probe-listen`), when bound.
-    probes: Option<TcpListener>,
+    listeners: Listeners,
     router: Router,
-    limits: Limits,
 }
 
 impl Server {
@@ -647,41 +643,35 @@ impl Server {
         options: Options,
     ) -> Result<Server, Error> {
         check_collections(&collections)?;
-        let listener = crate::listen::bind(listen).await?;
         Ok(Server {
-            listener,
-            probes: None,
+            listeners: Listeners::bind(listen).await?,
             router: router_with_options(collections, push, options),
-            limits: Limits::default(),
         })
     }
 
     /// Serves within `limits` (header read timeout, concurrent connections) instead of
     /// [`Limits::default`].
     pub fn with_limits(mut self, limits: Limits) -> Server {
-        self.limits = limits;
+        self.listeners.set_limits(limits);
         self
     }
 
     /// The address actually bound (what `listening http://HOST:PORT` reports).
     pub fn local_addr(&self) -> Result<SocketAddr, Error> {
-        self.listener.local_addr().map_err(Error::Serve)
+        self.listeners.local_addr()
     }
 
     /// Also binds `listen` (`HOST:PORT`) for the probes only (`/healthz`, `/readyz`), served
     /// with a connection pool of their own so a flood of the main listener cannot starve
     /// them (see `listen.rs`).
     pub async fn bind_probes(mut self, listen: &str) -> Result<Server, Error> {
-        self.probes = Some(crate::listen::bind(listen).await?);
+        self.listeners.bind_probes(listen).await?;
         Ok(self)
     }
 
     /// The address the probe listener bound, if any.
     pub fn probe_addr(&self) -> Result<Option<SocketAddr>, Error> {
-        self.probes
-            .as_ref()
-            .map(|l| l.local_addr().map_err(Error::Serve))
-            .transpose()
+        self.listeners.probe_addr()
     }
 
     /// Serves within its [`Limits`] until `shutdown` resolves, then stops accepting and lets
@@ -691,14 +681,7 @@ impl Server {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        crate::listen::serve_with_probes(
-            self.listener,
-            self.probes,
-            self.router,
-            self.limits,
-            shutdown,
-        )
-        .await;
+        self.listeners.serve(self.router, shutdown).await;
         Ok(())
     }
 }

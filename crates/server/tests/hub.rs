@@ -314,6 +314,17 @@ impl RunningHub {
         .await
         .unwrap_or_else(|_| panic!("{callback}: subscribed should become {wanted}"));
     }
+
+    /// Waits until `n` subscription requests have a settled outcome (verified or not).
+    async fn wait_settled(&self, n: u64) {
+        tokio::time::timeout(WAIT, async {
+            while self.hub.stats().settled < n {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{n} subscription request(s) should have settled"));
+    }
 }
 
 /// A plain HTTP/1.1 exchange (`Connection: close`), so the test sees exactly what goes on
@@ -977,9 +988,9 @@ async fn the_guard_refuses_private_callbacks_and_topics_at_once() {
             .0,
         202
     );
+    hub.wait_settled(1).await;
     let (s, m) = hub.publish(TOPIC, PAYLOAD).await;
     assert_eq!((s, m.trim()), (200, "accepted for 0 subscriber(s)"));
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(hub.hub.subscriptions().is_empty());
     assert_eq!(v4.hits(), 0, "nothing reached 127.0.0.1");
     if let Some(v6) = v6 {

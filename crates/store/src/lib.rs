@@ -175,3 +175,16 @@ impl Error {
         }
     }
 }
+
+/// An error of a stage above the store that may carry the store's own [`Error`]: whether
+/// another writer fenced this one out (exit code 3 of `rsagg run`) is decided once, by
+/// [`Error::is_fenced`], for every stage's error.
+pub trait StoreFailure {
+    /// The store's error this one carries, if any.
+    fn store_error(&self) -> Option<&Error>;
+
+    /// True when another writer fenced this one out.
+    fn is_fenced(&self) -> bool {
+        self.store_error().is_some_and(Error::is_fenced)
+    }
+}

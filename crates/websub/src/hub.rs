@@ -100,6 +100,10 @@ pub struct HubStats {
     /// and verifications, denials, topic fetches and delivery attempts not sent because the
     /// target is, or resolves to, a refused address.
     pub refused: u64,
+    /// Subscription and unsubscription requests answered 202 whose outcome is settled: the
+    /// intent verified or not (WebSub 5.3), or the subscription denied (5.2). A caller
+    /// that made a request can wait for this count instead of for a while.
+    pub settled: u64,
 }
 
 /// A WebSub hub (see the crate documentation). Cheap to share behind an `Arc`; background
@@ -207,6 +211,7 @@ impl Hub {
             failed_attempts: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            settled: AtomicU64::new(0),
         });
         restore(&inner).await?;
         tokio::spawn(delivery::sweeper(inner.clone()));
@@ -317,6 +322,7 @@ impl Hub {
                     verify_intent(&inner, "unsubscribe", &topic, &callback, None, None).await;
                 }
             }
+            inner.settled.fetch_add(1, Ordering::Relaxed);
         };
         match self.spawn_pending(work) {
             Ok(()) => HubResponse::new(202, "accepted; verification of intent follows"),
@@ -493,6 +499,7 @@ impl Hub {
             failed_attempts: self.inner.failed_attempts.load(Ordering::Relaxed),
             dropped: self.inner.dropped.load(Ordering::Relaxed),
             refused: self.inner.refused.load(Ordering::Relaxed),
+            settled: self.inner.settled.load(Ordering::Relaxed),
             subscriptions: st.subs.len(),
             queued: st.subs.values().map(|s| s.queue.len()).sum(),
         }

@@ -72,6 +72,8 @@ pub(crate) struct Inner {
     pub dropped: AtomicU64,
     /// Requests the address guard refused.
     pub refused: AtomicU64,
+    /// Subscription and unsubscription requests whose outcome is settled.
+    pub settled: AtomicU64,
 }
 
 impl Inner {
