@@ -27,6 +27,18 @@ pub(crate) const MAX_CHANGES_PER_LIST: usize = 1_000_000;
 /// when given) and its URL.
 pub(crate) type ListedPart = (Option<W3cDateTime>, Option<W3cDateTime>, Url);
 
+/// The documents an archive of Change Lists lists ([`crate::lists::Docs::archive_entries`]),
+/// as parts with their `from` and `until`.
+pub(crate) fn archive_parts(listed: Vec<(Url, UrlEntry)>) -> Vec<ListedPart> {
+    listed
+        .into_iter()
+        .map(|(url, p)| {
+            let md = p.md.as_ref();
+            (md.and_then(|m| m.from), md.and_then(|m| m.until), url)
+        })
+        .collect()
+}
+
 /// The parts an index of Change Lists (spec 12.2) lists, as it lists them; a part whose
 /// `loc` is not a URL is an error of the index.
 pub(crate) async fn index_parts(doc: &mut OpenDoc) -> Result<Vec<ListedPart>, Error> {
@@ -193,14 +205,7 @@ impl Harvest {
                 if let Some(l) = archive {
                     tracing::info!(upstream = %self.up.name, url = %cl, "{}", l.message());
                 }
-                let parts = listed
-                    .into_iter()
-                    .map(|(url, p)| {
-                        let md = p.md.as_ref();
-                        (md.and_then(|m| m.from), md.and_then(|m| m.until), url)
-                    })
-                    .collect();
-                lists = lists_after(parts, cp);
+                lists = lists_after(archive_parts(listed), cp);
             }
             Root::Sitemapindex => {
                 lists = lists_after(self.bounded(index_parts(&mut doc)).await?, cp);

@@ -41,6 +41,7 @@ use url::Url;
 use crate::Error;
 use crate::compare::{change_instant, change_of, seen_key, uri_digest};
 use crate::context::Harvest;
+use crate::incremental::{archive_parts, index_parts, lists_after};
 use crate::lists::{archive_of, newest};
 #[cfg(test)]
 use crate::seen::SeenLimits;
@@ -169,25 +170,6 @@ pub(crate) fn is_deletion(e: &UrlEntry) -> bool {
     change_of(e) == Change::Deleted
 }
 
-/// Closed parts (from, until, URL) that end before the checkpoint hold nothing new; the rest
-/// oldest first (as `incremental.rs` reads an index).
-fn parts_after(
-    mut parts: Vec<(Option<W3cDateTime>, Option<W3cDateTime>, Url)>,
-    cp: &Checkpoint,
-) -> Vec<Url> {
-    parts.sort_by(|a, b| match (a.0, b.0) {
-        (Some(x), Some(y)) => x.cmp_instant(&y),
-        _ => std::cmp::Ordering::Equal,
-    });
-    parts
-        .into_iter()
-        .filter(|(_, until, _)| {
-            !matches!((until, cp.instant), (Some(u), Some(c)) if u.cmp_instant(&c).is_lt())
-        })
-        .map(|(_, _, url)| url)
-        .collect()
-}
-
 impl Harvest {
     /// The `at` of the Resource List (or index) at `url`, read from its header alone (the
     /// rest of the document is not downloaded); for a legacy archive of snapshots, its
@@ -265,28 +247,9 @@ impl Harvest {
         let mut lists = Vec::new();
         let mut first = None;
         if archive_of(doc.header()).is_some() {
-            let listed = docs.archive_entries(doc).await?;
-            let parts = listed
-                .into_iter()
-                .map(|(url, p)| {
-                    let md = p.md.as_ref();
-                    (md.and_then(|m| m.from), md.and_then(|m| m.until), url)
-                })
-                .collect();
-            lists = parts_after(parts, cp);
+            lists = lists_after(archive_parts(docs.archive_entries(doc).await?), cp);
         } else if doc.header().root == Root::Sitemapindex {
-            let base = doc.url.clone();
-            let mut parts = Vec::new();
-            while let Some(p) = doc.next().await? {
-                let url = base.join(p.loc.trim()).map_err(|e| Error::Upstream {
-                    url: base.to_string(),
-                    section: "12.2",
-                    message: format!("part `{}` is not a URL: {e}", p.loc),
-                })?;
-                let md = p.md.as_ref();
-                parts.push((md.and_then(|m| m.from), md.and_then(|m| m.until), url));
-            }
-            lists = parts_after(parts, cp);
+            lists = lists_after(index_parts(&mut doc).await?, cp);
         } else {
             lists.push(doc.url.clone());
             first = Some(doc);
@@ -414,33 +377,5 @@ mod tests {
         assert!(seen.contains(key("up", "http://e.org/2999")).unwrap());
         assert!(seen.contains(key("up", "http://e.org/0")).unwrap());
         assert!(!seen.contains(key("up", "http://e.org/3000")).unwrap());
-    }
-
-    #[test]
-    fn parts_ending_before_the_checkpoint_are_skipped() {
-        let t = |s: &str| Some(W3cDateTime::parse(s).unwrap().value);
-        let u = |s: &str| Url::parse(&format!("http://e.org/{s}")).unwrap();
-        let cp = Checkpoint {
-            instant: t("2026-01-02T00:00:00Z"),
-            ..Checkpoint::default()
-        };
-        let parts = vec![
-            (t("2026-01-02T00:00:00Z"), None, u("open.xml")),
-            (
-                t("2026-01-01T00:00:00Z"),
-                t("2026-01-01T12:00:00Z"),
-                u("old.xml"),
-            ),
-            (
-                t("2026-01-01T12:00:00Z"),
-                t("2026-01-02T00:00:00Z"),
-                u("mid.xml"),
-            ),
-        ];
-        let kept: Vec<String> = parts_after(parts, &cp)
-            .into_iter()
-            .map(|u| u.path().to_owned())
-            .collect();
-        assert_eq!(kept, ["/mid.xml", "/open.xml"]);
     }
 }
