@@ -532,8 +532,9 @@ impl Case {
         })
     }
 
-    /// Everything the state holds about upstream `up` (opens the state as writer: only
-    /// while no rsagg process runs on it).
+    /// Everything the state holds about upstream `up`, read as `rsagg audit` reads it
+    /// (read-only: the manifest and the WAL the last writer left; meant for while no rsagg
+    /// process runs on it, so no compaction deletes tables under the reader).
     pub fn snapshot(&self, up: &str) -> Result<Snapshot> {
         let objects = self.store.objects()?;
         let up = up.to_owned();
@@ -691,7 +692,10 @@ impl Snapshot {
     pub async fn read(objects: Arc<dyn ObjectStore>, up: &str) -> Result<Snapshot> {
         // Each step is bounded and named: a step that never ends fails the test saying
         // which, instead of hanging the suite.
-        let state = step("opening the state", State::open(objects, "e2e")).await?;
+        // Read-only: an inspection must not become the state's writer. Opened as one (until
+        // 2026-11-27), its close after a killed run hung twice in the crash suite (the second
+        // time past the 120 s bound), in slatedb's writer close; a reader has nothing to flush.
+        let state = step("opening the state", State::open_read_only(objects, "e2e")).await?;
         let read = async {
             let mut records = BTreeMap::new();
             let mut rs = state.resources(up).await?;
