@@ -16,7 +16,7 @@ use crate::Error;
 use crate::commit::{Committer, Outcome};
 use crate::compare::*;
 use crate::context::Harvest;
-use crate::lists::{OpenDoc, archive_of};
+use crate::lists::{OpenDoc, archive_of, entry_url};
 use crate::resource::spawned;
 use rsagg_layout::report::UpstreamReport;
 
@@ -45,11 +45,7 @@ pub(crate) async fn index_parts(doc: &mut OpenDoc) -> Result<Vec<ListedPart>, Er
     let index_url = doc.url.clone();
     let mut parts = Vec::new();
     while let Some(p) = doc.next().await? {
-        let url = index_url.join(p.loc.trim()).map_err(|e| Error::Upstream {
-            url: index_url.to_string(),
-            section: "12.2",
-            message: format!("part `{}` is not a URL: {e}", p.loc),
-        })?;
+        let url = entry_url(&index_url, &p, "12.2", "part ")?;
         let md = p.md.as_ref();
         parts.push((md.and_then(|m| m.from), md.and_then(|m| m.until), url));
     }

@@ -111,6 +111,22 @@ pub(crate) struct OpenDoc {
     skipped: Arc<AtomicU64>,
 }
 
+/// The URL an entry's `<loc>` names, resolved against `base` (the document listing it); one
+/// that is not a URL is an error of that document under spec `section`, naming the entry as
+/// `what` ("part ", "package ", or "").
+pub(crate) fn entry_url(
+    base: &Url,
+    e: &UrlEntry,
+    section: &'static str,
+    what: &str,
+) -> Result<Url, Error> {
+    base.join(e.loc.trim()).map_err(|err| Error::Upstream {
+        url: base.to_string(),
+        section,
+        message: format!("{what}`{}` is not a URL: {err}", e.loc),
+    })
+}
+
 impl OpenDoc {
     pub fn header(&self) -> &Header {
         self.reader.header()
@@ -195,11 +211,7 @@ impl Docs<'_> {
         let is_index = doc.header().root == Root::Sitemapindex;
         let base = doc.url.clone();
         while let Some(e) = doc.next().await? {
-            let u = base.join(e.loc.trim()).map_err(|err| Error::Upstream {
-                url: base.to_string(),
-                section: "7",
-                message: format!("`{}` is not a URL: {err}", e.loc),
-            })?;
+            let u = entry_url(&base, &e, "7", "")?;
             if is_index {
                 parts.push(u);
             } else {
@@ -323,14 +335,7 @@ impl Docs<'_> {
                 // (spec 10.2/12.2: indexes list lists, not indexes).
                 let index_url = doc.url.clone();
                 while let Some(part) = doc.next().await? {
-                    let part_url =
-                        index_url
-                            .join(part.loc.trim())
-                            .map_err(|e| Error::Upstream {
-                                url: index_url.to_string(),
-                                section: "10.2",
-                                message: format!("part `{}` is not a URL: {e}", part.loc),
-                            })?;
+                    let part_url = entry_url(&index_url, &part, "10.2", "part ")?;
                     let mut p = self.open(&part_url).await?;
                     if p.header().root != Root::Urlset {
                         return Err(Error::Upstream {

@@ -61,11 +61,7 @@ pub(crate) async fn open_package(
     entry: &UrlEntry,
     max_bytes: u64,
 ) -> Result<PackageItems, Error> {
-    let url = base.join(entry.loc.trim()).map_err(|e| Error::Upstream {
-        url: base.to_string(),
-        section: "11.1",
-        message: format!("package `{}` is not a URL: {e}", entry.loc),
-    })?;
+    let url = crate::lists::entry_url(base, entry, "11.1", "package ")?;
     let req = Request {
         max_bytes,
         ..Request::default()
