@@ -22,7 +22,7 @@
 #    with DEPLOY_CHECK_RSAGG=BIN the check runs with that binary instead and nothing is built
 #    (scripts/test.sh passes the test build's, which saves CI a second, release build of the
 #    whole tree: 11 minutes cold on 2 cores); skipped with DEPLOY_CHECK_SKIP_BUILD=1
-# The probe paths are checked against the real router by tests/tests/deploy.rs (cargo test).
+# The probe paths are checked against the real router by tests/tests/e2e/deploy.rs (cargo test).
 #
 # Settings (environment):
 #   RSAGG_CACHE             default $HOME/.cache/rsagg

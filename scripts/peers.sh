@@ -25,7 +25,7 @@
 # The end-to-end tests (tests/src/lib.rs) start and stop them, one process
 # per test binary or per test, on free loopback ports.
 # `install` also installs Debian's `chromium` package (headless browser for
-# tests/tests/status.rs) when /usr/bin/chromium is missing: apt-get as root,
+# tests/tests/e2e/status.rs) when /usr/bin/chromium is missing: apt-get as root,
 # through sudo otherwise; skipped when present (RSAGG_CHROMIUM overrides the path).
 # A cold install fetches ~124 MB (25 packages, ~414 MB on disk; seen: 22 s with
 # apt-get update). A failed browser install is reported, not fatal, for `install`.
@@ -130,7 +130,7 @@ install_chromium() {
 cmd_install() {
   # Not fatal here (the Python peers do not need it), but never silent: the browser test
   # fails with a message pointing back at this script when chromium is missing.
-  ( install_chromium ) || log "WARNING: chromium not installed; tests/tests/status.rs will fail until it is"
+  ( install_chromium ) || log "WARNING: chromium not installed; tests/tests/e2e/status.rs will fail until it is"
   [[ -f $REQUIREMENTS ]] || die "requirements file not found: $REQUIREMENTS"
   mkdir -p "$PEERS_DIR" "$RUN_DIR" "$LOG_DIR"
 

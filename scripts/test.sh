@@ -24,7 +24,7 @@ start=$(date +%s)
 bash scripts/peers.sh install
 # RSAGG_PEERS_VENV, RSAGG_WEED, RSAGG_SIM_WRAPPER, RSAGG_WEBSUB_HUB and PATH for the
 # end-to-end harness (tests/src/lib.rs), which starts and stops every peer itself on free
-# loopback ports (tests/tests/*.rs of rsagg-e2e, notify.rs included, run as workspace tests)
+# loopback ports (tests/tests/e2e/*.rs of rsagg-e2e, notify.rs included, run as workspace tests)
 eval "$(bash scripts/peers.sh env)"
 echo "[test] peers ready after $(( $(date +%s) - start ))s" >&2
 

@@ -1,4 +1,4 @@
-//! rsagg-e2e: the harness for rsagg's end-to-end tests (`tests/tests/*.rs`).
+//! rsagg-e2e: the harness for rsagg's end-to-end tests (`tests/tests/e2e/*.rs`).
 //!
 //! It starts real peers on loopback, each on free ports chosen at start, and stops them again:
 //!
@@ -197,7 +197,7 @@ fn free_ports_with_offset(n: usize, offset: Option<u16>) -> Result<Vec<u16>> {
 
 /// The `rsagg` binary under test.
 ///
-/// Tests in `tests/tests/` belong to package `rsagg-e2e`, so Cargo does not set
+/// Tests in `tests/tests/e2e/` belong to package `rsagg-e2e`, so Cargo does not set
 /// `CARGO_BIN_EXE_rsagg` for them. Order of search: `$RSAGG_BIN`; then `rsagg` next to the
 /// test executable's `deps/` directory (`<target>/<profile>/rsagg`), which
 /// `cargo test --workspace` (what `scripts/test.sh` runs) builds because `rsagg-cli` is a

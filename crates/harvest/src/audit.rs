@@ -507,14 +507,7 @@ pub async fn audit(
             }
             continue;
         };
-        let h = Harvest {
-            ctx: ctx.clone(),
-            up: Arc::new(up.clone()),
-            access,
-            quarantined: Arc::default(),
-            deadline: None,
-            skipped: Arc::default(),
-        };
+        let h = Harvest::unbounded(ctx.clone(), Arc::new(up.clone()), access);
         let mut all_read = true;
         for set in &sets {
             if let Err(e) = audit_set(&h, set, opts, store_deadline, &mut listed, &mut report).await

@@ -65,6 +65,20 @@ pub struct Harvest {
 }
 
 impl Harvest {
+    /// A harvest of `up` with no pass deadline and no URI in quarantine yet: what the
+    /// inspections (`audit`, `plan`) and the retry of quarantined resources read with, each
+    /// bounded per request rather than per pass.
+    pub(crate) fn unbounded(ctx: Arc<Ctx>, up: Arc<UpstreamConfig>, access: Access) -> Self {
+        Harvest {
+            ctx,
+            up,
+            access,
+            quarantined: Arc::default(),
+            deadline: None,
+            skipped: Arc::default(),
+        }
+    }
+
     /// Notes that `uri` is being quarantined.
     pub(crate) fn note_quarantined(&self, uri: &str) {
         if let Ok(mut q) = self.quarantined.lock() {

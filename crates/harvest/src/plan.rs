@@ -243,14 +243,7 @@ pub async fn plan(
             }
             continue;
         };
-        let h = Harvest {
-            ctx: ctx.clone(),
-            up: Arc::new(up.clone()),
-            access,
-            quarantined: Arc::default(),
-            deadline: None,
-            skipped: Arc::default(),
-        };
+        let h = Harvest::unbounded(ctx.clone(), Arc::new(up.clone()), access);
         for set in &sets {
             if let Err(e) = plan_set(&h, set, max_items, &mut report).await
                 && let Some(u) = report.upstreams.last_mut()

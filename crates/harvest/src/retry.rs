@@ -65,12 +65,8 @@ pub async fn retry_quarantined(
         return report;
     };
     let h = Harvest {
-        ctx: ctx.clone(),
-        up,
-        access,
         quarantined: Arc::new(std::sync::Mutex::new(wanted.clone())),
-        deadline: None,
-        skipped: Arc::default(),
+        ..Harvest::unbounded(ctx.clone(), up, access)
     };
     let mut pending = wanted;
     for set in &sets {

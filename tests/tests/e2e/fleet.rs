@@ -2,7 +2,7 @@
 //! `--shards N` with `JOB_COMPLETION_INDEX` spreads them over workers, as the pods of a
 //! Kubernetes Indexed Job run it. Real fixture upstreams on loopback, `file://` stores.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,9 +4,9 @@
 //! order, retries, leases).
 //!
 //! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
-//! cargo test -p rsagg-e2e --test notify -- --test-threads=2`.
+//! cargo test -p rsagg-e2e --test e2e notify:: -- --test-threads=2`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

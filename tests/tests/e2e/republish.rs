@@ -4,9 +4,9 @@
 //! incremental, audit); a second rsagg harvesting the first keeps the original `via`.
 //!
 //! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
-//! cargo test -p rsagg-e2e --test republish -- --test-threads=2`.
+//! cargo test -p rsagg-e2e --test e2e republish:: -- --test-threads=2`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -11,9 +11,9 @@
 //! - `rsagg hub` in the Change Notification 1.0.1 section 4.1 form (payload POSTed).
 //!
 //! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
-//! cargo test -p rsagg-e2e --test publisher -- --test-threads=2`.
+//! cargo test -p rsagg-e2e --test e2e publisher:: -- --test-threads=2`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

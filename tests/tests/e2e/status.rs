@@ -8,9 +8,9 @@
 //!
 //! Run: `bash scripts/peers.sh install` (installs chromium when missing);
 //! `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
-//! cargo test -p rsagg-e2e --test status`.
+//! cargo test -p rsagg-e2e --test e2e status::`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -15,9 +15,9 @@
 //!   applied, none dropped for their signature.
 //!
 //! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
-//! cargo test -p rsagg-e2e --test chain`.
+//! cargo test -p rsagg-e2e --test e2e chain::`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -12,7 +12,7 @@
 //! beside it and is replaced while the writer holds the state (`rsagg-store`'s
 //! `compaction.rs`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

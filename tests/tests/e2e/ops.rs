@@ -5,9 +5,9 @@
 //! codes, the `--json` reports, state records, blobs, the store's files.
 //!
 //! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
-//! cargo test -p rsagg-e2e --test ops -- --test-threads=2`.
+//! cargo test -p rsagg-e2e --test e2e ops:: -- --test-threads=2`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,9 +4,9 @@
 //! state records, blob bytes, change-log entries, quarantine records, hit counts.
 //!
 //! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
-//! cargo test -p rsagg-e2e --test harvest -- --test-threads=2`.
+//! cargo test -p rsagg-e2e --test e2e harvest:: -- --test-threads=2`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

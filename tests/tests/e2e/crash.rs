@@ -31,9 +31,9 @@
 //! (figures are printed).
 //!
 //! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
-//! cargo test -p rsagg-e2e --test crash -- --test-threads=2 --nocapture`.
+//! cargo test -p rsagg-e2e --test e2e crash:: -- --test-threads=2 --nocapture`.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};

@@ -3,7 +3,7 @@
 //! lines with `upstream`, `uri` and `error` as fields; and `run --follow` printing a report
 //! only after a pass that did something.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

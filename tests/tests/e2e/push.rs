@@ -5,9 +5,9 @@
 //! the upstream's publisher would. `poll_interval` is an hour, so whatever shows within
 //! seconds came by push.
 //!
-//! Run: `cargo build -p rsagg-cli; cargo test -p rsagg-e2e --test push`.
+//! Run: `cargo build -p rsagg-cli; cargo test -p rsagg-e2e --test e2e push::`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

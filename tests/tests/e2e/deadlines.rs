@@ -5,7 +5,7 @@
 //! SeaweedFS stopped in the middle of a baseline ends the run (exit 1) and, restarted, the
 //! rerun completes with every resource stored once.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -3,9 +3,9 @@
 //! counted and never echoed whole; `rsagg check` refuses huge config strings at their key.
 //!
 //! Peers: SeaweedFS (the store, `s3://` with credentials in its URL) and fixture HTTP
-//! upstreams. Run: `cargo test -p rsagg-e2e --test hardening`.
+//! upstreams. Run: `cargo test -p rsagg-e2e --test e2e hardening::`.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -12,7 +12,7 @@
 //! are checked by `scripts/deploy-check.sh`. The YAML is read with a small line scan (the
 //! manifests are plain block-style YAML written by hand), not a YAML library.
 //!
-//! Run: `cargo test -p rsagg-e2e --test deploy`.
+//! Run: `cargo test -p rsagg-e2e --test e2e deploy::`.
 
 use std::path::{Path, PathBuf};
 
