@@ -365,6 +365,37 @@ pub struct UpstreamConfig {
     /// `url`. Never sent anywhere else, redirects included.
     #[serde(default)]
     pub auth_hosts: Option<Vec<String>>,
+    /// What the upstream speaks: `resourcesync` (the default: `url` is a discovery entry
+    /// point) or `oai-pmh` (`url` is an OAI-PMH 2.0 repository's base URL; its records are
+    /// harvested by `ListRecords` and republished as resources, see `docs/contract.md`).
+    #[serde(default)]
+    pub kind: UpstreamKind,
+    /// `kind = "oai-pmh"`: the metadata format harvested (`metadataPrefix`, OAI-PMH 2.0
+    /// section 3.4); default `oai_dc`, which every repository offers.
+    #[serde(default)]
+    pub metadata_prefix: Option<String>,
+    /// `kind = "oai-pmh"`: harvest only these sets (`setSpec`s, OAI-PMH 2.0 section 3.4),
+    /// each by a selective harvest of its own; default: the whole repository. A record in
+    /// two of them is one resource.
+    #[serde(default)]
+    pub sets: Option<Vec<String>>,
+    /// `kind = "oai-pmh"`, for a repository that does not keep deletions (`deletedRecord`
+    /// `no` or `transient`): how often a full re-list finds the records deleted since
+    /// (default `7d`); a repository with `persistent` deletions reports them in every
+    /// incremental harvest and is never re-listed.
+    #[serde(default, with = "humantime_serde_opt")]
+    pub relist_every: Option<Duration>,
+}
+
+/// What an upstream speaks (`[[upstream]] kind`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UpstreamKind {
+    /// A ResourceSync Source (ANSI/NISO Z39.99-2017).
+    #[default]
+    Resourcesync,
+    /// An OAI-PMH 2.0 data provider.
+    OaiPmh,
 }
 
 fn yes() -> bool {
@@ -383,6 +414,21 @@ impl UpstreamConfig {
     /// `push_lease`, else [`DEFAULT_PUSH_LEASE`].
     pub fn push_lease(&self) -> Duration {
         self.push_lease.unwrap_or(DEFAULT_PUSH_LEASE)
+    }
+
+    /// True for an OAI-PMH upstream (`kind = "oai-pmh"`).
+    pub fn is_oai(&self) -> bool {
+        self.kind == UpstreamKind::OaiPmh
+    }
+
+    /// `metadata_prefix`, else `oai_dc`.
+    pub fn metadata_prefix(&self) -> &str {
+        self.metadata_prefix.as_deref().unwrap_or("oai_dc")
+    }
+
+    /// `relist_every`, else 7 days.
+    pub fn relist_every(&self) -> Duration {
+        self.relist_every.unwrap_or(Duration::from_secs(7 * 86_400))
     }
 }
 
@@ -1125,7 +1171,80 @@ fn upstream_problems(
         if u.poll_interval.is_some_and(|d| d.is_zero()) {
             err(&key("poll_interval"), "must be more than 0s".into());
         }
+        if u.is_oai() {
+            if u.capability_lists.is_some() {
+                err(
+                    &key("capability_lists"),
+                    "a ResourceSync setting: an OAI-PMH upstream has no Capability Lists (choose its records with `sets`)".into(),
+                );
+            }
+            if u.baseline == BaselineSource::Dump {
+                err(
+                    &key("baseline"),
+                    "`dump` is a ResourceSync setting: an OAI-PMH upstream's baseline is a ListRecords".into(),
+                );
+            }
+            if let Some(p) = &u.metadata_prefix
+                && let Some(m) = oai_name_problem(p, false)
+            {
+                err(&key("metadata_prefix"), m);
+            }
+            for (j, set) in u.sets.iter().flatten().enumerate() {
+                if let Some(m) = oai_name_problem(set, true) {
+                    err(&format!("upstream[{i}].sets[{j}]"), m);
+                }
+            }
+            if u.sets.as_ref().is_some_and(Vec::is_empty) {
+                err(
+                    &key("sets"),
+                    "empty: leave `sets` out to harvest the whole repository".into(),
+                );
+            }
+            if u.relist_every.is_some_and(|d| d < Duration::from_secs(60)) {
+                err(&key("relist_every"), "must be at least 1m".into());
+            }
+        } else {
+            for (k, given) in [
+                ("metadata_prefix", u.metadata_prefix.is_some()),
+                ("sets", u.sets.is_some()),
+                ("relist_every", u.relist_every.is_some()),
+            ] {
+                if given {
+                    err(
+                        &key(k),
+                        "an OAI-PMH setting: add `kind = \"oai-pmh\"` for an OAI-PMH upstream"
+                            .into(),
+                    );
+                }
+            }
+        }
     }
+}
+
+/// Why `text` is not a `metadataPrefix` (or, with `set`, a `setSpec`): both are
+/// `[A-Za-z0-9-_.!~*'()]+`, a `setSpec` in `:`-separated parts (OAI-PMH 2.0 sections 3.4,
+/// 4.4 and the schema's `setSpecType`).
+fn oai_name_problem(text: &str, set: bool) -> Option<String> {
+    if let Some(m) = too_long(text, MAX_STRING_BYTES) {
+        return Some(m);
+    }
+    let part_ok = |p: &str| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b))
+    };
+    let ok = if set {
+        text.split(':').all(part_ok)
+    } else {
+        part_ok(text)
+    };
+    (!ok).then(|| {
+        format!(
+            "`{text}` is not a {} (OAI-PMH 2.0 section 3.4: letters, digits and -_.!~*'(){})",
+            if set { "setSpec" } else { "metadataPrefix" },
+            if set { ", parts separated by `:`" } else { "" }
+        )
+    })
 }
 
 impl FetchSection {
@@ -1307,6 +1426,58 @@ poll_interval = "5m"
             Some(Duration::from_secs(300))
         );
         assert_eq!(p.config.fetch.per_host, 8);
+    }
+
+    #[test]
+    fn oai_pmh_upstreams_parse_with_their_defaults() {
+        let text = GOOD.replace(
+            "url = \"https://museum.example.org/.well-known/resourcesync\"",
+            "url = \"https://repo.example.org/oai\"\nkind = \"oai-pmh\"\nsets = [\"hdl:1\", \"a:b\"]",
+        );
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        let u = &p.config.upstreams[0];
+        assert!(u.is_oai());
+        assert_eq!(u.metadata_prefix(), "oai_dc");
+        assert_eq!(
+            u.sets.as_deref(),
+            Some(&["hdl:1".to_owned(), "a:b".to_owned()][..])
+        );
+        assert_eq!(u.relist_every(), Duration::from_secs(7 * 86_400));
+        let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
+        assert!(!p.config.upstreams[0].is_oai());
+    }
+
+    #[test]
+    fn settings_of_the_other_kind_of_upstream_are_refused_by_name() {
+        let oai = GOOD.replace(
+            "allow_private = false",
+            "kind = \"oai-pmh\"\ncapability_lists = [\"https://museum.example.org/cl.xml\"]\nbaseline = \"dump\"\nmetadata_prefix = \"oai dc\"\nsets = [\"a::b\"]\nrelist_every = \"10s\"",
+        );
+        let err = Pipeline::parse(Path::new("p.toml"), &oai)
+            .unwrap_err()
+            .to_string();
+        for key in [
+            "upstream[0].capability_lists",
+            "upstream[0].baseline",
+            "upstream[0].metadata_prefix",
+            "upstream[0].sets[0]",
+            "upstream[0].relist_every",
+        ] {
+            assert!(err.contains(key), "{key} in {err}");
+        }
+        assert!(err.contains("OAI-PMH 2.0 section 3.4"), "{err}");
+        let rs = GOOD.replace(
+            "allow_private = false",
+            "metadata_prefix = \"oai_dc\"\nsets = [\"a\"]",
+        );
+        let err = Pipeline::parse(Path::new("p.toml"), &rs)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("upstream[0].metadata_prefix"), "{err}");
+        assert!(err.contains("upstream[0].sets"), "{err}");
+        assert!(err.contains("kind = \"oai-pmh\""), "{err}");
+        let unknown = GOOD.replace("allow_private = false", "kind = \"oai\"");
+        assert!(Pipeline::parse(Path::new("p.toml"), &unknown).is_err());
     }
 
     #[test]

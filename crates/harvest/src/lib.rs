@@ -33,6 +33,8 @@
 //! - `lists.rs`: reading the upstream's lists and indexes as streams of entries.
 //! - `later.rs`: the upstream's current state, its Resource List plus the changes after the
 //!   list's `at`, which baselines, re-syncs and the operator commands judge against.
+//! - `oai.rs`: OAI-PMH 2.0 upstreams: `Identify`, `ListRecords` pages followed by their
+//!   `resumptionToken`s, each record stored as a resource (its `GetRecord` URL).
 //! - `packages.rs`: the upstream's dump packages: download, check, stream the items.
 //! - `audit.rs`: `rsagg audit`: the store compared with the upstreams' lists (read-only),
 //!   blobs re-hashed, resources re-fetched on request; `extra` found in bounded memory.
@@ -54,6 +56,7 @@ mod from_dump;
 mod incremental;
 mod later;
 mod lists;
+mod oai;
 mod packages;
 pub mod plan;
 mod progress;
@@ -100,6 +103,20 @@ pub enum Error {
         /// The document.
         url: String,
         /// Spec section.
+        section: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// An OAI-PMH response page could not be read at all.
+    #[error(transparent)]
+    OaiPage(#[from] rsagg_oai::Error),
+    /// An OAI-PMH upstream answered, but not what the harvest needs (its protocol errors, a
+    /// metadata prefix it does not offer).
+    #[error("{url}: {message} (OAI-PMH 2.0 section {section})")]
+    Oai {
+        /// The request.
+        url: String,
+        /// Section of the OAI-PMH 2.0 specification.
         section: &'static str,
         /// What is wrong.
         message: String,

@@ -100,6 +100,45 @@ pub(crate) async fn discover_sets(
             return None;
         }
     };
+    if up.is_oai() {
+        let client = crate::oai::OaiClient {
+            fetcher: &ctx.fetcher,
+            access: &access,
+            up,
+            max_bytes: ctx.fetch.max_document_bytes,
+        };
+        let found = match deadline {
+            Some((at, _)) => tokio::time::timeout_at(*at, crate::oai::discover(&client))
+                .await
+                .ok(),
+            None => Some(crate::oai::discover(&client).await),
+        };
+        return match found {
+            None => {
+                report.fail(
+                    Error::PassDeadline {
+                        upstream: up.name.clone(),
+                        deadline: deadline.map(|d| d.1.to_string()).unwrap_or_default(),
+                    }
+                    .to_string(),
+                );
+                None
+            }
+            Some(Err(e)) => {
+                report.fail_at(
+                    Some(up.url.as_str()),
+                    "OAI-PMH discovery failed",
+                    &ErrorChain(&e).to_string(),
+                );
+                None
+            }
+            Some(Ok(sets)) => {
+                report.route = Some("OaiPmh".into());
+                report.sets = sets.len();
+                Some((access, sets))
+            }
+        };
+    }
     let entry = up.url.clone();
     let discovering = async {
         match deadline {
@@ -296,6 +335,9 @@ impl Harvest {
         set: &CapabilitySet,
         report: &mut UpstreamReport,
     ) -> Result<(), Error> {
+        if self.up.is_oai() {
+            return self.harvest_oai_set(set, report).await;
+        }
         let state = &self.ctx.state;
         let set_url = set.url.as_str();
         let cp = state.checkpoint(&self.up.name, set_url).await?;

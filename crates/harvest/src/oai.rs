@@ -1,0 +1,585 @@
+//! OAI-PMH 2.0 upstreams (`kind = "oai-pmh"`): a repository's records harvested by
+//! `ListRecords` and kept as resources, so that everything after the harvest (the store,
+//! republishing with `via`, notifications, audit) treats them as any other resource.
+//!
+//! The mapping (`docs/contract.md`, "OAI-PMH upstreams"):
+//! - a record (identifier × metadata prefix) is a resource whose URI is its `GetRecord` URL
+//!   (OAI-PMH 2.0 section 4.1; dereferenceable, so the republished `via` link points at the
+//!   provider), whose bytes are the content of its `<metadata>` as the provider sent it (with
+//!   the namespace declarations it inherits), whose upstream `lastmod` is the record's
+//!   datestamp and whose hashes rsagg computes;
+//! - a header with `status="deleted"` is a deletion (section 2.5.1);
+//! - each selective harvest (the whole repository, or one per configured `setSpec`) is one
+//!   set of resources of the upstream, named by its `ListRecords` URL without `from` and
+//!   `until`, which keys its checkpoint.
+//!
+//! A pass asks `Identify` first (granularity, `deletedRecord`, and the provider's clock,
+//! whose `responseDate` bounds the pass as `until`). The first pass lists everything; later
+//! passes ask from the previous pass's `until` minus one unit of the repository's
+//! granularity (datestamps are not unique, section 3.3.1, and a record changed in the second
+//! the previous pass asked may be missing from it). Records are compared with the copy held
+//! by datestamp, so the overlap, and providers that ignore `from`, re-store nothing. The
+//! checkpoint moves only at the end of a complete pass; a pass cut short (deadline, error,
+//! failed record) is asked again from the same `from`. A repository that does not keep
+//! deletions (`deletedRecord` `no` or `transient`) is re-listed whole every `relist_every`:
+//! what the re-list does not name is deleted, found in bounded memory as in a ResourceSync
+//! re-sync (`Seen`). `badResumptionToken` (an expired token, section 3.5) restarts the list
+//! from its first request; what was stored before is recognised as unchanged.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use rsagg_config::UpstreamConfig;
+use rsagg_fetch::{Access, CapabilitySet, Fetcher};
+use rsagg_layout::report::UpstreamReport;
+use rsagg_model::{Md, UrlEntry, W3cDateTime};
+use rsagg_oai::{Datestamp, DeletedRecord, Granularity, Identify, Page, Request, Response};
+use rsagg_store::{Checkpoint, QuarantineRecord};
+use tokio::sync::mpsc;
+use url::Url;
+
+use crate::Error;
+use crate::commit::{Committer, Outcome};
+use crate::context::Harvest;
+use crate::seen::{Seen, key};
+
+/// How many times one list is restarted after `badResumptionToken` before the pass fails.
+const MAX_RESTARTS: usize = 3;
+
+/// Pages fetched ahead of the records being stored.
+const PAGES_AHEAD: usize = 2;
+
+/// The media type of a stored record: the metadata is an XML document of its own.
+const RECORD_TYPE: &str = "application/xml";
+
+/// What the listing side of a pass hands the storing side.
+enum Listing {
+    /// The next page.
+    Page(Url, Page),
+    /// `badResumptionToken`: the list starts again from its first request.
+    Restart,
+    /// The list cannot go on.
+    Failed(Error),
+}
+
+/// The sets of resources of an OAI-PMH upstream: one selective harvest each, the whole
+/// repository or one per `sets` entry, named by its `ListRecords` URL without `from` and
+/// `until` (stable across passes: the key of its checkpoint).
+pub(crate) fn oai_sets(up: &UpstreamConfig) -> Vec<CapabilitySet> {
+    let specs: Vec<Option<String>> = match &up.sets {
+        Some(sets) => sets.iter().cloned().map(Some).collect(),
+        None => vec![None],
+    };
+    specs
+        .into_iter()
+        .map(|set| CapabilitySet {
+            url: list_request(up, set, None, None, Granularity::Second).url(&up.url),
+            entries: Vec::new(),
+            hub: None,
+            topic: None,
+        })
+        .collect()
+}
+
+fn list_request(
+    up: &UpstreamConfig,
+    set: Option<String>,
+    from: Option<Datestamp>,
+    until: Option<Datestamp>,
+    granularity: Granularity,
+) -> Request {
+    Request::ListRecords {
+        prefix: up.metadata_prefix().to_owned(),
+        from,
+        until,
+        set,
+        granularity,
+    }
+}
+
+/// The `setSpec` a set of resources of [`oai_sets`] harvests.
+fn set_spec(set: &CapabilitySet) -> Option<String> {
+    set.url
+        .query_pairs()
+        .find(|(k, _)| k == "set")
+        .map(|(_, v)| v.into_owned())
+}
+
+/// The URI of the resource a record becomes: its `GetRecord` URL (section 4.1).
+pub(crate) fn record_uri(up: &UpstreamConfig, identifier: &str) -> Url {
+    Request::GetRecord {
+        identifier: identifier.to_owned(),
+        prefix: up.metadata_prefix().to_owned(),
+    }
+    .url(&up.url)
+}
+
+/// What one pass asks: everything, or the records changed from `from` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The whole list: the first pass, `run --baseline`, or a re-list of a repository
+    /// without persistent deletions.
+    Full,
+    /// From the previous pass's `until` minus one unit.
+    From(Datestamp),
+}
+
+/// The pass's scope from the checkpoint: `relist` when deletions are found only by a full
+/// re-list (`deletedRecord` `no` or `transient`), `relist_every` apart.
+pub(crate) fn scope(
+    cp: Option<&Checkpoint>,
+    baseline: bool,
+    identify: &Identify,
+    now: Datestamp,
+    relist_every: Duration,
+) -> Scope {
+    let Some(cp) = cp.filter(|_| !baseline) else {
+        return Scope::Full;
+    };
+    let (Some(done), Some(listed)) = (
+        cp.instant.as_ref().and_then(datestamp_of),
+        cp.baseline_at.as_ref().and_then(datestamp_of),
+    ) else {
+        return Scope::Full;
+    };
+    let relist = identify.deleted != DeletedRecord::Persistent
+        && now.unix() - listed.unix() >= i64::try_from(relist_every.as_secs()).unwrap_or(i64::MAX);
+    if relist {
+        Scope::Full
+    } else {
+        Scope::From(done.minus_unit(identify.granularity))
+    }
+}
+
+fn datestamp_of(t: &W3cDateTime) -> Option<Datestamp> {
+    Some(Datestamp::from_unix(t.instant().0))
+}
+
+/// `Identify`'s `deletedRecord` as written.
+fn deleted_name(d: DeletedRecord) -> &'static str {
+    match d {
+        DeletedRecord::No => "no",
+        DeletedRecord::Persistent => "persistent",
+        DeletedRecord::Transient => "transient",
+    }
+}
+
+/// The requests of a pass: what an OAI-PMH upstream is asked with (its access settings,
+/// pages bounded by `[fetch] max_document_bytes`), shared by discovery and the harvest.
+pub(crate) struct OaiClient<'a> {
+    pub fetcher: &'a Fetcher,
+    pub access: &'a Access,
+    pub up: &'a UpstreamConfig,
+    pub max_bytes: u64,
+}
+
+impl OaiClient<'_> {
+    /// One OAI-PMH request: the page fetched whole (bounded; `503` with `Retry-After`
+    /// waited for by the fetcher) and parsed.
+    pub(crate) async fn page(&self, req: &Request) -> Result<(Url, Page), Error> {
+        let url = req.url(&self.up.url);
+        let (fetched, body) = self
+            .fetcher
+            .get_bytes(&url, self.access, self.max_bytes)
+            .await?;
+        let page = rsagg_oai::parse(fetched.url.as_str(), &body).map_err(Error::OaiPage)?;
+        Ok((url, page))
+    }
+
+    /// `Identify` (section 4.2) with the provider's clock (its `responseDate`, else ours).
+    pub(crate) async fn identify(&self) -> Result<(Identify, Datestamp), Error> {
+        let (url, page) = self.page(&Request::Identify).await?;
+        let now = page
+            .response_date
+            .unwrap_or_else(|| Datestamp::from_unix(W3cDateTime::now().instant().0));
+        match page.response {
+            Response::Identify(i) => Ok((i, now)),
+            other => Err(oai_refused(&url, "4.2", &other)),
+        }
+    }
+
+    /// `ListMetadataFormats` (section 4.4): the configured prefix must be offered.
+    pub(crate) async fn check_prefix(&self) -> Result<(), Error> {
+        let (url, page) = self.page(&Request::ListMetadataFormats).await?;
+        let prefix = self.up.metadata_prefix();
+        match page.response {
+            Response::MetadataFormats(formats) if formats.iter().any(|f| f.prefix == prefix) => {
+                Ok(())
+            }
+            Response::MetadataFormats(formats) => Err(Error::Oai {
+                url: url.to_string(),
+                section: "4.4",
+                message: format!(
+                    "metadata_prefix `{prefix}` is not offered (offered: {})",
+                    formats
+                        .iter()
+                        .map(|f| f.prefix.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+            other => Err(oai_refused(&url, "4.4", &other)),
+        }
+    }
+}
+
+/// Discovery of an OAI-PMH upstream: `Identify` answers and the metadata prefix is offered;
+/// then its sets of resources ([`oai_sets`]).
+pub(crate) async fn discover(client: &OaiClient<'_>) -> Result<Vec<CapabilitySet>, Error> {
+    let (identify, _) = client.identify().await?;
+    tracing::info!(upstream = %client.up.name, repository = %identify.repository_name, granularity = ?identify.granularity, deleted = deleted_name(identify.deleted), "OAI-PMH repository");
+    client.check_prefix().await?;
+    Ok(oai_sets(client.up))
+}
+
+impl Harvest {
+    /// The client of this upstream's OAI-PMH requests.
+    pub(crate) fn oai(&self) -> OaiClient<'_> {
+        OaiClient {
+            fetcher: &self.ctx.fetcher,
+            access: &self.access,
+            up: &self.up,
+            max_bytes: self.ctx.fetch.max_document_bytes,
+        }
+    }
+
+    /// One pass over one selective harvest of an OAI-PMH upstream (see the module's
+    /// documentation).
+    pub(crate) async fn harvest_oai_set(
+        &self,
+        set: &CapabilitySet,
+        report: &mut UpstreamReport,
+    ) -> Result<(), Error> {
+        let (identify, now) = self.bounded(self.oai().identify()).await?;
+        let set_url = set.url.as_str();
+        let cp = self.ctx.state.checkpoint(&self.up.name, set_url).await?;
+        let scope = scope(
+            cp.as_ref(),
+            self.ctx.baseline,
+            &identify,
+            now,
+            self.up.relist_every(),
+        );
+        let g = identify.granularity;
+        let from = match scope {
+            Scope::Full => None,
+            Scope::From(f) => Some(f),
+        };
+        tracing::info!(upstream = %self.up.name, set = %set.url, ?scope, until = %now.format(g), "OAI-PMH ListRecords");
+        if cp.is_some() && scope == Scope::Full && !self.ctx.baseline {
+            report.resyncs.push(format!(
+                "{set_url}: re-listed whole to find deletions (deletedRecord `{}`, relist_every)",
+                deleted_name(identify.deleted)
+            ));
+        }
+        let first = list_request(&self.up, set_spec(set), from, Some(now), g);
+        let (tx, mut rx) = mpsc::channel::<Listing>(PAGES_AHEAD);
+        let pages = self.oai_pages(first, tx);
+        let mut listed = (scope == Scope::Full).then(|| Seen::new(self.ctx.listed));
+        let mut committer = Committer::new(&self.ctx, &self.up.name, set_url);
+        let store = async {
+            let mut all_ok = true;
+            while let Some(next) = rx.recv().await {
+                let (url, page) = match next {
+                    Listing::Page(url, page) => (url, page),
+                    Listing::Restart => {
+                        // What the list gave so far is committed, so that its records,
+                        // listed again, are recognised as unchanged.
+                        committer.flush().await?;
+                        continue;
+                    }
+                    Listing::Failed(e) => return Err(e),
+                };
+                let Response::Records {
+                    records, problems, ..
+                } = page.response
+                else {
+                    continue;
+                };
+                for p in problems {
+                    all_ok &= committer.add(self.oai_problem(&url, p), report).await?;
+                }
+                self.ctx.progress.listed(records.len() as u64);
+                let mut outcomes = futures::stream::iter(records)
+                    .map(|r| self.store_record(set, r))
+                    .buffered(self.ctx.fetch.concurrency.max(1));
+                while let Some((uri, outcome)) = outcomes.next().await {
+                    if let Some(l) = listed.as_mut() {
+                        l.insert(key(&self.up.name, &uri))?;
+                    }
+                    all_ok &= committer.add(outcome, report).await?;
+                }
+                if self.past_deadline() {
+                    // What was stored is committed; the checkpoint stays (the next pass
+                    // asks again from the same `from`).
+                    committer.flush().await?;
+                    return Err(self.deadline_error());
+                }
+            }
+            Ok::<bool, Error>(all_ok)
+        };
+        let ((), stored) = tokio::join!(pages, store);
+        let all_ok = match stored {
+            Err(e) => {
+                committer.flush().await?;
+                return Err(e);
+            }
+            Ok(ok) => ok,
+        };
+        let until = now.to_w3c();
+        match listed {
+            Some(listed) => {
+                let started = W3cDateTime::now();
+                self.finish_sync(
+                    set,
+                    &set.url,
+                    listed,
+                    committer,
+                    all_ok,
+                    Some(until),
+                    started,
+                    cp.is_some(),
+                    cp.is_none(),
+                    report,
+                )
+                .await?;
+            }
+            None if all_ok => {
+                let mut cp = cp.unwrap_or_default();
+                cp.instant = Some(until);
+                cp.seen.clear();
+                committer.checkpoint(cp);
+                committer.flush().await?;
+            }
+            None => {
+                committer.flush().await?;
+                report.warn(format!(
+                    "{set_url}: some records failed; the next run asks again from {}",
+                    from.map_or_else(String::new, |f| f.format(g))
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The pages of a list in order into `tx`, following `resumptionToken`s (section 3.5)
+    /// until an empty or absent one; `noRecordsMatch` ends it empty; `badResumptionToken`
+    /// restarts it from `first`, at most [`MAX_RESTARTS`] times; any other failure is the
+    /// last message. Stops early when the receiver is gone (the storing side failed).
+    async fn oai_pages(&self, first: Request, tx: mpsc::Sender<Listing>) {
+        let mut req = first.clone();
+        let mut restarts = 0;
+        let mut tokens = 0u64;
+        loop {
+            let (url, page) = match self.bounded(self.oai().page(&req)).await {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = tx.send(Listing::Failed(e)).await;
+                    return;
+                }
+            };
+            let next = match &page.response {
+                Response::Records { token, .. } => token
+                    .as_ref()
+                    .filter(|t| !t.value.trim().is_empty())
+                    .map(|t| t.value.clone()),
+                r if r.is_no_records() => None,
+                r if r.is_bad_token() && restarts < MAX_RESTARTS => {
+                    restarts += 1;
+                    tracing::warn!(upstream = %self.up.name, %url, restarts, "badResumptionToken (an expired token, OAI-PMH 2.0 section 3.5): the list starts again from its first request");
+                    req = first.clone();
+                    if tx.send(Listing::Restart).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                other => {
+                    let _ = tx
+                        .send(Listing::Failed(oai_refused(&url, "3.6", other)))
+                        .await;
+                    return;
+                }
+            };
+            if tx.send(Listing::Page(url, page)).await.is_err() {
+                return;
+            }
+            let Some(token) = next else {
+                return;
+            };
+            tokens += 1;
+            tracing::debug!(upstream = %self.up.name, tokens, "resumptionToken");
+            req = Request::Resume {
+                verb: "ListRecords",
+                token,
+            };
+        }
+    }
+
+    /// One record: stored (unless its copy is already this datestamp's) or deleted. Returns
+    /// the resource's URI with the outcome.
+    async fn store_record(&self, set: &CapabilitySet, r: rsagg_oai::Record) -> (String, Outcome) {
+        let uri = record_uri(&self.up, &r.header.identifier).to_string();
+        let entry = UrlEntry {
+            loc: uri.clone(),
+            lastmod: Some(r.header.datestamp.to_w3c()),
+            md: Some(Md {
+                mime_type: Some(RECORD_TYPE.to_owned()),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        };
+        let outcome = match r.metadata {
+            Some(bytes) if !r.header.deleted => {
+                let body: crate::packages::ItemBody =
+                    futures::stream::once(async move { Ok(Bytes::from(bytes)) }).boxed();
+                self.store_from_package(set, entry, body).await
+            }
+            _ => self.delete_entry(&entry).await,
+        };
+        (uri, outcome)
+    }
+
+    /// A record the page could not give (bad characters in its metadata, no datestamp):
+    /// quarantined under its URI when its identifier is known, else failed (so the pass
+    /// keeps its checkpoint and asks again).
+    fn oai_problem(&self, url: &Url, p: rsagg_oai::RecordProblem) -> Outcome {
+        tracing::warn!(upstream = %self.up.name, %url, identifier = ?p.identifier, "{}", p.message);
+        match p.identifier {
+            Some(id) => {
+                let uri = record_uri(&self.up, &id).to_string();
+                self.note_quarantined(&uri);
+                Outcome::Quarantined(QuarantineRecord {
+                    upstream: self.up.name.clone(),
+                    uri,
+                    reason: format!("OAI-PMH record left out: {}", p.message),
+                    expected: "a well-formed record (OAI-PMH 2.0 section 2.5)".into(),
+                    got: format!("in the page {url}"),
+                    at: W3cDateTime::now(),
+                    blob: None,
+                })
+            }
+            None => Outcome::Failed {
+                uri: None,
+                what: "reading an OAI-PMH record",
+                error: format!("{url}: {}", p.message),
+            },
+        }
+    }
+}
+
+/// An OAI-PMH response that is not the answer asked for (its errors, or another verb's).
+fn oai_refused(url: &Url, section: &'static str, r: &Response) -> Error {
+    let message = match r {
+        Response::Errors(errors) => errors
+            .iter()
+            .map(|e| format!("{}: {}", e.code, e.message))
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ => "an answer to another verb".into(),
+    };
+    Error::Oai {
+        url: url.to_string(),
+        section,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identify(deleted: DeletedRecord, granularity: Granularity) -> Identify {
+        Identify {
+            repository_name: "r".into(),
+            base_url: "http://repo.example/oai".into(),
+            protocol_version: "2.0".into(),
+            earliest: None,
+            deleted,
+            granularity,
+        }
+    }
+
+    fn ds(s: &str) -> Datestamp {
+        Datestamp::parse(s).unwrap()
+    }
+
+    fn cp(instant: &str, listed: &str) -> Checkpoint {
+        Checkpoint {
+            instant: Some(W3cDateTime::parse(instant).unwrap().value),
+            baseline_at: Some(W3cDateTime::parse(listed).unwrap().value),
+            ..Checkpoint::default()
+        }
+    }
+
+    #[test]
+    fn the_first_pass_and_a_baseline_list_everything() {
+        let i = identify(DeletedRecord::Persistent, Granularity::Second);
+        let now = ds("2024-05-01T00:00:00Z");
+        let week = Duration::from_secs(7 * 86_400);
+        assert_eq!(scope(None, false, &i, now, week), Scope::Full);
+        let c = cp("2024-04-30T12:00:00Z", "2024-04-01T00:00:00Z");
+        assert_eq!(scope(Some(&c), true, &i, now, week), Scope::Full);
+    }
+
+    #[test]
+    fn later_passes_overlap_the_previous_one_by_one_unit_of_granularity() {
+        let now = ds("2024-05-01T00:00:00Z");
+        let week = Duration::from_secs(7 * 86_400);
+        let c = cp("2024-04-30T12:00:00Z", "2024-04-01T00:00:00Z");
+        let secs = identify(DeletedRecord::Persistent, Granularity::Second);
+        assert_eq!(
+            scope(Some(&c), false, &secs, now, week),
+            Scope::From(ds("2024-04-30T11:59:59Z"))
+        );
+        let days = identify(DeletedRecord::Persistent, Granularity::Day);
+        match scope(Some(&c), false, &days, now, week) {
+            Scope::From(f) => assert_eq!(f.format(Granularity::Day), "2024-04-29"),
+            s => panic!("{s:?}"),
+        }
+    }
+
+    #[test]
+    fn repositories_without_persistent_deletions_are_relisted_every_relist_every() {
+        let week = Duration::from_secs(7 * 86_400);
+        let c = cp("2024-04-30T12:00:00Z", "2024-04-25T00:00:00Z");
+        for deleted in [DeletedRecord::No, DeletedRecord::Transient] {
+            let i = identify(deleted, Granularity::Second);
+            assert!(matches!(
+                scope(Some(&c), false, &i, ds("2024-05-01T00:00:00Z"), week),
+                Scope::From(_)
+            ));
+            assert_eq!(
+                scope(Some(&c), false, &i, ds("2024-05-02T00:00:00Z"), week),
+                Scope::Full
+            );
+        }
+        let kept = identify(DeletedRecord::Persistent, Granularity::Second);
+        assert!(matches!(
+            scope(Some(&c), false, &kept, ds("2025-01-01T00:00:00Z"), week),
+            Scope::From(_)
+        ));
+    }
+
+    #[test]
+    fn sets_are_named_by_their_list_request_and_records_by_their_get_record_url() {
+        let toml = r#"
+name = "repo"
+url = "http://repo.example/oai?x=1"
+kind = "oai-pmh"
+sets = ["a:b", "c"]
+"#;
+        let up: UpstreamConfig = toml::from_str(toml).unwrap();
+        let sets = oai_sets(&up);
+        assert_eq!(sets.len(), 2);
+        assert_eq!(
+            sets[0].url.as_str(),
+            "http://repo.example/oai?verb=ListRecords&metadataPrefix=oai_dc&set=a%3Ab"
+        );
+        assert_eq!(set_spec(&sets[1]).as_deref(), Some("c"));
+        assert_eq!(
+            record_uri(&up, "oai:repo:1/2").as_str(),
+            "http://repo.example/oai?verb=GetRecord&identifier=oai%3Arepo%3A1%2F2&metadataPrefix=oai_dc"
+        );
+    }
+}

@@ -1,0 +1,523 @@
+//! OAI-PMH upstreams through the runner in process (`run --once`), against an OAI-PMH 2.0
+//! provider served by axum on 127.0.0.1:0 and a `file://` store: baseline, incremental
+//! harvests with `from`, deletions, the re-list of a repository that keeps no deletions, and
+//! the quirks of real providers (day granularity, datestamps without `Z`, tokens with
+//! `expirationDate` and `completeListSize`, an empty token ending a list, a record with
+//! characters XML does not allow, `503` with `Retry-After`, an expired token, a provider
+//! that ignores `from`). The provider's clock (`responseDate`) is the test's to move, so no
+//! test waits on the wall clock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rsagg_layout::report::{UpstreamReport, Verdict};
+use rsagg_pipeline::{Pipeline, RunOptions, RunReport, run_once};
+
+#[derive(Clone)]
+struct Rec {
+    /// `YYYY-MM-DDThh:mm:ssZ`.
+    datestamp: String,
+    deleted: bool,
+    title: String,
+    /// Metadata with a character XML 1.0 does not allow (U+0001).
+    bad: bool,
+}
+
+/// The repository and how the provider behaves.
+struct Repo {
+    day_granularity: bool,
+    /// `deletedRecord`.
+    deleted_record: &'static str,
+    /// The provider's clock (`responseDate`).
+    now: String,
+    records: BTreeMap<String, Rec>,
+    batch: usize,
+    /// Datestamps written without their `Z`.
+    no_z: bool,
+    ignore_from: bool,
+    /// The next N requests are answered `503` with `Retry-After: 0`.
+    busy: usize,
+    /// The Nth request carrying a token (1-based) is answered `badResumptionToken`.
+    expire_token: Option<usize>,
+    token_requests: usize,
+    /// `from` of every first `ListRecords` request.
+    froms: Vec<Option<String>>,
+}
+
+impl Default for Repo {
+    fn default() -> Self {
+        Repo {
+            day_granularity: false,
+            deleted_record: "persistent",
+            now: "2025-01-01T00:00:00Z".into(),
+            records: BTreeMap::new(),
+            batch: 2,
+            no_z: false,
+            ignore_from: false,
+            busy: 0,
+            expire_token: None,
+            token_requests: 0,
+            froms: Vec::new(),
+        }
+    }
+}
+
+impl Repo {
+    fn put(&mut self, id: &str, datestamp: &str, title: &str) {
+        self.records.insert(
+            id.into(),
+            Rec {
+                datestamp: datestamp.into(),
+                deleted: false,
+                title: title.into(),
+                bad: false,
+            },
+        );
+    }
+
+    fn delete(&mut self, id: &str, datestamp: &str) {
+        let r = self.records.get_mut(id).unwrap();
+        r.deleted = true;
+        r.datestamp = datestamp.into();
+    }
+
+    fn written(&self, datestamp: &str) -> String {
+        if self.day_granularity {
+            datestamp[..10].to_owned()
+        } else if self.no_z {
+            datestamp.trim_end_matches('Z').to_owned()
+        } else {
+            datestamp.to_owned()
+        }
+    }
+}
+
+type Shared = (String, Arc<Mutex<Repo>>);
+
+fn envelope(repo: &Repo, base: &str, body: &str) -> Response {
+    let xml = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<responseDate>{}</responseDate><request>{base}oai</request>
+{body}
+</OAI-PMH>"#,
+        repo.now
+    );
+    ([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], xml).into_response()
+}
+
+/// `from`/`until` as comparable `YYYY-MM-DDThh:mm:ssZ` (a day covers the whole day).
+fn bound(v: &str, end: bool) -> String {
+    if v.len() == 10 {
+        format!("{v}T{}Z", if end { "23:59:59" } else { "00:00:00" })
+    } else if v.ends_with('Z') {
+        v.to_owned()
+    } else {
+        format!("{v}Z")
+    }
+}
+
+async fn oai(
+    State((base, repo)): State<Shared>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let mut repo = repo.lock().unwrap();
+    if repo.busy > 0 {
+        repo.busy -= 1;
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "0")],
+            "busy",
+        )
+            .into_response();
+    }
+    let verb = q.get("verb").map(String::as_str).unwrap_or("");
+    match verb {
+        "Identify" => {
+            let body = format!(
+                "<Identify><repositoryName>Fixture</repositoryName><baseURL>{base}oai</baseURL><protocolVersion>2.0</protocolVersion><adminEmail>a@example.org</adminEmail><earliestDatestamp>{}</earliestDatestamp><deletedRecord>{}</deletedRecord><granularity>{}</granularity></Identify>",
+                repo.written("2000-01-01T00:00:00Z"),
+                repo.deleted_record,
+                if repo.day_granularity {
+                    "YYYY-MM-DD"
+                } else {
+                    "YYYY-MM-DDThh:mm:ssZ"
+                }
+            );
+            envelope(&repo, &base, &body)
+        }
+        "ListMetadataFormats" => envelope(
+            &repo,
+            &base,
+            "<ListMetadataFormats><metadataFormat><metadataPrefix>oai_dc</metadataPrefix><schema>http://www.openarchives.org/OAI/2.0/oai_dc.xsd</schema><metadataNamespace>http://www.openarchives.org/OAI/2.0/oai_dc/</metadataNamespace></metadataFormat></ListMetadataFormats>",
+        ),
+        "ListRecords" => {
+            let (offset, from, until) = match q.get("resumptionToken") {
+                Some(t) => {
+                    repo.token_requests += 1;
+                    if repo.expire_token == Some(repo.token_requests) {
+                        return envelope(
+                            &repo,
+                            &base,
+                            "<error code=\"badResumptionToken\">expired</error>",
+                        );
+                    }
+                    let mut parts = t.split('|');
+                    let offset: usize = parts.next().unwrap().parse().unwrap();
+                    let from = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
+                    let until = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
+                    (offset, from, until)
+                }
+                None => {
+                    assert_eq!(q.get("metadataPrefix").map(String::as_str), Some("oai_dc"));
+                    let from = q.get("from").cloned();
+                    repo.froms.push(from.clone());
+                    (0, from, q.get("until").cloned())
+                }
+            };
+            let (lo, hi) = if repo.ignore_from {
+                (None, None)
+            } else {
+                (
+                    from.as_deref().map(|f| bound(f, false)),
+                    until.as_deref().map(|u| bound(u, true)),
+                )
+            };
+            let matching: Vec<(&String, &Rec)> = repo
+                .records
+                .iter()
+                .filter(|(_, r)| lo.as_ref().is_none_or(|lo| r.datestamp >= *lo))
+                .filter(|(_, r)| hi.as_ref().is_none_or(|hi| r.datestamp <= *hi))
+                .collect();
+            if matching.is_empty() {
+                return envelope(&repo, &base, "<error code=\"noRecordsMatch\">none</error>");
+            }
+            let mut body = String::from("<ListRecords>");
+            for (id, r) in matching.iter().skip(offset).take(repo.batch) {
+                let ds = repo.written(&r.datestamp);
+                if r.deleted {
+                    body.push_str(&format!(
+                        "<record><header status=\"deleted\"><identifier>{id}</identifier><datestamp>{ds}</datestamp></header></record>"
+                    ));
+                } else {
+                    let title = if r.bad {
+                        format!("{}\u{1}", r.title)
+                    } else {
+                        r.title.clone()
+                    };
+                    body.push_str(&format!(
+                        "<record><header><identifier>{id}</identifier><datestamp>{ds}</datestamp><setSpec>all</setSpec></header><metadata><oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" xmlns:dc=\"http://purl.org/dc/elements/1.1/\"><dc:title>{title}</dc:title><dc:identifier>{id}</dc:identifier></oai_dc:dc></metadata></record>"
+                    ));
+                }
+            }
+            let next = offset + repo.batch;
+            let size = matching.len();
+            if next < size {
+                body.push_str(&format!(
+                    "<resumptionToken expirationDate=\"2099-01-01T00:00:00Z\" completeListSize=\"{size}\" cursor=\"{offset}\">{next}|{}|{}</resumptionToken>",
+                    from.unwrap_or_default(),
+                    until.unwrap_or_default()
+                ));
+            } else if offset > 0 {
+                // The last page of a list in several: an empty token (section 3.5).
+                body.push_str(&format!(
+                    "<resumptionToken completeListSize=\"{size}\" cursor=\"{offset}\"/>"
+                ));
+            }
+            body.push_str("</ListRecords>");
+            envelope(&repo, &base, &body)
+        }
+        _ => envelope(&repo, &base, "<error code=\"badVerb\">no such verb</error>"),
+    }
+}
+
+/// Serves `repo` on 127.0.0.1:0; returns the server's base URL (the repository's base URL
+/// is `{base}oai`).
+async fn serve(repo: Arc<Mutex<Repo>>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    let app = axum::Router::new()
+        .route("/oai", axum::routing::get(oai))
+        .with_state((base.clone(), repo));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+fn pipeline(base: &str, store: &Path, extra: &str) -> Pipeline {
+    let text = format!(
+        r#"
+[collection]
+name = "oai-fixture"
+base_url = "https://agg.example.org/oai-fixture/"
+
+[store]
+url = "file://{}"
+
+[[upstream]]
+name = "repo"
+url = "{base}oai"
+kind = "oai-pmh"
+allow_private = true
+{extra}
+"#,
+        store.display()
+    );
+    Pipeline::parse(Path::new("oai.toml"), &text).unwrap()
+}
+
+fn only(r: &RunReport) -> &UpstreamReport {
+    &r.upstreams[0]
+}
+
+/// (created, updated, deleted, unchanged) of a run that went well.
+fn counts(r: &RunReport) -> (u64, u64, u64, u64) {
+    let u = only(r);
+    assert_eq!(u.verdict, Verdict::Ok, "{r:?}");
+    (u.created, u.updated, u.deleted, u.unchanged)
+}
+
+/// What the published Resource List(s) name: each entry's `via` link, the upstream URI
+/// of the copy (its `GetRecord` URL).
+fn published(store: &Path) -> Vec<String> {
+    let mut locs = Vec::new();
+    let mut stack = vec![store.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if !matches!(name.as_str(), "blobs" | "state") {
+                    stack.push(p);
+                }
+            } else if name.starts_with("resourcelist") && name.ends_with(".xml") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                if text.contains("capability=\"resourcelist\"") {
+                    for url in text.split("<url>").skip(1) {
+                        let via = url
+                            .split("<rs:ln ")
+                            .skip(1)
+                            .find(|l| l.contains("rel=\"via\""))
+                            .and_then(|l| l.split("href=\"").nth(1))
+                            .and_then(|h| h.split('"').next())
+                            .expect("every entry has a via link");
+                        locs.push(via.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    locs.sort();
+    locs
+}
+
+/// Every stored blob's text (the records' copies), for checking what was kept.
+fn blobs(store: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![store.join("blobs")];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(t) = std::fs::read_to_string(&p) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+fn get_record(base: &str, id: &str) -> String {
+    format!(
+        "{base}oai?verb=GetRecord&amp;identifier={}&amp;metadataPrefix=oai_dc",
+        id.replace(':', "%3A")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baseline_then_incremental_harvests_with_from_updates_and_deletions() {
+    let repo = Arc::new(Mutex::new(Repo::default()));
+    {
+        let mut r = repo.lock().unwrap();
+        for i in 1..=5 {
+            r.put(
+                &format!("oai:fx:{i}"),
+                &format!("2024-0{i}-01T00:00:00Z"),
+                &format!("Title {i}"),
+            );
+        }
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let opts = RunOptions::default();
+
+    let r = run_once(&p, &opts).await.unwrap();
+    assert_eq!(counts(&r), (5, 0, 0, 0));
+    assert_eq!(only(&r).route.as_deref(), Some("OaiPmh"));
+    let locs = published(dir.path());
+    assert_eq!(locs.len(), 5, "{locs:?}");
+    assert!(locs.contains(&get_record(&base, "oai:fx:3")), "{locs:?}");
+    let copies = blobs(dir.path());
+    let copy = copies
+        .iter()
+        .find(|t| t.contains("Title 3"))
+        .expect("record 3 stored");
+    assert!(
+        copy.contains("<oai_dc:dc") && copy.contains("xmlns:dc="),
+        "{copy}"
+    );
+    assert!(
+        !copy.contains("<header>"),
+        "the copy is the metadata alone: {copy}"
+    );
+
+    // The provider's clock moves on; one update, one creation, one deletion.
+    {
+        let mut r = repo.lock().unwrap();
+        r.now = "2025-01-02T00:00:00Z".into();
+        r.put("oai:fx:2", "2025-01-01T12:00:00Z", "Title 2, revised");
+        r.put("oai:fx:6", "2025-01-01T13:00:00Z", "Title 6");
+        r.delete("oai:fx:4", "2025-01-01T14:00:00Z");
+    }
+    let r = run_once(&p, &opts).await.unwrap();
+    assert_eq!(counts(&r), (1, 1, 1, 0), "{r:?}");
+    let froms = repo.lock().unwrap().froms.clone();
+    assert_eq!(
+        froms,
+        vec![None, Some("2024-12-31T23:59:59Z".into())],
+        "the second harvest asks from the first's until minus one second"
+    );
+    let locs = published(dir.path());
+    assert_eq!(locs.len(), 5, "{locs:?}");
+    assert!(!locs.contains(&get_record(&base, "oai:fx:4")), "{locs:?}");
+    assert!(
+        blobs(dir.path())
+            .iter()
+            .any(|t| t.contains("Title 2, revised"))
+    );
+
+    // Nothing changed: nothing stored, nothing listed but the overlap.
+    repo.lock().unwrap().now = "2025-01-03T00:00:00Z".into();
+    let r = run_once(&p, &opts).await.unwrap();
+    assert_eq!(counts(&r), (0, 0, 0, 0), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quirks_of_real_providers_lose_and_double_nothing() {
+    let repo = Arc::new(Mutex::new(Repo {
+        day_granularity: true,
+        batch: 2,
+        busy: 2,
+        expire_token: Some(2),
+        ..Repo::default()
+    }));
+    {
+        let mut r = repo.lock().unwrap();
+        for i in 1..=7 {
+            r.put(
+                &format!("oai:q:{i}"),
+                &format!("2024-03-0{i}T10:00:00Z"),
+                &format!("Q {i}"),
+            );
+        }
+        r.records.get_mut("oai:q:5").unwrap().bad = true;
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let opts = RunOptions::default();
+
+    // Two 503s, an expired token on the second page: the list starts again, and the record
+    // with a control character is quarantined while the six others are stored once each.
+    let r = run_once(&p, &opts).await.unwrap();
+    let u = only(&r);
+    assert_eq!((u.created, u.updated, u.quarantined), (6, 0, 1), "{r:?}");
+    assert_eq!(published(dir.path()).len(), 6);
+    {
+        let r = repo.lock().unwrap();
+        assert_eq!(
+            r.froms.len(),
+            2,
+            "the list was restarted once: {:?}",
+            r.froms
+        );
+    }
+
+    // A day-granularity repository: the next harvest asks from the day before; a provider
+    // that ignores `from` and writes datestamps without `Z` sends everything again, and
+    // nothing is stored twice.
+    {
+        let mut r = repo.lock().unwrap();
+        r.now = "2025-02-01T08:00:00Z".into();
+        r.day_granularity = false;
+        r.no_z = true;
+        r.ignore_from = true;
+        r.records.get_mut("oai:q:5").unwrap().bad = false;
+        r.put("oai:q:1", "2025-02-01T07:00:00Z", "Q 1, revised");
+    }
+    let r = run_once(&p, &opts).await.unwrap();
+    let u = only(&r);
+    assert_eq!(u.verdict, Verdict::Ok, "{r:?}");
+    // Record 5, fixed at the provider, is stored at last; record 1 updated; the five others
+    // are the same datestamps as their copies.
+    assert_eq!((u.created, u.updated, u.deleted), (1, 1, 0), "{r:?}");
+    assert_eq!(u.unchanged, 5, "{r:?}");
+    assert_eq!(published(dir.path()).len(), 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_without_persistent_deletions_is_relisted_to_find_them() {
+    let repo = Arc::new(Mutex::new(Repo {
+        deleted_record: "no",
+        ..Repo::default()
+    }));
+    {
+        let mut r = repo.lock().unwrap();
+        for i in 1..=4 {
+            r.put(
+                &format!("oai:n:{i}"),
+                &format!("2024-01-0{i}T00:00:00Z"),
+                &format!("N {i}"),
+            );
+        }
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "relist_every = \"1d\"");
+    let opts = RunOptions::default();
+    assert_eq!(counts(&run_once(&p, &opts).await.unwrap()), (4, 0, 0, 0));
+
+    // Record 2 vanishes without a trace (deletedRecord `no`). An incremental harvest within
+    // the day cannot see it...
+    {
+        let mut r = repo.lock().unwrap();
+        r.records.remove("oai:n:2");
+        r.now = "2025-01-01T12:00:00Z".into();
+    }
+    let r = run_once(&p, &opts).await.unwrap();
+    assert_eq!(counts(&r), (0, 0, 0, 0), "{r:?}");
+    assert_eq!(published(dir.path()).len(), 4);
+
+    // ...the re-list a day after the last full one does.
+    repo.lock().unwrap().now = "2025-01-02T00:00:01Z".into();
+    let r = run_once(&p, &opts).await.unwrap();
+    assert_eq!(counts(&r), (0, 0, 1, 3), "{r:?}");
+    assert!(
+        only(&r).resyncs.iter().any(|s| s.contains("re-listed")),
+        "{r:?}"
+    );
+    let locs = published(dir.path());
+    assert_eq!(locs.len(), 3, "{locs:?}");
+    assert!(!locs.contains(&get_record(&base, "oai:n:2")));
+    let froms = repo.lock().unwrap().froms.clone();
+    assert_eq!(froms.len(), 3);
+    assert_eq!(froms[2], None, "the re-list asks without from");
+}
