@@ -568,6 +568,9 @@ async fn audit_set(
     listed: &mut Listed,
     report: &mut AuditReport,
 ) -> Result<(), Error> {
+    if h.up.is_oai() {
+        return audit_oai_set(h, set, opts, deadline, listed, report).await;
+    }
     let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
         return Err(Error::Upstream {
             url: set.url.to_string(),
@@ -624,6 +627,38 @@ async fn audit_set(
     )
     .await?;
     Ok(())
+}
+
+/// One set of an OAI-PMH upstream: its whole list is its state ([`Harvest::oai_state`]).
+/// The listing carries each record's bytes, so they are always compared (what `--fetch`
+/// does for a ResourceSync upstream) and `--fetch` fetches nothing more: a `GetRecord`
+/// answer is the record in its envelope, not the bytes the copy holds.
+async fn audit_oai_set(
+    h: &Harvest,
+    set: &CapabilitySet,
+    opts: AuditOptions,
+    deadline: Duration,
+    listed: &mut Listed,
+    report: &mut AuditReport,
+) -> Result<(), Error> {
+    let first = h.oai_whole_list(set).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel(crate::lists::ENTRIES_AHEAD);
+    // Deleted records are not in the upstream's state: a present copy of one is `extra`.
+    let entries =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
+            .filter_map(|(e, deleted): (UrlEntry, bool)| {
+                std::future::ready((!deleted).then_some(e))
+            });
+    let opts = AuditOptions {
+        fetch: false,
+        ..opts
+    };
+    let (state, checked) = futures::join!(
+        h.oai_entries(set, first, tx),
+        check_all(h, entries, opts, deadline, listed, report)
+    );
+    checked?;
+    state
 }
 
 /// Checks each entry of the upstream's state (at `[fetch] concurrency`), notes it as listed

@@ -18,7 +18,8 @@
 //! passes ask from the previous pass's `until` minus one unit of the repository's
 //! granularity (datestamps are not unique, section 3.3.1, and a record changed in the second
 //! the previous pass asked may be missing from it). Records are compared with the copy held
-//! by datestamp, so the overlap, and providers that ignore `from`, re-store nothing. The
+//! by the SHA-256 of their bytes, so the overlap, and providers that ignore `from`, store
+//! nothing again (and bytes changed under an unchanged datestamp are not missed). The
 //! checkpoint moves only at the end of a complete pass; a pass cut short (deadline, error,
 //! failed record) is asked again from the same `from`. A repository that does not keep
 //! deletions (`deletedRecord` `no` or `transient`) is re-listed whole every `relist_every`:
@@ -33,9 +34,10 @@ use futures::StreamExt;
 use rsagg_config::UpstreamConfig;
 use rsagg_fetch::{Access, CapabilitySet, Fetcher};
 use rsagg_layout::report::UpstreamReport;
-use rsagg_model::{Md, UrlEntry, W3cDateTime};
+use rsagg_model::{HashAlgorithm, HashValue, Hashes, Md, UrlEntry, W3cDateTime};
 use rsagg_oai::{Datestamp, DeletedRecord, Granularity, Identify, Page, Request, Response};
 use rsagg_store::{Checkpoint, QuarantineRecord};
+use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
 use url::Url;
 
@@ -233,7 +235,71 @@ pub(crate) async fn discover(client: &OaiClient<'_>) -> Result<Vec<CapabilitySet
     Ok(oai_sets(client.up))
 }
 
+/// What one pass over a set asks, decided from `Identify` and the checkpoint (by the run
+/// and by its dry run alike).
+#[derive(Debug, Clone)]
+pub(crate) struct Pass {
+    pub identify: Identify,
+    /// The provider's clock: the pass's `until`, and its checkpoint once complete.
+    pub now: Datestamp,
+    pub scope: Scope,
+    /// The list's first request.
+    pub first: Request,
+    pub cp: Option<Checkpoint>,
+}
+
+impl Pass {
+    /// Why a set that has a checkpoint is listed whole, if it is.
+    pub(crate) fn relist_reason(&self, baseline: bool) -> Option<String> {
+        match (self.scope, &self.cp) {
+            (Scope::Full, Some(_)) if baseline => {
+                Some("listed whole, every record compared again (run --baseline)".into())
+            }
+            (Scope::Full, Some(_)) => Some(format!(
+                "re-listed whole to find deletions (deletedRecord `{}`, relist_every)",
+                deleted_name(self.identify.deleted)
+            )),
+            _ => None,
+        }
+    }
+}
+
 impl Harvest {
+    /// The next pass over `set`: `Identify`, the checkpoint, the scope, the first request.
+    pub(crate) async fn oai_pass(&self, set: &CapabilitySet) -> Result<Pass, Error> {
+        let (identify, now) = self.oai().identify().await?;
+        let cp = self
+            .ctx
+            .state
+            .checkpoint(&self.up.name, set.url.as_str())
+            .await?;
+        let scope = scope(
+            cp.as_ref(),
+            self.ctx.baseline,
+            &identify,
+            now,
+            self.up.relist_every(),
+        );
+        let from = match scope {
+            Scope::Full => None,
+            Scope::From(f) => Some(f),
+        };
+        let first = list_request(
+            &self.up,
+            set_spec(set),
+            from,
+            Some(now),
+            identify.granularity,
+        );
+        Ok(Pass {
+            identify,
+            now,
+            scope,
+            first,
+            cp,
+        })
+    }
+
     /// The client of this upstream's OAI-PMH requests.
     pub(crate) fn oai(&self) -> OaiClient<'_> {
         OaiClient {
@@ -251,29 +317,24 @@ impl Harvest {
         set: &CapabilitySet,
         report: &mut UpstreamReport,
     ) -> Result<(), Error> {
-        let (identify, now) = self.bounded(self.oai().identify()).await?;
         let set_url = set.url.as_str();
-        let cp = self.ctx.state.checkpoint(&self.up.name, set_url).await?;
-        let scope = scope(
-            cp.as_ref(),
-            self.ctx.baseline,
-            &identify,
+        let pass = self.bounded(self.oai_pass(set)).await?;
+        let Pass {
+            scope,
             now,
-            self.up.relist_every(),
-        );
-        let g = identify.granularity;
+            first,
+            cp,
+            ..
+        } = pass.clone();
         let from = match scope {
             Scope::Full => None,
             Scope::From(f) => Some(f),
         };
+        let g = pass.identify.granularity;
         tracing::info!(upstream = %self.up.name, set = %set.url, ?scope, until = %now.format(g), "OAI-PMH ListRecords");
-        if cp.is_some() && scope == Scope::Full && !self.ctx.baseline {
-            report.resyncs.push(format!(
-                "{set_url}: re-listed whole to find deletions (deletedRecord `{}`, relist_every)",
-                deleted_name(identify.deleted)
-            ));
+        if let Some(why) = pass.relist_reason(self.ctx.baseline) {
+            report.resyncs.push(format!("{set_url}: {why}"));
         }
-        let first = list_request(&self.up, set_spec(set), from, Some(now), g);
         let (tx, mut rx) = mpsc::channel::<Listing>(PAGES_AHEAD);
         let pages = self.oai_pages(first, tx);
         let mut listed = (scope == Scope::Full).then(|| Seen::new(self.ctx.listed));
@@ -416,19 +477,119 @@ impl Harvest {
         }
     }
 
-    /// One record: stored (unless its copy is already this datestamp's) or deleted. Returns
+    /// Every record of the list that starts with `first`, as the entry it stands for (its
+    /// `GetRecord` URL, its datestamp as `lastmod`) with whether it is a deletion, in list
+    /// order; a record that is not deleted also carries the length and SHA-256 of its
+    /// metadata bytes (what its copy holds), so it can be compared with the copy without
+    /// fetching it again. For the operator commands (`audit`, `run --dry-run`): a list
+    /// restarted by `badResumptionToken` would name records twice, so it fails instead,
+    /// to be run again.
+    pub(crate) async fn oai_entries(
+        &self,
+        set: &CapabilitySet,
+        first: Request,
+        tx: mpsc::Sender<(UrlEntry, bool)>,
+    ) -> Result<(), Error> {
+        let (pages_tx, mut pages) = mpsc::channel::<Listing>(PAGES_AHEAD);
+        let listing = self.oai_pages(first, pages_tx);
+        let entries = async {
+            while let Some(next) = pages.recv().await {
+                let (url, page) = match next {
+                    Listing::Page(url, page) => (url, page),
+                    Listing::Restart => {
+                        return Err(Error::Oai {
+                            url: set.url.to_string(),
+                            section: "3.5",
+                            message: "a resumptionToken expired while the list was read (badResumptionToken); run the command again".into(),
+                        });
+                    }
+                    Listing::Failed(e) => return Err(e),
+                };
+                let Response::Records {
+                    records, problems, ..
+                } = page.response
+                else {
+                    continue;
+                };
+                for p in problems {
+                    tracing::warn!(upstream = %self.up.name, %url, identifier = ?p.identifier, "{}", p.message);
+                }
+                for r in records {
+                    let entry = record_entry(&self.up, &r.header, r.metadata.as_deref());
+                    let deleted = r.header.deleted || r.metadata.is_none();
+                    if tx.send((entry, deleted)).await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(())
+        };
+        let ((), listed) = tokio::join!(listing, entries);
+        listed
+    }
+
+    /// The first request of a whole list of `set`, up to the provider's clock: the
+    /// upstream's current state of the set (`rsagg audit`).
+    pub(crate) async fn oai_whole_list(&self, set: &CapabilitySet) -> Result<Request, Error> {
+        let (identify, now) = self.oai().identify().await?;
+        Ok(list_request(
+            &self.up,
+            set_spec(set),
+            None,
+            Some(now),
+            identify.granularity,
+        ))
+    }
+
+    /// One record asked again at `uri` (a `GetRecord` URL of this upstream, section 4.1), for
+    /// `rsagg quarantine retry`: what became of it, or `None` when the provider no longer
+    /// has it (`idDoesNotExist`).
+    pub(crate) async fn oai_get_record(
+        &self,
+        set: &CapabilitySet,
+        uri: &str,
+    ) -> Result<Option<Outcome>, Error> {
+        let url = Url::parse(uri).map_err(|e| Error::Oai {
+            url: uri.to_owned(),
+            section: "4.1",
+            message: format!("not a URL: {e}"),
+        })?;
+        let (fetched, body) = self
+            .ctx
+            .fetcher
+            .get_bytes(&url, &self.access, self.ctx.fetch.max_document_bytes)
+            .await?;
+        let page = rsagg_oai::parse(fetched.url.as_str(), &body)?;
+        match page.response {
+            Response::Records {
+                mut records,
+                mut problems,
+                ..
+            } => {
+                if let Some(p) = problems.pop() {
+                    return Ok(Some(self.oai_problem(&url, p)));
+                }
+                let Some(r) = records.pop() else {
+                    return Err(Error::Oai {
+                        url: uri.to_owned(),
+                        section: "4.1",
+                        message: "GetRecord answered no record".into(),
+                    });
+                };
+                Ok(Some(self.store_record(set, r).await.1))
+            }
+            Response::Errors(errors) if errors.iter().any(|e| e.code == "idDoesNotExist") => {
+                Ok(None)
+            }
+            other => Err(oai_refused(&url, "4.1", &other)),
+        }
+    }
+
+    /// One record: stored (unless its copy holds these bytes already) or deleted. Returns
     /// the resource's URI with the outcome.
     async fn store_record(&self, set: &CapabilitySet, r: rsagg_oai::Record) -> (String, Outcome) {
-        let uri = record_uri(&self.up, &r.header.identifier).to_string();
-        let entry = UrlEntry {
-            loc: uri.clone(),
-            lastmod: Some(r.header.datestamp.to_w3c()),
-            md: Some(Md {
-                mime_type: Some(RECORD_TYPE.to_owned()),
-                ..Md::default()
-            }),
-            ..UrlEntry::default()
-        };
+        let entry = record_entry(&self.up, &r.header, r.metadata.as_deref());
+        let uri = entry.loc.clone();
         let outcome = match r.metadata {
             Some(bytes) if !r.header.deleted => {
                 let body: crate::packages::ItemBody =
@@ -465,6 +626,29 @@ impl Harvest {
                 error: format!("{url}: {}", p.message),
             },
         }
+    }
+}
+
+/// The list entry a record stands for: its `GetRecord` URL, its datestamp as `lastmod`, the
+/// media type of its copy and, given its metadata bytes, their length and SHA-256, so that
+/// a record is compared with its copy by its bytes (exact, whatever its datestamp says) and
+/// a copy is verified against what was listed.
+fn record_entry(up: &UpstreamConfig, header: &rsagg_oai::Header, bytes: Option<&[u8]>) -> UrlEntry {
+    UrlEntry {
+        loc: record_uri(up, &header.identifier).to_string(),
+        lastmod: Some(header.datestamp.to_w3c()),
+        md: Some(Md {
+            mime_type: Some(RECORD_TYPE.to_owned()),
+            length: bytes.map(|b| b.len() as u64),
+            hash: bytes.map(|b| {
+                Hashes(vec![HashValue::from_bytes(
+                    HashAlgorithm::Sha256,
+                    &Sha256::digest(b),
+                )])
+            }),
+            ..Md::default()
+        }),
+        ..UrlEntry::default()
     }
 }
 

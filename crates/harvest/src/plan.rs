@@ -276,6 +276,9 @@ async fn plan_set(
     max: usize,
     report: &mut PlanReport,
 ) -> Result<(), Error> {
+    if h.up.is_oai() {
+        return plan_oai_set(h, set, max, report).await;
+    }
     let cp = h.ctx.state.checkpoint(&h.up.name, set.url.as_str()).await?;
     let Some(cp) = cp.filter(|c| c.baseline_at.is_some()) else {
         set_plan(report, set, "baseline", None);
@@ -374,6 +377,72 @@ async fn plan_set(
 /// A baseline or re-sync's plan: the upstream's state (the Resource List, and the changes
 /// after its `at` that the run applies next) against the state, then the present records of
 /// the set neither names.
+/// One set of an OAI-PMH upstream: the run's own decision of what the pass asks
+/// ([`Harvest::oai_pass`]), then each record of that list judged as the run judges it, and
+/// after a whole list that is not the first, the deletions of what it no longer names.
+async fn plan_oai_set(
+    h: &Harvest,
+    set: &CapabilitySet,
+    max: usize,
+    report: &mut PlanReport,
+) -> Result<(), Error> {
+    let pass = h.oai_pass(set).await?;
+    let whole = pass.scope == crate::oai::Scope::Full;
+    let mode = match (&pass.cp, whole) {
+        (None, _) => "baseline",
+        (Some(_), true) => "resync",
+        (Some(_), false) => "incremental",
+    };
+    set_plan(report, set, mode, pass.relist_reason(h.ctx.baseline));
+    let upstream = h.up.name.clone();
+    let mut listed = Listed::new(h.ctx.listed);
+    let (tx, rx) = tokio::sync::mpsc::channel(crate::lists::ENTRIES_AHEAD);
+    let consumer = async {
+        let mut rx = rx;
+        while let Some((e, deleted)) = rx.recv().await {
+            let e: UrlEntry = e;
+            let uri = e.loc.trim().to_owned();
+            let prior = h.ctx.state.resource(&upstream, &uri).await?;
+            let action = if deleted {
+                prior
+                    .filter(|p| p.status == ResourceStatus::Present)
+                    .map(|_| Action::Delete)
+            } else {
+                listed.insert(&upstream, &uri)?;
+                listed_action(&h.ctx, &e, prior.as_ref())
+            };
+            report.plan(max, &upstream, uri, action);
+        }
+        Ok::<_, Error>(())
+    };
+    let (produced, consumed) = futures::join!(h.oai_entries(set, pass.first.clone(), tx), consumer);
+    consumed?;
+    produced?;
+    if whole && pass.cp.is_some() {
+        let only: HashSet<String> = std::iter::once(upstream.clone()).collect();
+        listed
+            .unlisted(
+                &h.ctx.state,
+                &only,
+                &only,
+                Some(set.url.as_str()),
+                None,
+                |up, uri, _| {
+                    report.add(
+                        max,
+                        PlanItem {
+                            upstream: up,
+                            action: Action::Delete,
+                            uri,
+                        },
+                    );
+                },
+            )
+            .await?;
+    }
+    Ok(())
+}
+
 async fn plan_resync(
     h: &Harvest,
     set: &CapabilitySet,

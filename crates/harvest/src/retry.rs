@@ -83,9 +83,15 @@ pub async fn retry_quarantined(
     let mut left: Vec<String> = pending.into_iter().collect();
     left.sort();
     for uri in left {
-        report.warn(format!(
-            "{uri}: not in the upstream's state now (no Resource List names it, or a change after the list deleted it); kept in quarantine"
-        ));
+        report.warn(if h.up.is_oai() {
+            format!(
+                "{uri}: the provider no longer has this record (idDoesNotExist, OAI-PMH 2.0 section 3.6); kept in quarantine"
+            )
+        } else {
+            format!(
+                "{uri}: not in the upstream's state now (no Resource List names it, or a change after the list deleted it); kept in quarantine"
+            )
+        });
     }
     report
 }
@@ -96,6 +102,9 @@ async fn retry_set(
     pending: &mut HashSet<String>,
     report: &mut UpstreamReport,
 ) -> Result<(), Error> {
+    if h.up.is_oai() {
+        return retry_oai(h, set, pending, report).await;
+    }
     let Some(list_url) = set.get(Capability::ResourceList).cloned() else {
         return Ok(());
     };
@@ -137,6 +146,41 @@ async fn retry_set(
         if let Some(e) = later.get(&uri) {
             pending.remove(&uri);
             retry_one(h, &set, e.clone(), &mut committer, report).await?;
+        }
+    }
+    committer.flush().await
+}
+
+/// The quarantined records of an OAI-PMH upstream, each asked again at its URI (its
+/// `GetRecord` URL): a record that reads well now is stored (or found unchanged) and
+/// released, one that still does not is quarantined again, one the provider no longer has
+/// (`idDoesNotExist`) stays in quarantine and is reported.
+async fn retry_oai(
+    h: &Harvest,
+    set: &rsagg_fetch::CapabilitySet,
+    pending: &mut HashSet<String>,
+    report: &mut UpstreamReport,
+) -> Result<(), Error> {
+    let mut committer = Committer::new(&h.ctx, &h.up.name, set.url.as_str());
+    let mut uris: Vec<String> = pending.iter().cloned().collect();
+    uris.sort();
+    for uri in uris {
+        tracing::info!(upstream = %h.up.name, %uri, "retrying a quarantined OAI-PMH record");
+        match h.oai_get_record(set, &uri).await {
+            Ok(Some(mut outcome)) => {
+                pending.remove(&uri);
+                if let Outcome::Unchanged { release, .. } = &mut outcome {
+                    release.get_or_insert(uri);
+                }
+                committer.add(outcome, report).await?;
+            }
+            Ok(None) => {}
+            Err(e) if e.is_fenced() || e.is_store() => return Err(e),
+            Err(e) => {
+                // The error names the request (the record's URI).
+                pending.remove(&uri);
+                report.fail(e.to_string());
+            }
         }
     }
     committer.flush().await
