@@ -15,6 +15,7 @@ mod harvest;
 mod layering;
 mod logging;
 mod notify;
+mod oai;
 mod ops;
 mod peers;
 mod publisher;
