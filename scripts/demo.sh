@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's first command: the main job on the embedded default.
 #
-# Builds rsagg, starts the bundled sample upstream on loopback (scripts/demo_upstream.py:
-# a ResourceSync Source with a Resource List, a Change List and 40 resources), harvests it
-# with pipelines/demo.toml into a local file store (baseline, then the changes), runs the
+# Builds rsagg, starts the bundled sample upstreams on loopback (scripts/demo_upstream.py:
+# a ResourceSync Source with a Resource List, a Change List and 40 resources, and an OAI-PMH
+# repository of 12 records), harvests both into one collection with pipelines/demo.toml in a
+# local file store (baseline, then the changes), runs the
 # same pipeline again to show that nothing is fetched twice, republishes the collection
 # (Capability List, Resource List, Change Lists, dumps — every document judged strictly),
 # serves it with `rsagg serve`, fetches a few URLs from the server, and prints where to look.
@@ -46,7 +47,7 @@ envfile="$out/demo.env"
     "$RSAGG_DEMO_UPSTREAM" "$RSAGG_DEMO_PORT" "$RSAGG_DEMO_STORE"
 } >"$envfile"
 
-echo "== sample upstream: $RSAGG_DEMO_UPSTREAM/.well-known/resourcesync"
+echo "== sample upstreams: $RSAGG_DEMO_UPSTREAM/.well-known/resourcesync (ResourceSync) and $RSAGG_DEMO_UPSTREAM/oai (OAI-PMH)"
 "$rsagg" check pipelines/demo.toml
 echo
 echo "== rsagg run pipelines/demo.toml (harvest: baseline from the Resource List, then the Change List; then publish)"

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""The demo's bundled sample upstream: a small ResourceSync Source served on loopback.
+"""The demo's bundled sample upstreams: a small ResourceSync Source and a small OAI-PMH 2.0
+repository, served on loopback.
 
 Python standard library only. It writes a Source (Source Description at
 /.well-known/resourcesync, one Capability List, a Resource List, a Change List with created,
 updated and deleted resources, and the resources themselves) into DIR with absolute URLs for
-the port it bound, prints `listening http://127.0.0.1:PORT` and serves DIR until killed.
+the port it bound, answers OAI-PMH requests at /oai (Identify, ListMetadataFormats,
+ListRecords in pages of 5 with resumptionTokens, GetRecord: 12 Dublin Core records, one of
+them deleted and kept as such), prints `listening http://127.0.0.1:PORT` and serves until
+killed.
 
     python3 scripts/demo_upstream.py DIR [--port N]
 """
@@ -13,6 +17,7 @@ import http.server
 import os
 import socketserver
 import sys
+import urllib.parse
 from datetime import datetime, timedelta, timezone
 
 NS = ('xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
@@ -96,9 +101,87 @@ def build(root, base):
 ''')
 
 
+# The OAI-PMH repository: (identifier, datestamp, title or None for a deleted record).
+OAI_RECORDS = [(f"oai:demo:{i}", f"2026-01-{i:02d}T12:00:00Z",
+                None if i == 7 else f"Demo record {i}") for i in range(1, 13)]
+OAI_PAGE = 5
+
+
+def oai_record(ident, datestamp, title):
+    if title is None:
+        return (f'<record><header status="deleted"><identifier>{ident}</identifier>'
+                f'<datestamp>{datestamp}</datestamp></header></record>')
+    return (f'<record><header><identifier>{ident}</identifier><datestamp>{datestamp}</datestamp>'
+            f'<setSpec>demo</setSpec></header><metadata>'
+            f'<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+            f'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>{title}</dc:title>'
+            f'<dc:identifier>{ident}</dc:identifier><dc:type>Text</dc:type></oai_dc:dc>'
+            f'</metadata></record>')
+
+
+def oai_answer(base, query):
+    """The response to one OAI-PMH request (OAI-PMH 2.0 sections 3 and 4)."""
+    verb = query.get("verb", "")
+    if verb == "Identify":
+        body = (f"<Identify><repositoryName>rsagg demo repository</repositoryName>"
+                f"<baseURL>{base}/oai</baseURL><protocolVersion>2.0</protocolVersion>"
+                f"<adminEmail>nobody@example.org</adminEmail>"
+                f"<earliestDatestamp>2026-01-01T00:00:00Z</earliestDatestamp>"
+                f"<deletedRecord>persistent</deletedRecord>"
+                f"<granularity>YYYY-MM-DDThh:mm:ssZ</granularity></Identify>")
+    elif verb == "ListMetadataFormats":
+        body = ("<ListMetadataFormats><metadataFormat><metadataPrefix>oai_dc</metadataPrefix>"
+                "<schema>http://www.openarchives.org/OAI/2.0/oai_dc.xsd</schema>"
+                "<metadataNamespace>http://www.openarchives.org/OAI/2.0/oai_dc/</metadataNamespace>"
+                "</metadataFormat></ListMetadataFormats>")
+    elif verb == "GetRecord":
+        found = [r for r in OAI_RECORDS if r[0] == query.get("identifier")]
+        body = (f"<GetRecord>{oai_record(*found[0])}</GetRecord>" if found else
+                '<error code="idDoesNotExist">no such record</error>')
+    elif verb == "ListRecords":
+        token = query.get("resumptionToken")
+        if token is not None:
+            start, frm, until = token.split("|")
+        else:
+            start, frm, until = "0", query.get("from", ""), query.get("until", "")
+        start = int(start)
+        chosen = [r for r in OAI_RECORDS
+                  if (not frm or r[1] >= frm) and (not until or r[1] <= until)]
+        if not chosen:
+            body = '<error code="noRecordsMatch">no records match</error>'
+        else:
+            page = "".join(oai_record(*r) for r in chosen[start:start + OAI_PAGE])
+            nxt = start + OAI_PAGE
+            if nxt < len(chosen):
+                page += (f'<resumptionToken completeListSize="{len(chosen)}" cursor="{start}">'
+                         f'{nxt}|{frm}|{until}</resumptionToken>')
+            elif start > 0:
+                page += f'<resumptionToken completeListSize="{len(chosen)}" cursor="{start}"/>'
+            body = f"<ListRecords>{page}</ListRecords>"
+    else:
+        body = '<error code="badVerb">not an OAI-PMH verb</error>'
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/">'
+            f'<responseDate>{now}</responseDate><request>{base}/oai</request>{body}</OAI-PMH>')
+
+
 class Handler(http.server.SimpleHTTPRequestHandler):
     extensions_map = {".xml": "application/xml", ".txt": "text/plain",
                       ".json": "application/json", "": "application/xml"}
+    base = ""
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        if url.path != "/oai":
+            return super().do_GET()
+        query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        data = oai_answer(self.base, query).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/xml; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def log_message(self, *args):
         pass
@@ -113,6 +196,7 @@ def main():
     handler = lambda *a, **k: Handler(*a, directory=root, **k)
     with socketserver.ThreadingTCPServer(("127.0.0.1", port), handler) as srv:
         base = f"http://127.0.0.1:{srv.server_address[1]}"
+        Handler.base = base
         build(root, base)
         print(f"listening {base}", flush=True)
         srv.serve_forever()

@@ -331,7 +331,8 @@ impl Harvest {
             Scope::From(f) => Some(f),
         };
         let g = pass.identify.granularity;
-        tracing::info!(upstream = %self.up.name, set = %set.url, ?scope, until = %now.format(g), "OAI-PMH ListRecords");
+        let from_text = from.map_or_else(|| "(the whole list)".to_owned(), |f| f.format(g));
+        tracing::info!(upstream = %self.up.name, set = %set.url, from = %from_text, until = %now.format(g), "OAI-PMH ListRecords");
         if let Some(why) = pass.relist_reason(self.ctx.baseline) {
             report.resyncs.push(format!("{set_url}: {why}"));
         }
