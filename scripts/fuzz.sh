@@ -5,7 +5,7 @@
 #   bash scripts/fuzz.sh [smoke|long|build] [TARGET...]
 #
 #   smoke   every target (or the ones named) for FUZZ_SECONDS each, default 20: CI's run
-#           (scripts/test.sh), about 3 minutes for the eight targets once built
+#           (scripts/test.sh), about 3 minutes for the nine targets once built
 #   long    the same for FUZZ_SECONDS each, default 300
 #   build   only build the targets
 #
@@ -54,7 +54,7 @@ timeout=${FUZZ_TIMEOUT:-10}
 rss=${FUZZ_RSS_MB:-2048}
 cargo_fuzz_version=0.13.2
 
-all=(sitemap_reader sitemap_tokenizer dump_zip dump_manifest link_header html_links websub_form config)
+all=(sitemap_reader sitemap_tokenizer dump_zip dump_manifest link_header html_links websub_form config oai_response)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
 

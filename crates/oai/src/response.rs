@@ -174,12 +174,26 @@ fn excerpt(s: &str) -> String {
 
 /// Reads one response page of request `url`.
 pub fn parse(url: &str, page: &[u8]) -> Result<Page, Error> {
+    // quick-xml skips a UTF-8 byte order mark and counts its positions after it, while the
+    // metadata is cut from `input` by those positions: both must start after the mark (found
+    // by fuzzing: with a mark, every record's bytes were three bytes off).
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let page = page.strip_prefix(BOM).unwrap_or(page);
+    if page.starts_with(BOM) {
+        // quick-xml would skip this one too: U+FEFF before the root is text, not a mark.
+        return Err(Error::Xml {
+            url: url.to_owned(),
+            position: 3,
+            message: "a second byte order mark: text before the root element".into(),
+        });
+    }
     let mut p = Parser {
         r: NsReader::from_reader(page),
         url,
         input: page,
     };
-    p.r.config_mut().trim_text(true);
+    // Not `trim_text`: it trims each piece of text between references, so `a &amp; b` read
+    // as `a&b` (found by fuzzing); `text` trims the whole instead.
     p.document()
 }
 
@@ -224,6 +238,24 @@ impl<'a> Parser<'a> {
                 message: e.to_string(),
             })?;
             let oai = matches!(ns, ResolveResult::Bound(Namespace(n)) if n == OAI_NS.as_bytes());
+            if let Event::Start(e) | Event::Empty(e) = &ev {
+                // The envelope's attributes are read strictly: quick-xml reads them only on
+                // demand, and a record's metadata inherits the envelope's namespace
+                // declarations (found by fuzzing: a malformed attribute list, and `xmlns:`,
+                // which quick-xml binds as if it declared the default namespace).
+                for a in e.attributes() {
+                    let message = match a {
+                        Err(err) => format!("a malformed attribute: {err}"),
+                        Ok(a) if a.key.as_ref() == b"xmlns:" => "a namespace declaration with an empty prefix (`xmlns:`, Namespaces in XML 1.0 section 3)".into(),
+                        Ok(_) => continue,
+                    };
+                    return Err(Error::Xml {
+                        url: url.to_owned(),
+                        position,
+                        message,
+                    });
+                }
+            }
             match ev {
                 Event::Start(e) => {
                     return Ok(Some(Start {
@@ -501,7 +533,18 @@ impl<'a> Parser<'a> {
                                 let mut inherited = scope.to_vec();
                                 inherited.extend(declarations(&s.raw));
                                 inherited.extend(declarations(&c.raw));
-                                metadata = Some(standalone(trim(bytes), &inherited));
+                                let alone = standalone(trim(bytes), &inherited);
+                                // The declarations it inherits are the envelope's bytes, not
+                                // checked with the record's (found by fuzzing: a bad byte in
+                                // the root's `xmlns:xsi` made every copy invalid UTF-8).
+                                match invalid_xml_char(&alone) {
+                                    None => metadata = Some(alone),
+                                    Some(why) => {
+                                        problem = Some(format!(
+                                            "{why} once given the namespace declarations it inherits"
+                                        ));
+                                    }
+                                }
                             }
                             Some(why) => problem = Some(why),
                         }
@@ -529,6 +572,14 @@ impl<'a> Parser<'a> {
             identifier: Some(excerpt(&identifier)),
             message,
         };
+        if identifier.chars().any(char::is_control) {
+            // Not a URI (found by fuzzing: a NUL or a line break inside an identifier, which
+            // the record's GetRecord URL and every log line would carry).
+            return Ok(Err(problem_of(
+                "its identifier holds control characters: not a URI (OAI-PMH 2.0 section 2.4)"
+                    .into(),
+            )));
+        }
         if let Some(why) = problem {
             return Ok(Err(problem_of(format!(
                 "its metadata {why} (XML 1.0 section 2.2); the record is left out"
@@ -918,5 +969,81 @@ mod tests {
         };
         let prefixes: Vec<_> = f.iter().map(|f| f.prefix.as_str()).collect();
         assert_eq!(prefixes, ["oai_dc", "marc21"]);
+    }
+
+    #[test]
+    fn a_bad_byte_in_an_inherited_declaration_leaves_the_record_out_not_the_page() {
+        let mut page =
+            br#"<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/" xmlns:x="urn:b"#.to_vec();
+        page.push(0x98);
+        page.extend_from_slice(
+            br#"d"><responseDate>2024-01-01T00:00:00Z</responseDate><ListRecords><record><header><identifier>i</identifier><datestamp>2024-02-01</datestamp></header><metadata><x:r>t</x:r></metadata></record><record><header><identifier>j</identifier><datestamp>2024-02-01</datestamp></header><metadata><r xmlns="urn:own">t</r></metadata></record></ListRecords></OAI-PMH>"#,
+        );
+        let Response::Records {
+            records, problems, ..
+        } = parse("u", &page).unwrap().response
+        else {
+            panic!()
+        };
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].message.contains("not UTF-8"), "{problems:?}");
+        assert!(
+            problems[0]
+                .message
+                .contains("namespace declarations it inherits"),
+            "{problems:?}"
+        );
+        assert!(records.is_empty(), "{records:?}");
+    }
+
+    #[test]
+    fn an_identifier_with_control_characters_leaves_its_record_out() {
+        let page = "<OAI-PMH xmlns=\"http://www.openarchives.org/OAI/2.0/\"><responseDate>2024-01-01T00:00:00Z</responseDate><ListRecords><record><header><identifier>oai:a\nb</identifier><datestamp>2024-02-01</datestamp></header><metadata><r xmlns=\"urn:own\">t</r></metadata></record></ListRecords></OAI-PMH>";
+        let Response::Records {
+            records, problems, ..
+        } = parse("u", page.as_bytes()).unwrap().response
+        else {
+            panic!()
+        };
+        assert!(records.is_empty());
+        assert!(
+            problems[0].message.contains("control characters"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn an_empty_namespace_prefix_is_not_well_formed() {
+        let page = b"<OAI-PMH xmlns:=\"http://www.openarchives.org/OAI/2.0/\"><responseDate>2024-01-01T00:00:00Z</responseDate><ListRecords/></OAI-PMH>";
+        assert!(
+            matches!(parse("u", page), Err(Error::Xml { message, .. }) if message.contains("empty prefix"))
+        );
+    }
+
+    #[test]
+    fn spaces_beside_references_are_kept() {
+        let page = b"<OAI-PMH xmlns=\"http://www.openarchives.org/OAI/2.0/\"><responseDate>2024-01-01T00:00:00Z</responseDate>\n  <Identify>\n <repositoryName> Arts &amp; Sciences </repositoryName><baseURL>http://r/oai</baseURL><protocolVersion>2.0</protocolVersion><earliestDatestamp>2000-01-01</earliestDatestamp><deletedRecord>no</deletedRecord><granularity>YYYY-MM-DD</granularity></Identify></OAI-PMH>";
+        let Response::Identify(i) = parse("u", page).unwrap().response else {
+            panic!()
+        };
+        assert_eq!(i.repository_name, "Arts & Sciences");
+    }
+
+    #[test]
+    fn a_byte_order_mark_does_not_shift_the_metadata() {
+        let mut page = b"\xEF\xBB\xBF".to_vec();
+        page.extend_from_slice(
+            br#"<?xml version="1.0"?><OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2024-01-01T00:00:00Z</responseDate><GetRecord><record><header><identifier>i</identifier><datestamp>2024-02-01</datestamp></header><metadata><r xmlns="urn:own">t</r></metadata></record></GetRecord></OAI-PMH>"#,
+        );
+        let Response::Records { records, .. } = parse("u", &page).unwrap().response else {
+            panic!()
+        };
+        assert_eq!(
+            records[0].metadata.as_deref(),
+            Some(&br#"<r xmlns="urn:own">t</r>"#[..])
+        );
+        let mut twice = b"\xEF\xBB\xBF".to_vec();
+        twice.extend_from_slice(&page);
+        assert!(matches!(parse("u", &twice), Err(Error::Xml { .. })));
     }
 }
