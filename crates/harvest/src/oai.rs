@@ -57,8 +57,12 @@ const RECORD_TYPE: &str = "application/xml";
 
 /// What the listing side of a pass hands the storing side.
 enum Listing {
-    /// The next page.
-    Page(Url, Page),
+    /// The records of the next page (of request `url`), and the problems of those it left out.
+    Records {
+        url: Url,
+        records: Vec<rsagg_oai::Record>,
+        problems: Vec<rsagg_oai::RecordProblem>,
+    },
     /// `badResumptionToken`: the list starts again from its first request.
     Restart,
     /// The list cannot go on.
@@ -343,8 +347,12 @@ impl Harvest {
         let store = async {
             let mut all_ok = true;
             while let Some(next) = rx.recv().await {
-                let (url, page) = match next {
-                    Listing::Page(url, page) => (url, page),
+                let (url, records, problems) = match next {
+                    Listing::Records {
+                        url,
+                        records,
+                        problems,
+                    } => (url, records, problems),
                     Listing::Restart => {
                         // What the list gave so far is committed, so that its records,
                         // listed again, are recognised as unchanged.
@@ -352,12 +360,6 @@ impl Harvest {
                         continue;
                     }
                     Listing::Failed(e) => return Err(e),
-                };
-                let Response::Records {
-                    records, problems, ..
-                } = page.response
-                else {
-                    continue;
                 };
                 for p in problems {
                     all_ok &= committer.add(self.oai_problem(&url, p), report).await?;
@@ -441,12 +443,17 @@ impl Harvest {
                     return;
                 }
             };
-            let next = match &page.response {
-                Response::Records { token, .. } => token
-                    .as_ref()
-                    .filter(|t| !t.value.trim().is_empty())
-                    .map(|t| t.value.clone()),
-                r if r.is_no_records() => None,
+            let (records, problems, next) = match page.response {
+                Response::Records {
+                    records,
+                    problems,
+                    token,
+                } => (
+                    records,
+                    problems,
+                    token.map(|t| t.value).filter(|t| !t.trim().is_empty()),
+                ),
+                r if r.is_no_records() => (Vec::new(), Vec::new(), None),
                 r if r.is_bad_token() && restarts < MAX_RESTARTS => {
                     restarts += 1;
                     tracing::warn!(upstream = %self.up.name, %url, restarts, "badResumptionToken (an expired token, OAI-PMH 2.0 section 3.5): the list starts again from its first request");
@@ -458,12 +465,17 @@ impl Harvest {
                 }
                 other => {
                     let _ = tx
-                        .send(Listing::Failed(oai_refused(&url, "3.6", other)))
+                        .send(Listing::Failed(oai_refused(&url, "3.6", &other)))
                         .await;
                     return;
                 }
             };
-            if tx.send(Listing::Page(url, page)).await.is_err() {
+            let listing = Listing::Records {
+                url,
+                records,
+                problems,
+            };
+            if tx.send(listing).await.is_err() {
                 return;
             }
             let Some(token) = next else {
@@ -495,8 +507,12 @@ impl Harvest {
         let listing = self.oai_pages(first, pages_tx);
         let entries = async {
             while let Some(next) = pages.recv().await {
-                let (url, page) = match next {
-                    Listing::Page(url, page) => (url, page),
+                let (url, records, problems) = match next {
+                    Listing::Records {
+                        url,
+                        records,
+                        problems,
+                    } => (url, records, problems),
                     Listing::Restart => {
                         return Err(Error::Oai {
                             url: set.url.to_string(),
@@ -505,12 +521,6 @@ impl Harvest {
                         });
                     }
                     Listing::Failed(e) => return Err(e),
-                };
-                let Response::Records {
-                    records, problems, ..
-                } = page.response
-                else {
-                    continue;
                 };
                 for p in problems {
                     tracing::warn!(upstream = %self.up.name, %url, identifier = ?p.identifier, "{}", p.message);

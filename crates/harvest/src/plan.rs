@@ -419,26 +419,7 @@ async fn plan_oai_set(
     consumed?;
     produced?;
     if whole && pass.cp.is_some() {
-        let only: HashSet<String> = std::iter::once(upstream.clone()).collect();
-        listed
-            .unlisted(
-                &h.ctx.state,
-                &only,
-                &only,
-                Some(set.url.as_str()),
-                None,
-                |up, uri, _| {
-                    report.add(
-                        max,
-                        PlanItem {
-                            upstream: up,
-                            action: Action::Delete,
-                            uri,
-                        },
-                    );
-                },
-            )
-            .await?;
+        plan_unlisted(h, set, listed, max, report).await?;
     }
     Ok(())
 }
@@ -506,7 +487,18 @@ async fn plan_resync(
         let action = change_action(&h.ctx, &e, prior.as_ref());
         report.plan(max, &upstream, uri, action);
     }
-    let only: HashSet<String> = std::iter::once(upstream.clone()).collect();
+    plan_unlisted(h, set, listed, max, report).await
+}
+
+/// The deletions a whole list plans: the present records of `set` it did not name.
+async fn plan_unlisted(
+    h: &Harvest,
+    set: &CapabilitySet,
+    listed: Listed,
+    max: usize,
+    report: &mut PlanReport,
+) -> Result<(), Error> {
+    let only: HashSet<String> = std::iter::once(h.up.name.clone()).collect();
     listed
         .unlisted(
             &h.ctx.state,

@@ -107,24 +107,9 @@ pub(crate) async fn discover_sets(
             up,
             max_bytes: ctx.fetch.max_document_bytes,
         };
-        let found = match deadline {
-            Some((at, _)) => tokio::time::timeout_at(*at, crate::oai::discover(&client))
-                .await
-                .ok(),
-            None => Some(crate::oai::discover(&client).await),
-        };
+        let found = within(deadline, crate::oai::discover(&client), up, report).await?;
         return match found {
-            None => {
-                report.fail(
-                    Error::PassDeadline {
-                        upstream: up.name.clone(),
-                        deadline: deadline.map(|d| d.1.to_string()).unwrap_or_default(),
-                    }
-                    .to_string(),
-                );
-                None
-            }
-            Some(Err(e)) => {
+            Err(e) => {
                 report.fail_at(
                     Some(up.url.as_str()),
                     "OAI-PMH discovery failed",
@@ -132,7 +117,7 @@ pub(crate) async fn discover_sets(
                 );
                 None
             }
-            Some(Ok(sets)) => {
+            Ok(sets) => {
                 report.route = Some("OaiPmh".into());
                 report.sets = sets.len();
                 Some((access, sets))
@@ -140,29 +125,10 @@ pub(crate) async fn discover_sets(
         };
     }
     let entry = up.url.clone();
-    let discovering = async {
-        match deadline {
-            Some((at, _)) => tokio::time::timeout_at(*at, async {
-                rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await
-            })
-            .await
-            .ok(),
-            None => Some(rsagg_fetch::discover(&ctx.fetcher, &entry, &access).await),
-        }
-    };
-    let discovery = match discovering.await {
-        None => {
-            report.fail(
-                Error::PassDeadline {
-                    upstream: up.name.clone(),
-                    deadline: deadline.map(|d| d.1.to_string()).unwrap_or_default(),
-                }
-                .to_string(),
-            );
-            return None;
-        }
-        Some(Ok(d)) => d,
-        Some(Err(e)) => {
+    let discovering = rsagg_fetch::discover(&ctx.fetcher, &entry, &access);
+    let discovery = match within(deadline, discovering, up, report).await? {
+        Ok(d) => d,
+        Err(e) => {
             report.fail_at(
                 Some(entry.as_str()),
                 "discovery failed",
@@ -202,6 +168,30 @@ pub(crate) async fn discover_sets(
     }
     report.sets = sets.len();
     Some((access, sets))
+}
+
+/// `work` bounded by `deadline` (a pass's); `None`, with the failure in `report`, when the
+/// deadline came first.
+async fn within<T>(
+    deadline: Option<&(tokio::time::Instant, Arc<str>)>,
+    work: impl std::future::Future<Output = T>,
+    up: &UpstreamConfig,
+    report: &mut UpstreamReport,
+) -> Option<T> {
+    let done = match deadline {
+        Some((at, _)) => tokio::time::timeout_at(*at, work).await.ok(),
+        None => Some(work.await),
+    };
+    if done.is_none() {
+        report.fail(
+            Error::PassDeadline {
+                upstream: up.name.clone(),
+                deadline: deadline.map(|d| d.1.to_string()).unwrap_or_default(),
+            }
+            .to_string(),
+        );
+    }
+    done
 }
 
 async fn harvest_into(
