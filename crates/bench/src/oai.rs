@@ -247,7 +247,7 @@ fn record(i: u64) -> RepoRecord {
     }
 }
 
-/// Writes the JSON repository of `n` records (streamed: 100,000 records are ~130 MB).
+/// Writes the JSON repository of `n` records (streamed: 100,000 records are ~62 MiB).
 fn write_repository(path: &Path, n: u64) -> anyhow::Result<()> {
     let mut w = BufWriter::new(
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -620,8 +620,8 @@ struct Side<'a> {
 
 /// The table and the lines under it: records, seconds, records/s, peak RSS, CPU and the
 /// provider's CPU of each side (medians), the ratio of records/s (of the medians, and per
-/// round, each round's two runs taken a minute apart at most), what each harvester's CPU
-/// costs per record, and which side was provider-bound.
+/// round: a round's two runs follow each other, so a load that drifts over the rounds moves
+/// both), what each harvester's CPU costs per record, and which side was provider-bound.
 fn table(n: u64, rsagg: &Side, sickle: &Side) -> Vec<String> {
     let mut lines = vec![format!(
         "{:<8} {:>8} {:>9} {:>10} {:>9} {:>7} {:>15} {:>10}",
@@ -677,8 +677,8 @@ fn table(n: u64, rsagg: &Side, sickle: &Side) -> Vec<String> {
         .collect();
     lines.push(match bound.as_slice() {
         [] => format!(
-            "provider: below {:.0}% of the wall time on both sides; the harvesters, not the \
-             provider, set these rates",
+            "provider: busy below {:.0}% of the wall time on both sides, neither side is \
+             provider-bound",
             100.0 * PROVIDER_BOUND
         ),
         [one] => format!(
@@ -1067,7 +1067,7 @@ mod tests {
             },
         );
         assert!(
-            neither[5].starts_with("provider: below 80%"),
+            neither[5].starts_with("provider: busy below 80%"),
             "{}",
             neither[5]
         );
