@@ -23,8 +23,9 @@
 //! time is called provider-bound, since its records/s then measure the provider more than the
 //! harvester. Before the runs the provider's own time for a first and a few resumed pages is
 //! measured: pages times a page is about what a harvest asking one page after the other needs
-//! of it, printed before the runs so that a run the provider makes impractical (pyoai's
-//! provider selects and sorts the whole repository for every page) is seen before it starts.
+//! of it, printed before the runs so that a run the provider makes impractical is seen before
+//! it starts (a provider that selected and sorted the whole repository for every page took
+//! 2 s a page at 100,000 records, 30 to 45 minutes a harvest).
 //! The requests the provider counted per verb (`GET /counts`) are printed for each side.
 
 use std::collections::BTreeMap;
