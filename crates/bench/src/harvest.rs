@@ -19,7 +19,7 @@
 //! (VmHWM) while it runs.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ use rsagg_model::{
 };
 
 use crate::docs::{default_python, machine};
-use crate::procs::{tree_cpu, vm_hwm_kib, waited_children_cpu};
+use crate::procs::{self, Measured};
 
 /// Which static server serves the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -285,64 +285,13 @@ fn generate_tree(root: &Path, base: &str, n: u64, size: usize) -> anyhow::Result
 // measuring child processes
 // ---------------------------------------------------------------------------------------------
 
-/// One child process, timed from spawn to exit.
-struct Measured {
-    seconds: f64,
-    peak_kib: u64,
-    /// Its CPU seconds (user + system, its waited-for children included).
-    cpu: f64,
-    /// The upstream server's CPU seconds meanwhile.
-    upstream_cpu: f64,
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut r) = r {
-            let _ = r.read_to_end(&mut buf);
-        }
-        String::from_utf8_lossy(&buf).into_owned()
-    })
-}
-
 /// The upstream server's process (0: none yet), whose CPU each measured run reads beside its
 /// own: on 2 cores the upstream competes with the measured tool for the same cores.
 static UPSTREAM_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-/// Runs `cmd` to its end, polling its peak RSS every 5 ms; its CPU and the upstream's are
-/// read from `/proc` around it (in clock ticks, 10 ms).
+/// Runs `cmd` to its end ([`procs::measure`]), beside the upstream server.
 fn measure(cmd: &mut Command) -> anyhow::Result<Measured> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let upstream = UPSTREAM_PID.load(std::sync::atomic::Ordering::Relaxed);
-    let (cpu0, up0) = (waited_children_cpu(), tree_cpu(upstream));
-    let start = Instant::now();
-    let mut child = cmd.spawn().with_context(|| format!("spawning {cmd:?}"))?;
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let pid = child.id();
-    let mut peak = 0;
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-        peak = peak.max(vm_hwm_kib(pid));
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let seconds = start.elapsed().as_secs_f64();
-    Ok(Measured {
-        seconds,
-        peak_kib: peak,
-        cpu: waited_children_cpu() - cpu0,
-        upstream_cpu: tree_cpu(upstream) - up0,
-        success: status.success(),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    })
+    procs::measure(cmd, UPSTREAM_PID.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 /// What one measured run took.
@@ -364,7 +313,7 @@ impl From<&Measured> for Figure {
             secs: m.seconds,
             peak_kib: m.peak_kib,
             cpu: m.cpu,
-            upstream_cpu: m.upstream_cpu,
+            upstream_cpu: m.beside_cpu,
         }
     }
 }

@@ -30,10 +30,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
 use rsagg_e2e::{OaiOptions, OaiProvider};
@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::docs::{default_python, machine};
 use crate::harvest::{fs_type, rsagg_binary_at, tail};
-use crate::procs::{tree_cpu, vm_hwm_kib, waited_children_cpu};
+use crate::procs::{self, Measured};
 
 /// The repository's first datestamp; record `i` is `T0 + i` seconds.
 const T0: i64 = 1_357_171_200; // 2013-01-03T00:00:00Z
@@ -420,55 +420,15 @@ struct Figure {
     provider_cpu: f64,
 }
 
-struct Measured {
-    figure: Figure,
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut r) = r {
-            let _ = r.read_to_end(&mut buf);
+impl From<&Measured> for Figure {
+    fn from(m: &Measured) -> Self {
+        Figure {
+            secs: m.seconds,
+            peak_kib: m.peak_kib,
+            cpu: m.cpu,
+            provider_cpu: m.beside_cpu,
         }
-        String::from_utf8_lossy(&buf).into_owned()
-    })
-}
-
-/// Runs `cmd` to its end, polling its peak RSS every 5 ms; its CPU and the provider's are
-/// read from `/proc` around it (in clock ticks, 10 ms).
-fn measure(cmd: &mut Command, provider: u32) -> anyhow::Result<Measured> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let (cpu0, prov0) = (waited_children_cpu(), tree_cpu(provider));
-    let start = Instant::now();
-    let mut child = cmd.spawn().with_context(|| format!("spawning {cmd:?}"))?;
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let pid = child.id();
-    let mut peak = 0;
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-        peak = peak.max(vm_hwm_kib(pid));
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let secs = start.elapsed().as_secs_f64();
-    Ok(Measured {
-        figure: Figure {
-            secs,
-            peak_kib: peak,
-            cpu: waited_children_cpu() - cpu0,
-            provider_cpu: tree_cpu(provider) - prov0,
-        },
-        success: status.success(),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    })
+    }
 }
 
 /// What a measured run needs besides its command.
@@ -495,7 +455,7 @@ fn rsagg_run(bin: &Path, cx: &Ctx, label: &str) -> anyhow::Result<(Figure, f64)>
             cx.base
         ),
     )?;
-    let m = measure(
+    let m = procs::measure(
         Command::new(bin)
             .arg("run")
             .arg(&pipeline)
@@ -507,7 +467,7 @@ fn rsagg_run(bin: &Path, cx: &Ctx, label: &str) -> anyhow::Result<(Figure, f64)>
     let report = rsagg_report(&m.stdout);
     match report {
         Ok(r) if m.success && r.created == cx.n && r.failed == 0 && r.verdict == "ok" => {
-            Ok((m.figure, r.publish_secs))
+            Ok((Figure::from(&m), r.publish_secs))
         }
         other => bail!(
             "rsagg run ({label}) did not harvest {} records: exit {}, report {other:?}\n\
@@ -567,7 +527,7 @@ fn sickle_run(
 ) -> anyhow::Result<(Figure, SickleOut)> {
     let out = cx.work.join(format!("sickle-{label}"));
     std::fs::create_dir_all(&out)?;
-    let m = measure(
+    let m = procs::measure(
         Command::new(python)
             .arg(script)
             .args(["--url", cx.base, "--out"])
@@ -585,7 +545,7 @@ fn sickle_run(
     let files = std::fs::read_dir(&out)?.filter_map(Result::ok).count() as u64;
     match printed {
         Ok(s) if m.success && s.records == cx.n && s.files == cx.n && files == cx.n => {
-            Ok((m.figure, s))
+            Ok((Figure::from(&m), s))
         }
         other => bail!(
             "Sickle ({label}) did not harvest {} records ({files} files in {}): exit {}, \
