@@ -131,6 +131,16 @@ pub(crate) enum Scope {
     From(Datestamp),
 }
 
+impl Scope {
+    /// The `from` of the pass's first request.
+    pub(crate) fn from(self) -> Option<Datestamp> {
+        match self {
+            Scope::Full => None,
+            Scope::From(f) => Some(f),
+        }
+    }
+}
+
 /// The pass's scope from the checkpoint: `relist` when deletions are found only by a full
 /// re-list (`deletedRecord` `no` or `transient`), `relist_every` apart.
 pub(crate) fn scope(
@@ -144,8 +154,8 @@ pub(crate) fn scope(
         return Scope::Full;
     };
     let (Some(done), Some(listed)) = (
-        cp.instant.as_ref().and_then(datestamp_of),
-        cp.baseline_at.as_ref().and_then(datestamp_of),
+        cp.instant.as_ref().map(datestamp_of),
+        cp.baseline_at.as_ref().map(datestamp_of),
     ) else {
         return Scope::Full;
     };
@@ -158,17 +168,8 @@ pub(crate) fn scope(
     }
 }
 
-fn datestamp_of(t: &W3cDateTime) -> Option<Datestamp> {
-    Some(Datestamp::from_unix(t.instant().0))
-}
-
-/// `Identify`'s `deletedRecord` as written.
-fn deleted_name(d: DeletedRecord) -> &'static str {
-    match d {
-        DeletedRecord::No => "no",
-        DeletedRecord::Persistent => "persistent",
-        DeletedRecord::Transient => "transient",
-    }
+fn datestamp_of(t: &W3cDateTime) -> Datestamp {
+    Datestamp::from_unix(t.instant().0)
 }
 
 /// The requests of a pass: what an OAI-PMH upstream is asked with (its access settings,
@@ -185,12 +186,17 @@ impl OaiClient<'_> {
     /// waited for by the fetcher) and parsed.
     pub(crate) async fn page(&self, req: &Request) -> Result<(Url, Page), Error> {
         let url = req.url(&self.up.url);
+        let page = self.page_at(&url).await?;
+        Ok((url, page))
+    }
+
+    /// The page at `url` (a request already written as a URL: a record's URI).
+    pub(crate) async fn page_at(&self, url: &Url) -> Result<Page, Error> {
         let (fetched, body) = self
             .fetcher
-            .get_bytes(&url, self.access, self.max_bytes)
+            .get_bytes(url, self.access, self.max_bytes)
             .await?;
-        let page = rsagg_oai::parse(fetched.url.as_str(), &body).map_err(Error::OaiPage)?;
-        Ok((url, page))
+        Ok(rsagg_oai::parse(fetched.url.as_str(), &body)?)
     }
 
     /// `Identify` (section 4.2) with the provider's clock (its `responseDate`, else ours).
@@ -234,7 +240,7 @@ impl OaiClient<'_> {
 /// then its sets of resources ([`oai_sets`]).
 pub(crate) async fn discover(client: &OaiClient<'_>) -> Result<Vec<CapabilitySet>, Error> {
     let (identify, _) = client.identify().await?;
-    tracing::info!(upstream = %client.up.name, repository = %identify.repository_name, granularity = ?identify.granularity, deleted = deleted_name(identify.deleted), "OAI-PMH repository");
+    tracing::info!(upstream = %client.up.name, repository = %identify.repository_name, granularity = ?identify.granularity, deleted = identify.deleted.as_str(), "OAI-PMH repository");
     client.check_prefix().await?;
     Ok(oai_sets(client.up))
 }
@@ -261,7 +267,7 @@ impl Pass {
             }
             (Scope::Full, Some(_)) => Some(format!(
                 "re-listed whole to find deletions (deletedRecord `{}`, relist_every)",
-                deleted_name(self.identify.deleted)
+                self.identify.deleted.as_str()
             )),
             _ => None,
         }
@@ -284,14 +290,10 @@ impl Harvest {
             now,
             self.up.relist_every(),
         );
-        let from = match scope {
-            Scope::Full => None,
-            Scope::From(f) => Some(f),
-        };
         let first = list_request(
             &self.up,
             set_spec(set),
-            from,
+            scope.from(),
             Some(now),
             identify.granularity,
         );
@@ -323,23 +325,20 @@ impl Harvest {
     ) -> Result<(), Error> {
         let set_url = set.url.as_str();
         let pass = self.bounded(self.oai_pass(set)).await?;
+        if let Some(why) = pass.relist_reason(self.ctx.baseline) {
+            report.resyncs.push(format!("{set_url}: {why}"));
+        }
+        let g = pass.identify.granularity;
         let Pass {
             scope,
             now,
             first,
             cp,
             ..
-        } = pass.clone();
-        let from = match scope {
-            Scope::Full => None,
-            Scope::From(f) => Some(f),
-        };
-        let g = pass.identify.granularity;
+        } = pass;
+        let from = scope.from();
         let from_text = from.map_or_else(|| "(the whole list)".to_owned(), |f| f.format(g));
         tracing::info!(upstream = %self.up.name, set = %set.url, from = %from_text, until = %now.format(g), "OAI-PMH ListRecords");
-        if let Some(why) = pass.relist_reason(self.ctx.baseline) {
-            report.resyncs.push(format!("{set_url}: {why}"));
-        }
         let (tx, mut rx) = mpsc::channel::<Listing>(PAGES_AHEAD);
         let pages = self.oai_pages(first, tx);
         let mut listed = (scope == Scope::Full).then(|| Seen::new(self.ctx.listed));
@@ -375,9 +374,8 @@ impl Harvest {
                     all_ok &= committer.add(outcome, report).await?;
                 }
                 if self.past_deadline() {
-                    // What was stored is committed; the checkpoint stays (the next pass
-                    // asks again from the same `from`).
-                    committer.flush().await?;
+                    // What was stored is committed below; the checkpoint stays (the next
+                    // pass asks again from the same `from`).
                     return Err(self.deadline_error());
                 }
             }
@@ -386,6 +384,7 @@ impl Harvest {
         let ((), stored) = tokio::join!(pages, store);
         let all_ok = match stored {
             Err(e) => {
+                // What was stored before the failure is kept.
                 committer.flush().await?;
                 return Err(e);
             }
@@ -565,13 +564,7 @@ impl Harvest {
             section: "4.1",
             message: format!("not a URL: {e}"),
         })?;
-        let (fetched, body) = self
-            .ctx
-            .fetcher
-            .get_bytes(&url, &self.access, self.ctx.fetch.max_document_bytes)
-            .await?;
-        let page = rsagg_oai::parse(fetched.url.as_str(), &body)?;
-        match page.response {
+        match self.oai().page_at(&url).await?.response {
             Response::Records {
                 mut records,
                 mut problems,

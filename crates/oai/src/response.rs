@@ -30,6 +30,17 @@ pub enum DeletedRecord {
     Transient,
 }
 
+impl DeletedRecord {
+    /// The value as `Identify` writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeletedRecord::No => "no",
+            DeletedRecord::Persistent => "persistent",
+            DeletedRecord::Transient => "transient",
+        }
+    }
+}
+
 /// What `Identify` says (section 4.2), as far as a harvester uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identify {
