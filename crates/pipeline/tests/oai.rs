@@ -7,6 +7,8 @@
 //! that ignores `from`). The provider's clock (`responseDate`) is the test's to move, so no
 //! test waits on the wall clock.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -304,35 +306,22 @@ fn counts(r: &RunReport) -> (u64, u64, u64, u64) {
 /// What the published Resource List(s) name: each entry's `via` link, the upstream URI
 /// of the copy (its `GetRecord` URL).
 fn published(store: &Path) -> Vec<String> {
-    let mut locs = Vec::new();
-    let mut stack = vec![store.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let p = e.path();
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if p.is_dir() {
-                if !matches!(name.as_str(), "blobs" | "state") {
-                    stack.push(p);
-                }
-            } else if name.starts_with("resourcelist") && name.ends_with(".xml") {
-                let text = std::fs::read_to_string(&p).unwrap();
-                if text.contains("capability=\"resourcelist\"") {
-                    for url in text.split("<url>").skip(1) {
-                        let via = url
-                            .split("<rs:ln ")
-                            .skip(1)
-                            .find(|l| l.contains("rel=\"via\""))
-                            .and_then(|l| l.split("href=\"").nth(1))
-                            .and_then(|h| h.split('"').next())
-                            .expect("every entry has a via link");
-                        locs.push(via.to_owned());
-                    }
-                }
-            }
-        }
-    }
-    locs.sort();
-    locs
+    let mut vias: Vec<String> = common::resource_lists(store)
+        .iter()
+        .flat_map(|text| {
+            text.split("<url>").skip(1).map(|url| {
+                url.split("<rs:ln ")
+                    .skip(1)
+                    .find(|l| l.contains("rel=\"via\""))
+                    .and_then(|l| l.split("href=\"").nth(1))
+                    .and_then(|h| h.split('"').next())
+                    .expect("every entry has a via link")
+                    .to_owned()
+            })
+        })
+        .collect();
+    vias.sort();
+    vias
 }
 
 /// Every stored blob's text (the records' copies), for checking what was kept.

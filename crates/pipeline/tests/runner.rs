@@ -3,6 +3,8 @@
 //! Change List step and a deletion, so a logic bug in harvest or the runner fails here in
 //! seconds, without the Python peers of the end-to-end tests.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -126,26 +128,14 @@ fn counts(r: &RunReport) -> (u64, u64, u64, u64) {
 /// The published Resource List (every part under the store's `resourcelist` paths),
 /// flattened to the `<loc>`s it names.
 fn published_locs(store: &Path) -> Vec<String> {
-    let mut locs = Vec::new();
-    let mut stack = vec![store.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let p = e.path();
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if p.is_dir() {
-                if !matches!(name.as_str(), "blobs" | "state") {
-                    stack.push(p);
-                }
-            } else if name.starts_with("resourcelist") && name.ends_with(".xml") {
-                let text = std::fs::read_to_string(&p).unwrap();
-                if text.contains("capability=\"resourcelist\"") {
-                    for part in text.split("<loc>").skip(1) {
-                        locs.push(part.split("</loc>").next().unwrap().to_owned());
-                    }
-                }
-            }
-        }
-    }
+    let mut locs: Vec<String> = common::resource_lists(store)
+        .iter()
+        .flat_map(|text| {
+            text.split("<loc>")
+                .skip(1)
+                .map(|part| part.split("</loc>").next().unwrap().to_owned())
+        })
+        .collect();
     locs.sort();
     locs
 }

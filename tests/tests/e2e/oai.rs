@@ -142,19 +142,7 @@ fn an_oai_pmh_provider_and_a_resourcesync_source_feed_one_collection_that_resync
         copy.contains("oai_dc:dc") && !copy.contains("<OAI-PMH"),
         "{copy}"
     );
-    let at = {
-        let text = std::fs::read_to_string(
-            url::Url::parse(&case.store.url)?
-                .to_file_path()
-                .map_err(|()| anyhow::anyhow!("not a file URL"))?
-                .join("resourcelist.xml"),
-        )?;
-        text.split("at=\"")
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .context("the Resource List's at")?
-            .to_owned()
-    };
+    let at = header_at(&store_dir(&case)?.join("resourcelist.xml"))?;
 
     // The provider changes: record 2 updated, record 4 deleted, record 10 created, each
     // stamped with the provider's clock now (after the first harvest's `until`).

@@ -14,18 +14,11 @@ use anyhow::{Context, Result, ensure};
 use common::*;
 use rsagg_e2e::{ResyncOutput, RsaggServer, resync_sync};
 use rsagg_model::{Link, Mode, UrlEntry};
-use rsagg_sitemap::{ReadOptions, SyncReader};
+use rsagg_sitemap::ReadOptions;
 
 /// (path, body) pairs from string literals.
 fn res<'a>(v: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a [u8])> {
     v.iter().map(|(p, b)| (*p, b.as_bytes())).collect()
-}
-
-/// The directory of a `file://` store.
-fn store_dir(case: &Case) -> Result<PathBuf> {
-    url::Url::parse(&case.store.url)?
-        .to_file_path()
-        .map_err(|()| anyhow::anyhow!("{} is not a file URL", case.store.url))
 }
 
 /// Every XML document rsagg published (everything but its state, blobs and metadata).
@@ -83,21 +76,6 @@ fn entries(path: &Path) -> Result<Vec<UrlEntry>> {
     let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
     let opts = ReadOptions::new(Mode::Strict, path.display().to_string());
     Ok(rsagg_sitemap::read_document(&bytes, opts)?.entries)
-}
-
-/// The `rs:md at` of a published document.
-fn header_at(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
-    let r = SyncReader::open(
-        bytes.as_slice(),
-        ReadOptions::new(Mode::Strict, path.display().to_string()),
-    )?;
-    r.header()
-        .md
-        .as_ref()
-        .and_then(|md| md.at)
-        .map(|at| at.to_string())
-        .with_context(|| format!("{} has no at", path.display()))
 }
 
 /// Every entry of the Resource List, following the index when there is one.

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use md5::{Digest, Md5};
 use object_store::ObjectStore;
 use rsagg_e2e::{Delivery, FixtureServer, Seaweed, SignatureCheck, rsagg_bin, unique_prefix};
 use rsagg_model::{Capability, Change, Mode, UrlEntry, W3cDateTime};
-use rsagg_sitemap::{ReadOptions, read_document};
+use rsagg_sitemap::{ReadOptions, SyncReader, read_document};
 use rsagg_store::{
     Blobs, Checkpoint, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, State,
     open_object_store,
@@ -965,6 +965,21 @@ pub fn store_dir(case: &Case) -> Result<PathBuf> {
     url::Url::parse(&case.store.url)?
         .to_file_path()
         .map_err(|()| anyhow::anyhow!("{} is not a file URL", case.store.url))
+}
+
+/// The `rs:md at` of a published document.
+pub fn header_at(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
+    let r = SyncReader::open(
+        bytes.as_slice(),
+        ReadOptions::new(Mode::Strict, path.display().to_string()),
+    )?;
+    r.header()
+        .md
+        .as_ref()
+        .and_then(|md| md.at)
+        .map(|at| at.to_string())
+        .with_context(|| format!("{} has no at", path.display()))
 }
 
 // ---------------------------------------------------------------------------------------
