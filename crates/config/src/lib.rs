@@ -154,10 +154,11 @@ pub struct StoreConfig {
     /// S3, one GET each). Default 64 MiB; 0 keeps none.
     #[serde(default = "StoreConfig::default_recent_blob_bytes")]
     pub recent_blob_bytes: u64,
-    /// Local disk, in bytes, for the bodies a run stores in an `s3://` store (each up to
-    /// 8 MiB), so that the Resource Dump built after a baseline reads them from there rather
-    /// than back from the store (one GET each); bodies past it are read back. Default 1 GiB;
-    /// 0 keeps none. Not used for a `file://` store (its blobs are local files already).
+    /// Local disk, in bytes, for the bodies a run stores (each up to 8 MiB, plus 36 bytes of
+    /// header), so that the Resource Dump built after a baseline reads them from there rather
+    /// than back from the store (on S3 one GET each; on `file://` one small file each, which
+    /// at 10^7 resources no longer fit the page cache); bodies past it are read back.
+    /// Default 1 GiB; 0 keeps none.
     #[serde(default = "StoreConfig::default_spool_bytes")]
     pub spool_bytes: u64,
     /// The directory in which a run makes its spool's own directory (removed at its end, and

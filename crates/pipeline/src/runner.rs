@@ -106,20 +106,16 @@ pub(crate) async fn open_as(
         rsagg_store::open_store_read_only(cfg.store.url.as_str(), &options)?
     } else {
         let loc = open_store(cfg.store.url.as_str(), &options)?;
-        // A writer into a remote store spools the bodies it stores for the Resource Dump
-        // (`rsagg_store::Spool`); without a spool the dump reads them back, so a spool that
-        // cannot be made is said and done without.
+        // A writer spools the bodies it stores for the Resource Dump (`rsagg_store::Spool`);
+        // without a spool the dump reads them back, so a spool that cannot be made is said
+        // and done without.
         let parent = cfg.store.spool_parent();
-        if loc.local_root.is_some() {
-            loc
-        } else {
-            match rsagg_store::Spool::open(&parent, cfg.store.spool_bytes) {
-                Ok(spool) => loc.with_spool(spool),
-                Err(e) => {
-                    tracing::warn!(dir = %parent.display(), error = %e,
-                        "no spool ([store] spool_dir): the Resource Dump reads the bodies back from the store");
-                    loc
-                }
+        match rsagg_store::Spool::open(&parent, cfg.store.spool_bytes) {
+            Ok(spool) => loc.with_spool(spool),
+            Err(e) => {
+                tracing::warn!(dir = %parent.display(), error = %e,
+                    "no spool ([store] spool_dir): the Resource Dump reads the bodies back from the store");
+                loc
             }
         }
     };

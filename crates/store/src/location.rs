@@ -128,12 +128,10 @@ impl Default for StoreOptions {
 }
 
 impl StoreLocation {
-    /// This location with `spool`, unless it is a `file://` store: its blobs are files
-    /// already, which a dump reads about as cheaply as the spool's (see `spool.rs`).
+    /// This location with `spool`, for a remote store and a `file://` one alike (see
+    /// `spool.rs`: one file per blob outgrows the page cache at 10^7 resources).
     pub fn with_spool(mut self, spool: Spool) -> Self {
-        if self.local_root.is_none() {
-            self.spool = spool;
-        }
+        self.spool = spool;
         self
     }
 
