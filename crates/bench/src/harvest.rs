@@ -97,6 +97,9 @@ pub struct HarvestArgs {
     /// rsagg's defaults.
     #[arg(long)]
     pipeline_extra: Option<String>,
+    /// TOML lines added to the pipeline's `[store]` (e.g. `spool_bytes = 0`).
+    #[arg(long)]
+    store_extra: Option<String>,
     /// `RSAGG_LOG` for rsagg (its stderr is kept in the working directory with `--keep`).
     #[arg(long)]
     rsagg_log: Option<String>,
@@ -707,6 +710,7 @@ struct RsaggRun<'a> {
     work: &'a Path,
     base: &'a str,
     extra: Option<&'a str>,
+    store_extra: Option<&'a str>,
     log: Option<&'a str>,
     n: u64,
 }
@@ -723,8 +727,9 @@ impl RsaggRun<'_> {
             &pipeline,
             format!(
                 "[collection]\nname = \"bench\"\nbase_url = \"http://127.0.0.1:9/bench/\"\n\n\
-                 [store]\nurl = \"{store}\"\n\n\
+                 [store]\nurl = \"{store}\"\n{}\n\n\
                  [[upstream]]\nname = \"up\"\nurl = \"{}/.well-known/resourcesync\"\nallow_private = true\n\n{}\n",
+                self.store_extra.unwrap_or(""),
                 self.base,
                 self.extra.unwrap_or("")
             ),
@@ -1014,6 +1019,7 @@ pub fn run(a: HarvestArgs) -> anyhow::Result<()> {
             work: &work,
             base: &base,
             extra: a.pipeline_extra.as_deref(),
+            store_extra: a.store_extra.as_deref(),
             log: a.rsagg_log.as_deref(),
             n,
         };
