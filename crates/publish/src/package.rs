@@ -8,8 +8,9 @@
 //! read [`READ_AHEAD`] at a time (in manifest order), since one read costs a round trip to
 //! the store (a GET on S3) and the typical dump is many small resources; a local store's
 //! blobs are read as files in batches, several batches at once by blocking tasks
-//! ([`feed_local`]), and handed to the writer a batch at a time. Each blob is read whole (into memory up to [`IN_MEMORY`]
-//! bytes, else into a temporary file of its own, or left in place when local) and its
+//! ([`feed_local`]), and handed to the writer a batch at a time. Each blob is read whole
+//! (into memory up to [`IN_MEMORY`] bytes, else into a temporary file of its own, or left in
+//! place when local) and its
 //! SHA-256 checked against its address before the writer sees a byte of it: a corrupt or
 //! missing blob is left out (with a warning, counted) rather than ending up in the ZIP, where a half-written entry would spoil the whole
 //! package. The finished ZIP is uploaded in parts (multipart upload, so packages far
