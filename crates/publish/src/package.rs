@@ -112,11 +112,14 @@ pub(crate) struct Built {
 /// What the writer thread is given, in manifest order.
 enum Msg {
     /// The next items with their bitstreams (`None` for a deletion).
-    Items(Vec<(UrlEntry, Option<Ready>)>),
+    Items(Batch),
     /// Every item was sent: write the manifest and finish. Without it (the feeding side
     /// failed) the writer gives up instead of finishing a package nobody will publish.
     Finish,
 }
+
+/// Manifest entries in order, each with its verified bitstream (`None` for a deletion).
+type Batch = Vec<(UrlEntry, Option<Ready>)>;
 
 /// A verified bitstream.
 struct Ready {
@@ -361,11 +364,7 @@ fn batches(
 /// it is handed over, as on the other path: a corrupt or missing blob is left out, counted
 /// and warned about. What memory or the spool held was verified already: the bytes hashed to
 /// their address when stored, or when the spool's bucket was loaded.
-#[allow(clippy::type_complexity)]
-fn read_local(
-    root: &std::path::Path,
-    batch: Vec<Held>,
-) -> Result<(Vec<(UrlEntry, Option<Ready>)>, u64), Error> {
+fn read_local(root: &std::path::Path, batch: Vec<Held>) -> Result<(Batch, u64), Error> {
     let mut skipped = 0u64;
     let mut ready = Vec::with_capacity(batch.len());
     for (item, held) in batch {
