@@ -95,6 +95,12 @@ pub struct ScaleArgs {
     /// on one by hand, e.g. with `RSAGG_LOG=rsagg_store::requests=trace`).
     #[arg(long)]
     keep: bool,
+    /// Trace the object-store requests of the runs after the baseline
+    /// (`RSAGG_LOG=rsagg_store::requests=trace`) and print, per run, the GETs and bytes
+    /// read by directory of the store: what an incremental run reads, measured rather than
+    /// estimated. The baseline is not traced (at 10^7 its trace would be gigabytes).
+    #[arg(long)]
+    trace_requests: bool,
 }
 
 /// One measured `rsagg run --once`.
@@ -747,21 +753,77 @@ fn series(
     check(&f, n, 0, 0)?;
     print_row(store_name, n, &f);
     s.baseline = f;
+    let traced: Vec<(String, String)> = env
+        .iter()
+        .cloned()
+        .chain(a.trace_requests.then(|| {
+            (
+                "RSAGG_LOG".to_owned(),
+                "warn,rsagg_store::requests=trace".to_owned(),
+            )
+        }))
+        .collect();
+    let env = &traced[..];
     for r in 1..=a.incremental as u64 {
         round(r)?;
         let mut f = run_rsagg(bin, &pipeline, env, &label(&format!("inc{r}")), work)?;
         f.label = format!("incremental {r}");
         check(&f, a.creates, a.updates, a.deletes)?;
         print_row(store_name, n, &f);
+        if a.trace_requests {
+            print_reads(&work.join(format!("{}.stderr", label(&format!("inc{r}")))));
+        }
         s.incremental.push(f);
     }
     let mut f = run_rsagg(bin, &pipeline, env, &label("nochange"), work)?;
     f.label = "no change".into();
     check(&f, 0, 0, 0)?;
     print_row(store_name, n, &f);
+    if a.trace_requests {
+        print_reads(&work.join(format!("{}.stderr", label("nochange"))));
+    }
     s.unchanged = f;
     std::fs::remove_dir_all(&root).ok();
     Ok(s)
+}
+
+/// The GETs and bytes read by directory (the object's path without its name), from a run's
+/// request trace (`kind="GET" path=… bytes=…` lines of `rsagg_store::requests`), largest
+/// first.
+fn print_reads(stderr: &Path) {
+    let Ok(text) = std::fs::read_to_string(stderr) else {
+        return;
+    };
+    let reads = reads_by_dir(&text);
+    let (gets, bytes) = reads
+        .iter()
+        .fold((0, 0), |(g, b), (_, (n, by))| (g + n, b + by));
+    eprintln!("          reads by directory: {gets} GET, {bytes} bytes");
+    for (dir, (n, by)) in reads.iter().take(8) {
+        eprintln!("          {by:>12} bytes {n:>6} GET  {dir}");
+    }
+}
+
+/// See [`print_reads`].
+fn reads_by_dir(trace: &str) -> Vec<(String, (u64, u64))> {
+    let mut by: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for line in trace.lines().filter(|l| l.contains("kind=\"GET\"")) {
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name))
+                .map(str::to_owned)
+        };
+        let (Some(path), Some(bytes)) = (field("path="), field("bytes=")) else {
+            continue;
+        };
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
+        let e = by.entry(dir).or_default();
+        e.0 += 1;
+        e.1 += bytes.parse::<u64>().unwrap_or(0);
+    }
+    let mut v: Vec<_> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.1.cmp(&a.1.1));
+    v
 }
 
 /// The issue's targets, as ratios between the sizes this run measured.
@@ -922,4 +984,29 @@ pub fn run(mut a: ScaleArgs) -> anyhow::Result<()> {
         std::fs::remove_dir_all(&work).ok();
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_summed_by_directory_largest_first() {
+        let trace = "\
+2026-11-27T22:37:01.38Z TRACE rsagg_store::requests: kind=\"GET\" path=state/manifest/0074.manifest bytes=29458
+2026-11-27T22:37:01.38Z TRACE rsagg_store::requests: kind=\"PUT\" path=state/manifest/0075.manifest bytes=29458
+2026-11-27T22:37:01.39Z TRACE rsagg_store::requests: kind=\"GET\" path=state/compacted/01A.sst bytes=34878
+2026-11-27T22:37:01.39Z TRACE rsagg_store::requests: kind=\"GET\" path=state/compacted/01B.sst bytes=4964
+2026-11-27T22:37:01.40Z TRACE rsagg_store::requests: kind=\"GET\" path=changelist.xml ranges=2 bytes=7
+2026-11-27T22:37:01.40Z  INFO rsagg: something else bytes=99
+";
+        assert_eq!(
+            reads_by_dir(trace),
+            vec![
+                ("state/compacted".to_owned(), (2, 39_842)),
+                ("state/manifest".to_owned(), (1, 29_458)),
+                (String::new(), (1, 7)),
+            ]
+        );
+    }
 }

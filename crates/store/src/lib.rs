@@ -40,6 +40,8 @@
 //!   quarantine).
 //! - `compaction.rs`: the state's compactor, run beside the writer and restarted when a
 //!   stale process's compactor fences it (never closing a writer that holds the state).
+//! - `state_gc.rs`: the state's garbage collection, run beside the writer when due (the
+//!   time of the last pass kept in the state), never holding up a run's end.
 //! - `coalesce.rs`: the state's caches, with concurrent loads of one entry (a table's
 //!   filter or index at the start of a run) coalesced into one read.
 //! - `filter.rs`: the state's bloom filters, holding only the keys looked up by key.
@@ -60,6 +62,7 @@ mod recent;
 mod records;
 mod spool;
 mod state;
+mod state_gc;
 mod verified;
 
 pub use blobs::{BlobInfo, Blobs};

@@ -13,6 +13,8 @@
 //!                      per resource (empty in states written before rsagg 0.1.1: then the
 //!                      record is looked up under r/)
 //! m/log                the last sequence number and datetime given out
+//! m/state-gc           when the last complete pass of the state's garbage collection
+//!                      started (Unix seconds; see `state_gc.rs`)
 //! ```
 //!
 //! Why slatedb: an incremental run must cost O(changes), not O(collection), so the state
@@ -32,6 +34,7 @@ use crate::Error;
 use crate::compaction::Compaction;
 use crate::health::StoreHealth;
 use crate::records::{Checkpoint, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus};
+use crate::state_gc::StateGc;
 
 const STATE_PATH: &str = "state";
 
@@ -83,6 +86,8 @@ pub struct State {
     watcher: Option<tokio::task::JoinHandle<()>>,
     /// The writer's compactor (none for a read-only state).
     compaction: Option<Compaction>,
+    /// The writer's garbage collector, run when due (none for a read-only state).
+    gc: Option<StateGc>,
     /// Where commit times come from (the system clock unless [`State::set_clock`]).
     clock: Clock,
 }
@@ -244,14 +249,13 @@ impl State {
             // the bound (64 MiB, slatedb's own size, at most), so any bound is accepted.
             l0_sst_size_bytes: (options.state_max_unflushed_bytes / 2).clamp(64 << 10, 64 << 20)
                 as usize,
-            // Compaction's memory: `compactions` at once, each holding up to two output
-            // tables of `state_compaction_sst_bytes` (one filling, one uploading) and
-            // [`COMPACTION_READ_AHEAD`] per input table, and no further split into
-            // subcompactions (each would hold tables of its own).
             // No compactor inside the writer: one runs beside it ([`Compaction`]), so that
             // another process's compactor fencing it never closes this writer.
             compactor_options: None,
             compression_codec: Some(STATE_COMPRESSION),
+            // No garbage collector inside the writer either: one runs beside it when due
+            // ([`StateGc`]), not in every process as soon as it opens.
+            garbage_collector_options: None,
             ..slatedb::Settings::default()
         };
         let cache = |bytes: u64| -> Option<Arc<dyn slatedb::db_cache::DbCache>> {
@@ -295,6 +299,7 @@ impl State {
                 }
             })
         };
+        let gc = StateGc::start(path.clone(), STATE_PATH, objects.clone(), db.clone());
         let compaction = Compaction::start(path.clone(), db.clone(), move || {
             slatedb::CompactorBuilder::new(STATE_PATH, objects.clone())
                 .with_options(compactor_options.clone())
@@ -309,6 +314,7 @@ impl State {
             fence,
             watcher: Some(watcher),
             compaction: Some(compaction),
+            gc: Some(gc),
             clock: Clock::system(),
         };
         state.read_head().await?;
@@ -356,6 +362,7 @@ impl State {
             fence,
             watcher: None,
             compaction: None,
+            gc: None,
             clock: Clock::system(),
         };
         state.read_head().await?;
@@ -716,6 +723,9 @@ impl State {
 
     /// Flushes and closes the database (a read-only state: closes its reader).
     pub async fn close(mut self) -> Result<(), Error> {
+        if let Some(gc) = self.gc.take() {
+            gc.stop().await;
+        }
         if let Some(c) = self.compaction.take() {
             c.stop().await;
         }
@@ -956,6 +966,41 @@ mod tests {
     /// `http://x/00000`…: `n` URIs of resources.
     fn uris(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("http://x/{i:05}")).collect()
+    }
+
+    /// A run pays for the state's garbage collection only when a pass is due: the first
+    /// writer passes at once and records it; the next, opened at once, waits for its turn.
+    #[tokio::test]
+    async fn garbage_collection_passes_when_due_not_at_every_open() {
+        use std::time::Duration;
+        let loc = crate::open_object_store("memory://").unwrap();
+        let w = State::open(loc.objects.clone(), "test").await.unwrap();
+        create(&w, &uris(10)).await;
+        let mut first = w.gc.as_ref().unwrap().schedule();
+        tokio::time::timeout(Duration::from_secs(60), first.wait_for(|s| s.passes == 1))
+            .await
+            .expect("a first pass")
+            .unwrap();
+        let recorded = w.db_get(crate::state_gc::LAST_PASS_KEY).await.unwrap();
+        assert!(recorded.is_some(), "the pass is recorded in the state");
+        w.close().await.unwrap();
+
+        let w = State::open(loc.objects.clone(), "test").await.unwrap();
+        let mut second = w.gc.as_ref().unwrap().schedule();
+        let settled = *tokio::time::timeout(
+            Duration::from_secs(60),
+            second.wait_for(|s| s.next_in.is_some()),
+        )
+        .await
+        .expect("the collector settles on a wait")
+        .unwrap();
+        assert_eq!(settled.passes, 0, "{settled:?}");
+        let next = settled.next_in.unwrap();
+        assert!(
+            next > crate::state_gc::DUE_AFTER - Duration::from_secs(60),
+            "the next pass is due in {next:?}, not now"
+        );
+        w.close().await.unwrap();
     }
 
     #[tokio::test]
