@@ -822,7 +822,7 @@ fn reads_by_dir(trace: &str) -> Vec<(String, (u64, u64))> {
         e.1 += bytes.parse::<u64>().unwrap_or(0);
     }
     let mut v: Vec<_> = by.into_iter().collect();
-    v.sort_by(|a, b| b.1.1.cmp(&a.1.1));
+    v.sort_by_key(|e| std::cmp::Reverse(e.1.1));
     v
 }
 
