@@ -766,21 +766,23 @@ fn series(
     let env = &traced[..];
     for r in 1..=a.incremental as u64 {
         round(r)?;
-        let mut f = run_rsagg(bin, &pipeline, env, &label(&format!("inc{r}")), work)?;
+        let name = label(&format!("inc{r}"));
+        let mut f = run_rsagg(bin, &pipeline, env, &name, work)?;
         f.label = format!("incremental {r}");
         check(&f, a.creates, a.updates, a.deletes)?;
         print_row(store_name, n, &f);
         if a.trace_requests {
-            print_reads(&work.join(format!("{}.stderr", label(&format!("inc{r}")))));
+            print_reads(&work.join(format!("{name}.stderr")));
         }
         s.incremental.push(f);
     }
-    let mut f = run_rsagg(bin, &pipeline, env, &label("nochange"), work)?;
+    let name = label("nochange");
+    let mut f = run_rsagg(bin, &pipeline, env, &name, work)?;
     f.label = "no change".into();
     check(&f, 0, 0, 0)?;
     print_row(store_name, n, &f);
     if a.trace_requests {
-        print_reads(&work.join(format!("{}.stderr", label("nochange"))));
+        print_reads(&work.join(format!("{name}.stderr")));
     }
     s.unchanged = f;
     std::fs::remove_dir_all(&root).ok();

@@ -22,7 +22,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use object_store::ObjectStore;
 use slatedb::Db;
-use slatedb::config::GarbageCollectorOptions;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -133,22 +132,26 @@ async fn collect(
 ) {
     // slatedb's collector with its default ages (tables, WAL files and manifests 5 minutes
     // old; checkpoints honoured), its own schedule unused: `run_gc_once` is one pass.
-    let collector = slatedb::GarbageCollectorBuilder::new(state_path, objects)
-        .with_options(GarbageCollectorOptions::default())
-        .build();
-    let last = match last_pass(&db).await {
+    let collector = slatedb::GarbageCollectorBuilder::new(state_path, objects).build();
+    // Like a pass, the read is given up when the state closes: closing never waits on it.
+    let read = tokio::select! {
+        read = last_pass(&db) => read,
+        _ = stopped.wait_for(|s| *s) => return,
+    };
+    let last = match read {
         Ok(last) => last,
         Err(e) => {
             tracing::debug!(state = %path, error = %e, "reading when the state was last collected");
             return;
         }
     };
-    let mut wait = if is_due(last, unix_now()) {
-        Duration::ZERO
-    } else {
-        // Due later; a run that lasts until then collects then.
-        let since = unix_now().saturating_sub(last.unwrap_or(0));
-        DUE_AFTER.saturating_sub(Duration::from_secs(since))
+    let now = unix_now();
+    let mut wait = match last {
+        Some(last) if !is_due(Some(last), now) => {
+            // Due later; a run that lasts until then collects then.
+            DUE_AFTER.saturating_sub(Duration::from_secs(now - last))
+        }
+        _ => Duration::ZERO,
     };
     loop {
         schedule.send_modify(|s| s.next_in = Some(wait));
