@@ -101,7 +101,17 @@ pub struct ScaleArgs {
     /// estimated. The baseline is not traced (at 10^7 its trace would be gigabytes).
     #[arg(long)]
     trace_requests: bool,
+    /// Baselines measured at each N up to 10^5 (the reference sizes), each a fresh
+    /// `rsagg run --once` into a fresh store: their median is the size's baseline time.
+    /// Two baselines of 10^5 on the same machine took 15.4 and 18.3 s, so one run moved
+    /// the 10^7 ratio by a fifth; larger N are measured once (a 10^7 baseline takes 40
+    /// minutes, and its own spread is a few percent).
+    #[arg(long, default_value_t = 3)]
+    reference_baselines: usize,
 }
+
+/// Sizes up to this many resources are baseline references ([`ScaleArgs::reference_baselines`]).
+const REFERENCE_MAX: u64 = 100_000;
 
 /// One measured `rsagg run --once`.
 #[derive(Debug, Clone, Default)]
@@ -646,9 +656,21 @@ struct Series {
     baseline: RunFigures,
     incremental: Vec<RunFigures>,
     unchanged: RunFigures,
+    /// The wall seconds of every baseline of this size: `baseline`'s and, at reference
+    /// sizes, those of the extra ones into fresh stores.
+    baseline_walls: Vec<f64>,
+    /// The directories of the extra baselines' `file://` stores.
+    extra_stores: Vec<PathBuf>,
 }
 
 impl Series {
+    /// The median of the baselines' wall seconds.
+    fn baseline_wall(&self) -> f64 {
+        let mut v = self.baseline_walls.clone();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(self.baseline.wall)
+    }
+
     fn incremental_median(&self, f: impl Fn(&RunFigures) -> f64) -> f64 {
         let mut v: Vec<f64> = self.incremental.iter().map(f).collect();
         v.sort_by(f64::total_cmp);
@@ -748,10 +770,55 @@ fn series(
         );
         Ok(())
     };
+    // Extra baselines of a reference size first, each into a fresh store of its own,
+    // while the upstream is as the main baseline finds it.
+    let extra = if n <= REFERENCE_MAX {
+        a.reference_baselines.saturating_sub(1)
+    } else {
+        0
+    };
+    for i in 1..=extra {
+        let url = format!(
+            "{}-b{i}{}",
+            store_url.trim_end_matches('/'),
+            if store_url.ends_with('/') { "/" } else { "" }
+        );
+        let file = work.join(format!("pipeline-{store_name}-{n}-b{i}.toml"));
+        let toml = std::fs::read_to_string(&pipeline)?.replacen(
+            &format!("url = \"{store_url}\""),
+            &format!("url = \"{url}\""),
+            1,
+        );
+        std::fs::write(&file, toml)?;
+        let mut f = run_rsagg(bin, &file, env, &label(&format!("baseline-b{i}")), work)?;
+        f.label = format!("baseline b{i}");
+        check(&f, n, 0, 0)?;
+        print_row(store_name, n, &f);
+        s.baseline_walls.push(f.wall);
+        // Its store stays until the end, with the others: deleting 10^5 files here made
+        // every file created after it cost milliseconds of kernel time on the ext4 without a
+        // journal that 10^7 runs need (`recently_deleted` in its inode allocator), and a
+        // 10^4 baseline took 18 s instead of 2.
+        if let Some(dir) = url::Url::parse(&url)
+            .ok()
+            .filter(|u| u.scheme() == "file")
+            .and_then(|u| u.to_file_path().ok())
+        {
+            s.extra_stores.push(dir);
+        }
+    }
     let mut f = run_rsagg(bin, &pipeline, env, &label("baseline"), work)?;
     f.label = "baseline".into();
     check(&f, n, 0, 0)?;
     print_row(store_name, n, &f);
+    s.baseline_walls.push(f.wall);
+    if extra > 0 {
+        println!(
+            "{store_name:<7} {n:>9} baseline median of {}: {:.2} s",
+            s.baseline_walls.len(),
+            s.baseline_wall()
+        );
+    }
     s.baseline = f;
     let traced: Vec<(String, String)> = env
         .iter()
@@ -839,7 +906,7 @@ fn targets(store: &str, all: &[Series]) {
     let inc_wall = |s: &Series| s.incremental_median(|f| f.wall);
     let inc_req = |s: &Series| s.incremental_median(|f| f.requests() as f64);
     let inc_read = |s: &Series| s.incremental_median(|f| f.store("bytes_read") as f64);
-    let per_res = |s: &Series| s.baseline.wall / s.n as f64;
+    let per_res = |s: &Series| s.baseline_wall() / s.n as f64;
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
     let (sn, ln) = (small.n, large.n);
     println!("[{store}] targets, N={ln} against N={sn}:");
@@ -899,9 +966,10 @@ fn targets(store: &str, all: &[Series]) {
             .map(|f| f.peak_mib)
             .fold(0.0, f64::max);
         println!(
-            "  N={}: baseline {:.1} us per resource, peak RSS {peak:.0} MiB",
+            "  N={}: baseline {:.1} us per resource (median of {}), peak RSS {peak:.0} MiB",
             s.n,
-            per_res(s) * 1e6
+            per_res(s) * 1e6,
+            s.baseline_walls.len()
         );
     }
 }
@@ -951,11 +1019,16 @@ pub fn run(mut a: ScaleArgs) -> anyhow::Result<()> {
                     stored as f64 / (n * a.size as u64) as f64
                 );
                 all.push(s);
-                if !a.keep {
-                    std::fs::remove_dir_all(&dir).ok();
-                }
             }
             targets("file", &all);
+            if !a.keep {
+                for (s, &n) in all.iter().zip(&a.sizes) {
+                    std::fs::remove_dir_all(work.join(format!("store-file-{n}"))).ok();
+                    for dir in &s.extra_stores {
+                        std::fs::remove_dir_all(dir).ok();
+                    }
+                }
+            }
         }
         if !a.skip_s3 && !a.quick {
             let sw = rsagg_e2e::Seaweed::start().context("starting SeaweedFS")?;
@@ -991,6 +1064,21 @@ pub fn run(mut a: ScaleArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sizes_baseline_is_the_median_of_its_baselines() {
+        let s = Series {
+            n: 100_000,
+            baseline_walls: vec![18.3, 15.4, 16.9],
+            ..Series::default()
+        };
+        assert_eq!(s.baseline_wall(), 16.9);
+        let one = Series {
+            baseline_walls: vec![2394.1],
+            ..Series::default()
+        };
+        assert_eq!(one.baseline_wall(), 2394.1);
+    }
 
     #[test]
     fn reads_are_summed_by_directory_largest_first() {

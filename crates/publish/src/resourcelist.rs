@@ -159,6 +159,7 @@ pub async fn publish_with(
     if !rewritten.is_empty() {
         write_top(store, base_url, &meta, r.now, single).await?;
     }
+    let moved = meta.seq != last;
     meta.seq = last;
     // Retired parts past their grace period go; the others wait for a later publish.
     // `ResourceListMeta` keeps them by name: swept by object path, kept by name again.
@@ -167,12 +168,17 @@ pub async fn publish_with(
         .drain(..)
         .map(|(name, t)| (part_path(&name), t))
         .collect();
-    sweep_retired(store, &mut retired, r.now.instant().0, grace).await?;
+    let swept = sweep_retired(store, &mut retired, r.now.instant().0, grace).await?;
     meta.retired = retired
         .into_iter()
         .map(|(path, t)| (part_name(path), t))
         .collect();
-    put_json(store, RESOURCE_LIST_META, &meta).await?;
+    // Written only when it changed: it names every part (at 10^7 resources, 32,768 parts,
+    // 860 KB), and a publish with nothing new put it again each time. A generation no part
+    // was written under need not be kept: the next publish takes the same number.
+    if !rewritten.is_empty() || moved || swept > 0 {
+        put_json(store, RESOURCE_LIST_META, &meta).await?;
+    }
     Ok(rewritten)
 }
 

@@ -321,3 +321,48 @@ async fn a_replaced_part_no_document_named_goes_after_a_minute() {
     );
     state.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_with_nothing_new_writes_nothing() {
+    use rsagg_layout::paths::RESOURCE_LIST_META;
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let state = State::open(objects.clone(), "memory").await.unwrap();
+    let policy = LinkPolicy::default();
+    let tag = |objects: Arc<dyn ObjectStore>, path: &'static str| async move {
+        objects.head(&Path::from(path)).await.unwrap().e_tag
+    };
+    create(&state, 0..50).await;
+    let first = publish_with(&state, &objects, BASE, &policy, 10, GRACE)
+        .await
+        .unwrap();
+    assert!(first.len() > 1, "{first:?}");
+    let meta = tag(objects.clone(), RESOURCE_LIST_META).await;
+    let index = tag(objects.clone(), "resourcelist.xml").await;
+    // Nothing changed: no part, no index and no metadata written again.
+    let again = publish_with(&state, &objects, BASE, &policy, 10, GRACE)
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "{again:?}");
+    assert_eq!(tag(objects.clone(), RESOURCE_LIST_META).await, meta);
+    assert_eq!(tag(objects.clone(), "resourcelist.xml").await, index);
+    // A change: its part, the index and the metadata are written, under a generation no
+    // earlier part has.
+    create(&state, 50..51).await;
+    let changed = publish_with(&state, &objects, BASE, &policy, 10, GRACE)
+        .await
+        .unwrap();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_ne!(tag(objects.clone(), RESOURCE_LIST_META).await, meta);
+    let (_, entries) = parse(&get(&objects, "resourcelist.xml").await);
+    let names: std::collections::HashSet<_> = entries.iter().map(|e| e.loc.clone()).collect();
+    assert_eq!(
+        names.len(),
+        entries.len(),
+        "part names are unique: {names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.ends_with("-g2.xml")),
+        "the changed part is of generation 2: {names:?}"
+    );
+    state.close().await.unwrap();
+}
