@@ -113,6 +113,15 @@ pub struct ScaleArgs {
 /// Sizes up to this many resources are baseline references ([`ScaleArgs::reference_baselines`]).
 const REFERENCE_MAX: u64 = 100_000;
 
+/// The store of a size's `i`-th extra baseline: the size's store URL with `-b{i}` appended
+/// to its last segment (for `file://`, a directory beside the size's own).
+fn extra_store_url(store_url: &str, i: usize) -> String {
+    match store_url.strip_suffix('/') {
+        Some(dir) => format!("{dir}-b{i}/"),
+        None => format!("{store_url}-b{i}"),
+    }
+}
+
 /// One measured `rsagg run --once`.
 #[derive(Debug, Clone, Default)]
 struct RunFigures {
@@ -656,19 +665,23 @@ struct Series {
     baseline: RunFigures,
     incremental: Vec<RunFigures>,
     unchanged: RunFigures,
-    /// The wall seconds of every baseline of this size: `baseline`'s and, at reference
-    /// sizes, those of the extra ones into fresh stores.
-    baseline_walls: Vec<f64>,
-    /// The directories of the extra baselines' `file://` stores.
-    extra_stores: Vec<PathBuf>,
+    /// At reference sizes, the wall seconds of the extra baselines, each into a store of its
+    /// own ([`extra_store_url`]).
+    extra_walls: Vec<f64>,
 }
 
 impl Series {
+    /// Baselines measured at this size.
+    fn baselines(&self) -> usize {
+        self.extra_walls.len() + 1
+    }
+
     /// The median of the baselines' wall seconds.
     fn baseline_wall(&self) -> f64 {
-        let mut v = self.baseline_walls.clone();
+        let mut v = self.extra_walls.clone();
+        v.push(self.baseline.wall);
         v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(self.baseline.wall)
+        v[v.len() / 2]
     }
 
     fn incremental_median(&self, f: impl Fn(&RunFigures) -> f64) -> f64 {
@@ -739,17 +752,22 @@ fn series(
             .unwrap_or_else(|e| e.into_inner())
             .round(r, a.updates, a.creates, a.deletes)
     };
-    let pipeline = work.join(format!("pipeline-{store_name}-{n}.toml"));
-    std::fs::write(
-        &pipeline,
-        format!(
-            "[collection]\nname = \"scale\"\nbase_url = \"http://127.0.0.1:9/scale/\"\n\n\
-             [store]\nurl = \"{store_url}\"\n{}\n\n\
-             [[upstream]]\nname = \"up\"\nurl = \"{base}/.well-known/resourcesync\"\nallow_private = true\n\n{}\n",
-            a.store_extra.as_deref().unwrap_or(""),
-            a.pipeline_extra.as_deref().unwrap_or("")
-        ),
-    )?;
+    // The pipeline file of a run into the store at `url`.
+    let write_pipeline = |name: &str, url: &str| -> anyhow::Result<PathBuf> {
+        let path = work.join(format!("pipeline-{name}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "[collection]\nname = \"scale\"\nbase_url = \"http://127.0.0.1:9/scale/\"\n\n\
+                 [store]\nurl = \"{url}\"\n{}\n\n\
+                 [[upstream]]\nname = \"up\"\nurl = \"{base}/.well-known/resourcesync\"\nallow_private = true\n\n{}\n",
+                a.store_extra.as_deref().unwrap_or(""),
+                a.pipeline_extra.as_deref().unwrap_or("")
+            ),
+        )?;
+        Ok(path)
+    };
+    let pipeline = write_pipeline(&format!("{store_name}-{n}"), store_url)?;
     let label = |what: &str| format!("{store_name}-{n}-{what}");
     let mut s = Series {
         n,
@@ -777,49 +795,33 @@ fn series(
     } else {
         0
     };
+    // Their stores stay until the end, with the others: deleting 10^5 files here made every
+    // file created after it cost milliseconds of kernel time on the ext4 without a journal
+    // that 10^7 runs need (`recently_deleted` in its inode allocator), and a 10^4 baseline
+    // took 18 s instead of 2.
     for i in 1..=extra {
-        let url = format!(
-            "{}-b{i}{}",
-            store_url.trim_end_matches('/'),
-            if store_url.ends_with('/') { "/" } else { "" }
-        );
-        let file = work.join(format!("pipeline-{store_name}-{n}-b{i}.toml"));
-        let toml = std::fs::read_to_string(&pipeline)?.replacen(
-            &format!("url = \"{store_url}\""),
-            &format!("url = \"{url}\""),
-            1,
-        );
-        std::fs::write(&file, toml)?;
+        let file = write_pipeline(
+            &format!("{store_name}-{n}-b{i}"),
+            &extra_store_url(store_url, i),
+        )?;
         let mut f = run_rsagg(bin, &file, env, &label(&format!("baseline-b{i}")), work)?;
         f.label = format!("baseline b{i}");
         check(&f, n, 0, 0)?;
         print_row(store_name, n, &f);
-        s.baseline_walls.push(f.wall);
-        // Its store stays until the end, with the others: deleting 10^5 files here made
-        // every file created after it cost milliseconds of kernel time on the ext4 without a
-        // journal that 10^7 runs need (`recently_deleted` in its inode allocator), and a
-        // 10^4 baseline took 18 s instead of 2.
-        if let Some(dir) = url::Url::parse(&url)
-            .ok()
-            .filter(|u| u.scheme() == "file")
-            .and_then(|u| u.to_file_path().ok())
-        {
-            s.extra_stores.push(dir);
-        }
+        s.extra_walls.push(f.wall);
     }
     let mut f = run_rsagg(bin, &pipeline, env, &label("baseline"), work)?;
     f.label = "baseline".into();
     check(&f, n, 0, 0)?;
     print_row(store_name, n, &f);
-    s.baseline_walls.push(f.wall);
+    s.baseline = f;
     if extra > 0 {
         println!(
             "{store_name:<7} {n:>9} baseline median of {}: {:.2} s",
-            s.baseline_walls.len(),
+            s.baselines(),
             s.baseline_wall()
         );
     }
-    s.baseline = f;
     let traced: Vec<(String, String)> = env
         .iter()
         .cloned()
@@ -969,7 +971,7 @@ fn targets(store: &str, all: &[Series]) {
             "  N={}: baseline {:.1} us per resource (median of {}), peak RSS {peak:.0} MiB",
             s.n,
             per_res(s) * 1e6,
-            s.baseline_walls.len()
+            s.baselines()
         );
     }
 }
@@ -1022,11 +1024,12 @@ pub fn run(mut a: ScaleArgs) -> anyhow::Result<()> {
             }
             targets("file", &all);
             if !a.keep {
-                for (s, &n) in all.iter().zip(&a.sizes) {
-                    std::fs::remove_dir_all(work.join(format!("store-file-{n}"))).ok();
-                    for dir in &s.extra_stores {
-                        std::fs::remove_dir_all(dir).ok();
+                for s in &all {
+                    let dir = work.join(format!("store-file-{}", s.n));
+                    for i in 1..=s.extra_walls.len() {
+                        std::fs::remove_dir_all(format!("{}-b{i}", dir.display())).ok();
                     }
+                    std::fs::remove_dir_all(dir).ok();
                 }
             }
         }
@@ -1069,15 +1072,34 @@ mod tests {
     fn a_sizes_baseline_is_the_median_of_its_baselines() {
         let s = Series {
             n: 100_000,
-            baseline_walls: vec![18.3, 15.4, 16.9],
+            baseline: RunFigures {
+                wall: 16.9,
+                ..RunFigures::default()
+            },
+            extra_walls: vec![18.3, 15.4],
             ..Series::default()
         };
         assert_eq!(s.baseline_wall(), 16.9);
         let one = Series {
-            baseline_walls: vec![2394.1],
+            baseline: RunFigures {
+                wall: 2394.1,
+                ..RunFigures::default()
+            },
             ..Series::default()
         };
         assert_eq!(one.baseline_wall(), 2394.1);
+    }
+
+    #[test]
+    fn an_extra_baselines_store_is_beside_the_sizes_own() {
+        assert_eq!(
+            extra_store_url("file:///w/store-file-100000/", 2),
+            "file:///w/store-file-100000-b2/"
+        );
+        assert_eq!(
+            extra_store_url("s3://bucket/scale-7-100000", 1),
+            "s3://bucket/scale-7-100000-b1"
+        );
     }
 
     #[test]
