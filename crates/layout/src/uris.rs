@@ -13,26 +13,55 @@ use url::Url;
 /// rsagg's URI for the copy of `uri` harvested from `upstream`, under `base_url` (which ends
 /// with `/`). `None` when `uri` is not an absolute URI with a host.
 pub fn own_uri(base_url: &str, upstream: &str, uri: &str) -> Option<String> {
+    // Most URIs are normalised already: taken apart without a parse.
+    if let Some(n) = rsagg_store::uri::normal_http(uri) {
+        return Some(own_uri_of(
+            base_url, upstream, n.scheme, n.host, n.port, n.path, n.query,
+        ));
+    }
     let u = Url::parse(uri).ok()?;
     let host = u.host_str()?;
-    let mut out = String::with_capacity(base_url.len() + uri.len() + upstream.len() + 8);
+    Some(own_uri_of(
+        base_url,
+        upstream,
+        u.scheme(),
+        host,
+        u.port(),
+        u.path(),
+        u.query(),
+    ))
+}
+
+/// [`own_uri`] from the parts of the normalised URI.
+fn own_uri_of(
+    base_url: &str,
+    upstream: &str,
+    scheme: &str,
+    host: &str,
+    port: Option<u16>,
+    path: &str,
+    query: Option<&str>,
+) -> String {
+    let mut out = String::with_capacity(
+        base_url.len() + upstream.len() + scheme.len() + host.len() + path.len() + 16,
+    );
     out.push_str(base_url);
     out.push_str("r/");
     out.push_str(upstream);
     out.push('/');
-    out.push_str(u.scheme());
+    out.push_str(scheme);
     out.push('/');
     escape_into(&mut out, host);
-    if let Some(port) = u.port() {
+    if let Some(port) = port {
         out.push(':');
         out.push_str(&port.to_string());
     }
-    escape_into(&mut out, u.path());
-    if let Some(q) = u.query() {
+    escape_into(&mut out, path);
+    if let Some(q) = query {
         out.push_str("%3F");
         escape_into(&mut out, q);
     }
-    Some(out)
+    out
 }
 
 /// The upstream name and URI behind a path produced by [`own_uri`], given the part after
@@ -99,6 +128,36 @@ mod tests {
             "{own}"
         );
         own
+    }
+
+    /// The shortcut for normalised URIs builds what the full parse builds, and the URI
+    /// with a fragment or in another form of the same resource gets the same own URI.
+    #[test]
+    fn normalised_uris_taken_apart_without_a_parse_give_the_same_own_uri() {
+        for uri in [
+            "http://museum.example.org/res/1.txt",
+            "http://h.example:8080/a/b?x=1&y=%20",
+            "https://127.0.0.1:40149/res/0",
+            "https://e.org/a;b=c/(1)~x?q=/a:b@c",
+            "https://e.org/%41%2f",
+        ] {
+            assert!(rsagg_store::uri::normal_http(uri).is_some(), "{uri}");
+            let u = Url::parse(uri).unwrap();
+            let parsed = own_uri_of(
+                BASE,
+                "up",
+                u.scheme(),
+                u.host_str().unwrap(),
+                u.port(),
+                u.path(),
+                u.query(),
+            );
+            assert_eq!(own_uri(BASE, "up", uri).unwrap(), parsed, "{uri}");
+        }
+        assert_eq!(
+            own_uri(BASE, "up", "HTTP://H.example:80/a#f"),
+            own_uri(BASE, "up", "http://h.example/a")
+        );
     }
 
     #[test]

@@ -45,6 +45,8 @@
 //! - `coalesce.rs`: the state's caches, with concurrent loads of one entry (a table's
 //!   filter or index at the start of a run) coalesced into one read.
 //! - `filter.rs`: the state's bloom filters, holding only the keys looked up by key.
+//! - `uri.rs`: recognising a URI already in its normalised form without parsing it (the
+//!   slot of a resource and rsagg's own URI are computed several times per resource).
 //! - `state.rs`: the state database (slatedb): reads, scans and atomic commits; fencing; a
 //!   read-only view (slatedb's `DbReader`) for commands that must not fence the writer.
 
@@ -63,6 +65,7 @@ mod records;
 mod spool;
 mod state;
 mod state_gc;
+pub mod uri;
 mod verified;
 
 pub use blobs::{BlobInfo, Blobs};

@@ -130,10 +130,14 @@ fn resource_key(upstream: &str, uri: &str) -> String {
 /// wrote it (`http://H.example:80` and `http://h.example/` are one resource).
 pub fn slot_of(upstream: &str, uri: &str) -> u16 {
     use sha2::Digest;
-    let normalised = url::Url::parse(uri).ok().map(|mut u| {
-        u.set_fragment(None);
-        String::from(u)
-    });
+    // Most URIs are normalised already: hashed as they are, without a parse.
+    let normalised = match crate::uri::normal_http(uri) {
+        Some(_) => None,
+        None => url::Url::parse(uri).ok().map(|mut u| {
+            u.set_fragment(None);
+            String::from(u)
+        }),
+    };
     let uri = normalised.as_deref().unwrap_or(uri);
     let mut h = sha2::Sha256::new();
     h.update(upstream.as_bytes());
