@@ -317,6 +317,13 @@ mod tests {
             "[::1]",
             "ex%41mple.org",
             "éxample.org",
+            "-a.example",
+            "a-.example",
+            "ab--c.example",
+            "x.-",
+            "a.b.c.d.e.f.g.h",
+            "0.0.0.0",
+            "1.2.3.4.5",
         ];
         const PORTS: &[&str] = &[
             "", ":8080", ":0", ":65535", ":80", ":443", ":65536", ":", ":08",
