@@ -95,7 +95,7 @@ pub fn venv_bin(name: &str) -> Result<PathBuf> {
 
 /// This checkout's root directory (the workspace, parent of `tests/`).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"))
         .parent()
         .expect("tests/ has a parent")
         .to_path_buf()
@@ -116,7 +116,7 @@ pub(crate) fn peer_script(var: &str, name: &str, what: &str) -> Result<PathBuf> 
 
 /// `tests/fixtures/` of this checkout.
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("fixtures")
 }
 
 /// A prefix no other test of this run (nor of an earlier run) uses: `NAME-PID-NANOS-N`,

@@ -18,7 +18,7 @@ fn rsagg(args: &[&str]) -> Output {
 }
 
 fn pipelines_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../pipelines")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("../../pipelines")
 }
 
 #[test]

@@ -14,7 +14,7 @@ fn rsagg(args: &[&str]) -> Output {
 }
 
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"))
         .join("../../tests/fixtures")
         .join(rel)
 }

@@ -5,7 +5,7 @@ use rsagg_oai::{DeletedRecord, Granularity, Request, Response, parse};
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!(
         "{}/tests/fixtures/{name}",
-        env!("CARGO_MANIFEST_DIR")
+        std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")
     ))
     .unwrap()
 }

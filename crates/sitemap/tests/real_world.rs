@@ -11,7 +11,7 @@ use rsagg_model::{
 use rsagg_sitemap::{Document, ReadOptions, read_document, writer};
 
 fn fixture(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let p = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"))
         .join("../../tests/fixtures/real-world")
         .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))

@@ -8,7 +8,8 @@ use rsagg_model::Mode;
 use rsagg_sitemap::{Error, ReadOptions, SyncReader};
 
 fn fixtures() -> Vec<(String, Vec<u8>)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"))
+        .join("../../tests/fixtures");
     let mut out = Vec::new();
     for dir in ["spec-1.1", "notification-1.0.1"] {
         for e in std::fs::read_dir(root.join(dir)).unwrap() {

@@ -6,7 +6,8 @@ use rsagg_model::{Header, Mode, UrlEntry};
 use rsagg_sitemap::{DocumentWriter, ReadOptions, SyncReader};
 
 fn fixtures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"))
+        .join("../../tests/fixtures");
     let mut files = Vec::new();
     for dir in ["spec-1.1", "notification-1.0.1"] {
         for e in std::fs::read_dir(root.join(dir)).unwrap() {
@@ -113,7 +114,7 @@ async fn async_reader_matches_sync_reader() {
 #[tokio::test]
 async fn blocking_input_matches_async_input() {
     use rsagg_sitemap::DocumentReader;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let path = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"))
         .join("../../tests/fixtures/spec-1.1/resourcesync_ex_23.xml");
     let bytes = std::fs::read(&path).unwrap();
     let (h1, e1) = read_all(&bytes, "sync").await;

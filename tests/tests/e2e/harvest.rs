@@ -2328,7 +2328,7 @@ fn loopback_upstream_is_refused_without_allow_private() -> Result<()> {
 
 /// A real-world fixture with its URIs moved to `site`.
 fn real_world(site: &Site, name: &str) -> Result<String> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    let p = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"))
         .join("fixtures/real-world")
         .join(name);
     Ok(std::fs::read_to_string(&p)
