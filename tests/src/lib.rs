@@ -116,7 +116,7 @@ pub(crate) fn peer_script(var: &str, name: &str, what: &str) -> Result<PathBuf> 
 
 /// `tests/fixtures/` of this checkout.
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("fixtures")
+    repo_root().join("tests/fixtures")
 }
 
 /// A prefix no other test of this run (nor of an earlier run) uses: `NAME-PID-NANOS-N`,

@@ -14,7 +14,7 @@
 //!
 //! Run: `cargo test -p rsagg-e2e --test e2e deploy::`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail, ensure};
 use axum::body::Body;
@@ -23,7 +23,7 @@ use tower::ServiceExt;
 
 /// `deploy/k8s` of this repository.
 fn k8s_dir() -> PathBuf {
-    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("../deploy/k8s")
+    rsagg_e2e::repo_root().join("deploy/k8s")
 }
 
 /// Every `*.yaml` of `deploy/k8s`, with its text, sorted by name.
@@ -388,7 +388,7 @@ const EXAMPLE_IMAGE: &str = "registry.example.org/rsagg@sha256:00000000000000000
 
 /// `python3 scripts/gen-deploy.py ARGS`: exit code, standard output, standard error.
 fn gen_deploy(args: &[&str]) -> Result<(i32, String, String)> {
-    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("..");
+    let root = rsagg_e2e::repo_root();
     let out = std::process::Command::new("python3")
         .arg(root.join("scripts/gen-deploy.py"))
         .args(args)
@@ -458,8 +458,7 @@ fn templates(items: &[serde_json::Value]) -> Vec<(String, &serde_json::Value)> {
 /// exactly the pods they are for. (Their schemas: `scripts/deploy-check.sh`.)
 #[tokio::test]
 async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
-    let dir =
-        Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("../pipelines");
+    let dir = rsagg_e2e::repo_root().join("pipelines");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
@@ -688,8 +687,7 @@ async fn generated_manifests_deploy_each_pipeline_file() -> Result<()> {
 /// and `serve` serves the same directory.
 #[test]
 fn a_directory_becomes_an_indexed_job_of_shards() -> Result<()> {
-    let dir =
-        Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("../pipelines");
+    let dir = rsagg_e2e::repo_root().join("pipelines");
     let d = dir.to_str().context("path")?;
     let (code, out, err) = gen_deploy(&[
         d,

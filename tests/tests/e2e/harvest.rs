@@ -2328,9 +2328,7 @@ fn loopback_upstream_is_refused_without_allow_private() -> Result<()> {
 
 /// A real-world fixture with its URIs moved to `site`.
 fn real_world(site: &Site, name: &str) -> Result<String> {
-    let p = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"))
-        .join("fixtures/real-world")
-        .join(name);
+    let p = rsagg_e2e::fixtures_dir().join("real-world").join(name);
     Ok(std::fs::read_to_string(&p)
         .with_context(|| p.display().to_string())?
         .replace("http://upstream.example.org", &site.fx.base_url()))

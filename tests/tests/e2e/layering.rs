@@ -82,7 +82,7 @@ fn cycle(g: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<Stri
 
 #[test]
 fn no_crate_has_a_module_import_cycle() {
-    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("..");
+    let root = rsagg_e2e::repo_root();
     let mut dirs: Vec<_> = std::fs::read_dir(root.join("crates"))
         .unwrap()
         .filter_map(Result::ok)
@@ -185,7 +185,7 @@ fn documented_dependencies(doc: &str) -> Vec<(String, BTreeSet<String>)> {
 /// shows that dependencies point one way).
 #[test]
 fn the_documented_crate_dependencies_are_the_cargo_ones() {
-    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")).join("..");
+    let root = rsagg_e2e::repo_root();
     let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
     let documented = documented_dependencies(&doc);
     let mut actual = crate_dependencies(&root);
