@@ -366,7 +366,7 @@ pub(crate) fn machine() -> String {
 /// `rsagg-bench docs`.
 pub fn run(a: DocsArgs) -> anyhow::Result<()> {
     let me = std::env::current_exe()?;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/resync_docbench.py");
+    let script = crate::py_script("resync_docbench.py");
     let python = a.python.clone().unwrap_or_else(default_python);
     if !a.skip_resync && !python.exists() {
         bail!(

@@ -95,6 +95,17 @@ enum Command {
     HarvestPut(harvest::PutArgs),
 }
 
+/// `py/{name}` of this crate: under the directory `cargo run` gives at run time, else the
+/// one compiled in (a binary run by hand). Several clones may share one target directory, and
+/// then the compiled-in directory can be another clone's.
+pub(crate) fn py_script(name: &str) -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+        .join("py")
+        .join(name)
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_current_thread()

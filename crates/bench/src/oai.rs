@@ -703,7 +703,7 @@ pub fn run(a: OaiArgs) -> anyhow::Result<()> {
             python.display()
         );
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/sickle_harvest.py");
+    let script = crate::py_script("sickle_harvest.py");
     let work = match &a.dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("rsagg-bench-oai-{}", std::process::id())),
