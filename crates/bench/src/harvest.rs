@@ -725,13 +725,12 @@ impl RsaggRun<'_> {
         let pipeline = self.work.join(format!("pipeline-{label}.toml"));
         std::fs::write(
             &pipeline,
-            format!(
-                "[collection]\nname = \"bench\"\nbase_url = \"http://127.0.0.1:9/bench/\"\n\n\
-                 [store]\nurl = \"{store}\"\n{}\n\n\
-                 [[upstream]]\nname = \"up\"\nurl = \"{}/.well-known/resourcesync\"\nallow_private = true\n\n{}\n",
-                self.store_extra.unwrap_or(""),
+            crate::single_upstream_pipeline(
+                "bench",
+                store,
                 self.base,
-                self.extra.unwrap_or("")
+                self.store_extra,
+                self.extra,
             ),
         )?;
         let mut cmd = Command::new(self.bin);

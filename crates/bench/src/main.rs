@@ -106,6 +106,25 @@ pub(crate) fn py_script(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
+/// The pipeline file of the `harvest` and `scale` runs: collection `name` into the store at
+/// `store_url`, one upstream `up` discovered at `upstream_base`, `store_extra` lines added to
+/// `[store]` and `extra` TOML after the upstream.
+pub(crate) fn single_upstream_pipeline(
+    name: &str,
+    store_url: &str,
+    upstream_base: &str,
+    store_extra: Option<&str>,
+    extra: Option<&str>,
+) -> String {
+    format!(
+        "[collection]\nname = \"{name}\"\nbase_url = \"http://127.0.0.1:9/{name}/\"\n\n\
+         [store]\nurl = \"{store_url}\"\n{}\n\n\
+         [[upstream]]\nname = \"up\"\nurl = \"{upstream_base}/.well-known/resourcesync\"\nallow_private = true\n\n{}\n",
+        store_extra.unwrap_or(""),
+        extra.unwrap_or("")
+    )
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_current_thread()

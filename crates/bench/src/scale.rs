@@ -757,12 +757,12 @@ fn series(
         let path = work.join(format!("pipeline-{name}.toml"));
         std::fs::write(
             &path,
-            format!(
-                "[collection]\nname = \"scale\"\nbase_url = \"http://127.0.0.1:9/scale/\"\n\n\
-                 [store]\nurl = \"{url}\"\n{}\n\n\
-                 [[upstream]]\nname = \"up\"\nurl = \"{base}/.well-known/resourcesync\"\nallow_private = true\n\n{}\n",
-                a.store_extra.as_deref().unwrap_or(""),
-                a.pipeline_extra.as_deref().unwrap_or("")
+            crate::single_upstream_pipeline(
+                "scale",
+                url,
+                &base,
+                a.store_extra.as_deref(),
+                a.pipeline_extra.as_deref(),
             ),
         )?;
         Ok(path)
