@@ -7,8 +7,8 @@
 //! each document, list entry and body from its path, so N = 10^7 needs no file per
 //! resource), or files served by nginx (`--upstream files`, up to ~10^6); a baseline; then `--incremental` rounds, each of `--updates` scattered updates,
 //! `--creates` creations and `--deletes` deletions appended to the upstream's Change List;
-//! then a run with no change. Every run is a fresh `rsagg run --once` process (as a CronJob
-//! starts it), on a `file://` store in the working directory (put it on tmpfs) and on
+//! then a run with no change, then a forced blob garbage collection (`rsagg gc --force`,
+//! unless `--skip-gc`). Every run is a fresh `rsagg` process (as a CronJob starts it), on a `file://` store in the working directory (put it on tmpfs) and on
 //! SeaweedFS. Per run it prints wall and CPU seconds and peak RSS (GNU time), the seconds of
 //! each publish step, the object-store requests by kind and the bytes read and written (the
 //! run report's `store`, counted by rsagg's own `CountedStore`), and after the baseline the
@@ -108,6 +108,11 @@ pub struct ScaleArgs {
     /// minutes, and its own spread is a few percent).
     #[arg(long, default_value_t = 3)]
     reference_baselines: usize,
+    /// Skip the forced blob garbage collection (`rsagg gc --force`, a fresh process) measured
+    /// at each N after the other runs: what a pipeline does once a `gc_interval` (a day by
+    /// default), listing every blob and reading every record.
+    #[arg(long)]
+    skip_gc: bool,
 }
 
 /// Sizes up to this many resources are baseline references ([`ScaleArgs::reference_baselines`]).
@@ -541,14 +546,36 @@ fn run_rsagg(
     label: &str,
     work: &Path,
 ) -> anyhow::Result<RunFigures> {
+    rsagg_command(
+        bin,
+        "run",
+        pipeline,
+        &["--once", "--json"],
+        env,
+        label,
+        work,
+    )
+}
+
+/// One measured `rsagg {command} {pipeline} {flags}` whose last line on stdout is its JSON
+/// report.
+fn rsagg_command(
+    bin: &Path,
+    command: &str,
+    pipeline: &Path,
+    flags: &[&str],
+    env: &[(String, String)],
+    label: &str,
+    work: &Path,
+) -> anyhow::Result<RunFigures> {
     let times = work.join(format!("{label}.time"));
     let out = Command::new("/usr/bin/time")
         .args(["-f", "%e %U %S %M", "-o"])
         .arg(&times)
         .arg(bin)
-        .arg("run")
+        .arg(command)
         .arg(pipeline)
-        .args(["--once", "--json"])
+        .args(flags)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env_remove("AWS_SESSION_TOKEN")
         .env_remove("AWS_PROFILE")
@@ -561,7 +588,7 @@ fn run_rsagg(
     std::fs::write(work.join(format!("{label}.stderr")), &stderr)?;
     if !out.status.success() {
         bail!(
-            "rsagg run ({label}) failed: {}\nstdout: {}\nstderr (tail):\n{}",
+            "rsagg {command} ({label}) failed: {}\nstdout: {}\nstderr (tail):\n{}",
             out.status,
             tail(&stdout, 5),
             tail(&stderr, 30)
@@ -665,6 +692,8 @@ struct Series {
     baseline: RunFigures,
     incremental: Vec<RunFigures>,
     unchanged: RunFigures,
+    /// The forced blob garbage collection after the runs (`None` with `--skip-gc`).
+    gc: Option<RunFigures>,
     /// At reference sizes, the wall seconds of the extra baselines, each into a store of its
     /// own ([`extra_store_url`]).
     extra_walls: Vec<f64>,
@@ -674,6 +703,14 @@ impl Series {
     /// Baselines measured at this size.
     fn baselines(&self) -> usize {
         self.extra_walls.len() + 1
+    }
+
+    /// Every measured process of this size (the extra baselines aside).
+    fn runs(&self) -> impl Iterator<Item = &RunFigures> {
+        std::iter::once(&self.baseline)
+            .chain(&self.incremental)
+            .chain(std::iter::once(&self.unchanged))
+            .chain(&self.gc)
     }
 
     /// The median of the baselines' wall seconds.
@@ -832,7 +869,7 @@ fn series(
             )
         }))
         .collect();
-    let env = &traced[..];
+    let (env_untraced, env) = (env, &traced[..]);
     for r in 1..=a.incremental as u64 {
         round(r)?;
         let name = label(&format!("inc{r}"));
@@ -854,6 +891,30 @@ fn series(
         print_reads(&work.join(format!("{name}.stderr")));
     }
     s.unchanged = f;
+    if !a.skip_gc {
+        // Without the request trace: a collection lists and reads everything.
+        let f = rsagg_command(
+            bin,
+            "gc",
+            &pipeline,
+            &["--force", "--json"],
+            env_untraced,
+            &label("gc"),
+            work,
+        )?;
+        let gc = &f.report["gc"];
+        let scanned = gc["scanned"].as_u64().unwrap_or(0);
+        anyhow::ensure!(
+            f.report["collected"] == true && scanned >= n,
+            "rsagg gc --force ({store_name}, N={n}): expected a collection listing at least {n} blobs, got {}",
+            f.report
+        );
+        println!(
+            "{store_name:<7} {n:>9} {:<12} {:>7.2} {:>7.2} {:>7.1} | scanned {scanned}, kept {}, deleted {}",
+            "gc --force", f.wall, f.cpu, f.peak_mib, gc["kept"], gc["deleted"],
+        );
+        s.gc = Some(f);
+    }
     std::fs::remove_dir_all(&root).ok();
     Ok(s)
 }
@@ -939,11 +1000,7 @@ fn targets(store: &str, all: &[Series]) {
     );
     let peak = all
         .iter()
-        .flat_map(|s| {
-            std::iter::once(&s.baseline)
-                .chain(&s.incremental)
-                .chain(std::iter::once(&s.unchanged))
-        })
+        .flat_map(Series::runs)
         .map(|f| f.peak_mib)
         .fold(0.0, f64::max);
     println!("  peak RSS over every run: {peak:.0} MiB (target <= 512 MiB)");
@@ -962,11 +1019,7 @@ fn targets(store: &str, all: &[Series]) {
         ratio(per_res(large), per_res(reference))
     );
     for s in all {
-        let peak = std::iter::once(&s.baseline)
-            .chain(&s.incremental)
-            .chain(std::iter::once(&s.unchanged))
-            .map(|f| f.peak_mib)
-            .fold(0.0, f64::max);
+        let peak = s.runs().map(|f| f.peak_mib).fold(0.0, f64::max);
         println!(
             "  N={}: baseline {:.1} us per resource (median of {}), peak RSS {peak:.0} MiB",
             s.n,

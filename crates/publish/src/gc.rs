@@ -23,6 +23,11 @@
 //! Leftovers of abandoned multipart uploads under `blobs/tmp/` are deleted once older than
 //! `grace` too (younger ones may be uploads in progress).
 //!
+//! Memory does not grow with the collection: the references found in the records are written
+//! to local disk by the blob's fan-out directory (`blobs/sha256/{ab}/`, 16 bytes each), and the
+//! directories are swept one after the other, each against its own references only
+//! ([`References`]): 1/256 of them in memory at a time.
+//!
 //! The blob area belongs to one collection: every pipeline has a store URL of its own, so
 //! the records of this state are all that can refer to a blob in it.
 //!
@@ -36,7 +41,6 @@
 //! first collection when it is due; a status page reads it with [`read_meta`] (or
 //! [`last_report`]).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::TryStreamExt;
@@ -112,7 +116,7 @@ pub async fn collect(
             return Ok(None);
         }
     }
-    let referenced = referenced(state, objects, cfg.change_dumps).await?;
+    let mut referenced = referenced(state, objects, cfg.change_dumps).await?;
     let mut report = GcReport {
         scanned: 0,
         kept: 0,
@@ -120,8 +124,26 @@ pub async fn collect(
         bytes_freed: 0,
         at,
     };
-    let unreferenced = |m: &ObjectMeta| address(m).is_some_and(|a| !referenced.contains(&a));
-    sweep(objects, BLOBS, unreferenced, cfg.grace, &mut report).await?;
+    // One fan-out directory at a time, with only the references into it in memory.
+    let top = objects
+        .list_with_delimiter(Some(&Path::from(BLOBS)))
+        .await
+        .map_err(|e| Error::from(rsagg_store::Error::object_store(BLOBS, e)))?;
+    // Objects beside the directories are no blob rsagg wrote: listed and kept.
+    report.scanned += top.objects.len() as u64;
+    report.kept += top.objects.len() as u64;
+    for dir in top.common_prefixes {
+        let Some(fan) = dir.filename().and_then(fan_of) else {
+            // Not a fan-out directory: whatever it holds is kept.
+            sweep(objects, dir.as_ref(), |_| false, cfg.grace, &mut report).await?;
+            continue;
+        };
+        let into = referenced.fan(fan)?;
+        // An address in the wrong directory is not where rsagg puts a blob: kept.
+        let unreferenced =
+            |m: &ObjectMeta| address(m).is_some_and(|a| a[0] == fan && !into.contains(&a));
+        sweep(objects, dir.as_ref(), unreferenced, cfg.grace, &mut report).await?;
+    }
     sweep(objects, BLOBS_TMP, |_| true, cfg.grace, &mut report).await?;
     let meta = GcMeta {
         last: Some(report.clone()),
@@ -175,25 +197,24 @@ async fn sweep(
     Ok(())
 }
 
-/// The SHA-256 of every blob something refers to (see the module documentation).
-///
-/// Memory: 32 bytes per referenced blob (plus the hash set's overhead, under as much again),
-/// so about 64 MB for a million resources; the records themselves are streamed.
+/// The SHA-256 of every blob something refers to (see the module documentation), written
+/// out by fan-out directory ([`References`]); the records themselves are streamed.
 async fn referenced(
     state: &State,
     objects: &Arc<dyn ObjectStore>,
     change_dumps: bool,
-) -> Result<HashSet<[u8; 32]>, Error> {
+) -> Result<References, Error> {
     let lists: Option<ChangeListsMeta> = get_json(objects.as_ref(), CHANGE_LISTS_META).await?;
     // Before the first Change List publish every change is still to be listed.
     let listed_from = lists.as_ref().and_then(first_listed_seq).unwrap_or(1);
-    let mut set = HashSet::new();
+    let mut set = References::new()?;
     let mut add = |hex: &str| match decode(hex) {
-        Some(a) => {
-            set.insert(a);
-        }
+        Some(a) => set.add(&a),
         // Such a name matches no blob address, so nothing is deleted because of it.
-        None => tracing::warn!(sha256 = hex, "a record names a malformed blob address"),
+        None => {
+            tracing::warn!(sha256 = hex, "a record names a malformed blob address");
+            Ok(())
+        }
     };
     let mut records = state.all_resources().await?;
     while let Some(r) = records.next().await? {
@@ -202,13 +223,13 @@ async fn referenced(
             ResourceStatus::Deleted => r.seq >= listed_from,
         };
         if let Some(copy) = r.copy.as_ref().filter(|_| keep) {
-            add(&copy.sha256);
+            add(&copy.sha256)?;
         }
     }
     let mut quarantine = state.quarantine().await?;
     while let Some(q) = quarantine.next().await? {
         if let Some(blob) = &q.blob {
-            add(blob);
+            add(blob)?;
         }
     }
     if change_dumps {
@@ -220,11 +241,116 @@ async fn referenced(
         let mut log = state.log(from).await?;
         while let Some(e) = log.next().await? {
             if let Some(copy) = e.copy.as_ref().filter(|_| e.change != Change::Deleted) {
-                add(&copy.sha256);
+                add(&copy.sha256)?;
             }
         }
     }
     Ok(set)
+}
+
+/// The addresses of the blobs something refers to, by fan-out directory (the first byte of
+/// the address: `blobs/sha256/{ab}/`, [`rsagg_store::Blobs::path`]), so that the sweep holds
+/// one directory's references in memory at a time rather than a set of the whole collection
+/// (32 bytes and more per resource: 640 MB at 10^7, several GB at 10^8, once a day).
+///
+/// While the records are read, each address goes to the file of its directory, in a
+/// temporary directory on local disk (`TMPDIR`, as the baseline's seen URIs): 16 bytes each,
+/// the 128 bits after the first byte. Memory: a write buffer per directory written to (256 ×
+/// 8 KiB), then one directory's references (sorted, 1/256 of them: under 7 MB at 10^8) and its
+/// file's bytes while they are read. Local disk: 16 bytes per reference (160 MB at 10^7).
+/// Keeping 128 bits of the 248 that are not the directory's can only err one way: a blob
+/// nothing refers to whose bits match a referenced one's (odds of 2^-128 per pair) is kept,
+/// never the reverse.
+struct References {
+    dir: tempfile::TempDir,
+    files: Vec<Option<std::io::BufWriter<std::fs::File>>>,
+}
+
+impl References {
+    fn new() -> Result<References, Error> {
+        let dir = tempfile::Builder::new()
+            .prefix("rsagg-gc-")
+            .tempdir()
+            .map_err(|source| Error::Io {
+                what: "creating a temporary directory for the blob references".into(),
+                source,
+            })?;
+        Ok(References {
+            dir,
+            files: (0..256).map(|_| None).collect(),
+        })
+    }
+
+    fn path(&self, fan: u8) -> std::path::PathBuf {
+        self.dir.path().join(format!("{fan:02x}"))
+    }
+
+    /// Notes a reference to the blob at `address`.
+    fn add(&mut self, address: &[u8; 32]) -> Result<(), Error> {
+        use std::io::Write;
+        let fan = address[0];
+        let slot = usize::from(fan);
+        if self.files[slot].is_none() {
+            let file = std::fs::File::create_new(self.path(fan))
+                .map_err(|source| self.io_error(fan, source))?;
+            self.files[slot] = Some(std::io::BufWriter::new(file));
+        }
+        let written = match &mut self.files[slot] {
+            Some(file) => file.write_all(&address[1..17]),
+            None => Ok(()),
+        };
+        written.map_err(|source| self.io_error(fan, source))
+    }
+
+    /// The references into directory `fan`, for [`Fan::contains`].
+    fn fan(&mut self, fan: u8) -> Result<Fan, Error> {
+        use std::io::Write;
+        let Some(file) = &mut self.files[usize::from(fan)] else {
+            return Ok(Fan(Vec::new()));
+        };
+        let flushed = file.flush();
+        flushed.map_err(|source| self.io_error(fan, source))?;
+        let bytes = std::fs::read(self.path(fan)).map_err(|source| self.io_error(fan, source))?;
+        let mut keys: Vec<u128> = bytes
+            .chunks_exact(16)
+            .map(|k| u128::from_be_bytes(k.try_into().expect("16 bytes")))
+            .collect();
+        drop(bytes);
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(Fan(keys))
+    }
+
+    fn io_error(&self, fan: u8, source: std::io::Error) -> Error {
+        Error::Io {
+            what: format!(
+                "writing the blob references of directory {fan:02x} to {}",
+                self.path(fan).display()
+            ),
+            source,
+        }
+    }
+}
+
+/// The references into one fan-out directory, sorted.
+struct Fan(Vec<u128>);
+
+impl Fan {
+    /// Whether something refers to the blob at `address` (an address of this directory).
+    fn contains(&self, address: &[u8; 32]) -> bool {
+        let key = u128::from_be_bytes(address[1..17].try_into().expect("16 bytes"));
+        self.0.binary_search(&key).is_ok()
+    }
+}
+
+/// The byte a fan-out directory's name stands for (two hex digits), `None` for any other name.
+fn fan_of(name: &str) -> Option<u8> {
+    let name = name.as_bytes();
+    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    match name {
+        [hi, lo] => Some(nibble(*hi)? << 4 | nibble(*lo)?),
+        _ => None,
+    }
 }
 
 /// The address of a blob object (its file name: 64 hex digits); `None` for anything else,
@@ -388,6 +514,59 @@ mod tests {
         assert_eq!(last_report(&f.objects).await.unwrap(), Some(r));
     }
 
+    /// Blobs in every fan-out directory: each directory is swept with its own references
+    /// only, and none is taken for another's (on both kinds of store).
+    #[tokio::test]
+    async fn every_fan_out_directory_is_swept_against_its_own_references() {
+        for f in [fixture().await, file_fixture().await] {
+            let names: Vec<String> = (0..600).map(|i| format!("r{i}")).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let kept: Vec<String> = f
+                .create(&names)
+                .await
+                .into_iter()
+                .map(|e| e.copy.unwrap().sha256)
+                .collect();
+            let mut orphans = Vec::new();
+            for _ in 0..600 {
+                orphans.push(f.blob().await.sha256);
+            }
+            let fans = |shas: &[String]| {
+                shas.iter()
+                    .map(|s| s[..2].to_owned())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+            };
+            // 600 addresses leave about one fan-out directory in ten without any.
+            assert!(fans(&kept) > 200 && fans(&orphans) > 200);
+            // An address filed in another directory than its own is not rsagg's: kept.
+            let stray = format!(
+                "{}{}",
+                if kept[0].starts_with("00") {
+                    "01"
+                } else {
+                    "00"
+                },
+                &kept[0][2..]
+            );
+            put(&f, &format!("blobs/sha256/{}/{stray}", &kept[0][..2]), b"x").await;
+
+            let r = collect_now(&f, Duration::ZERO).await;
+            assert_eq!((r.scanned, r.kept, r.deleted), (1201, 601, 600));
+            for sha in &kept {
+                assert!(exists(&f, sha).await, "referenced {sha}");
+            }
+            for sha in &orphans {
+                assert!(!exists(&f, sha).await, "orphan {sha}");
+            }
+            assert!(
+                f.get(&format!("blobs/sha256/{}/{stray}", &kept[0][..2]))
+                    .await
+                    .is_some()
+            );
+        }
+    }
+
     #[tokio::test]
     async fn a_deleted_copy_stays_while_a_retained_change_list_lists_the_deletion() {
         let f = fixture().await;
@@ -549,6 +728,16 @@ mod tests {
         .unwrap();
         let back: GcMeta = serde_json::from_slice(&scheduled).unwrap();
         assert_eq!((back.last, back.first_due), (None, Some(due)));
+    }
+
+    #[test]
+    fn fan_out_directories_are_two_hex_digits() {
+        assert_eq!(fan_of("ab"), Some(0xab));
+        assert_eq!(fan_of("0F"), Some(0x0f));
+        assert_eq!(
+            (fan_of("zz"), fan_of("abc"), fan_of("a")),
+            (None, None, None)
+        );
     }
 
     #[test]
