@@ -281,36 +281,33 @@ impl References {
         })
     }
 
-    fn path(&self, fan: u8) -> std::path::PathBuf {
-        self.dir.path().join(format!("{fan:02x}"))
-    }
-
     /// Notes a reference to the blob at `address`.
     fn add(&mut self, address: &[u8; 32]) -> Result<(), Error> {
         use std::io::Write;
-        let fan = address[0];
-        let slot = usize::from(fan);
-        if self.files[slot].is_none() {
-            let file = std::fs::File::create_new(self.path(fan))
-                .map_err(|source| self.io_error(fan, source))?;
-            self.files[slot] = Some(std::io::BufWriter::new(file));
-        }
-        let written = match &mut self.files[slot] {
-            Some(file) => file.write_all(&address[1..17]),
-            None => Ok(()),
+        let (dir, fan) = (self.dir.path(), address[0]);
+        let file = match &mut self.files[usize::from(fan)] {
+            Some(file) => file,
+            slot @ None => {
+                let file = std::fs::File::create_new(fan_file(dir, fan))
+                    .map_err(|source| io_error(dir, fan, source))?;
+                slot.insert(std::io::BufWriter::new(file))
+            }
         };
-        written.map_err(|source| self.io_error(fan, source))
+        let written = file.write_all(&address[1..17]);
+        written.map_err(|source| io_error(dir, fan, source))
     }
 
     /// The references into directory `fan`, for [`Fan::contains`].
     fn fan(&mut self, fan: u8) -> Result<Fan, Error> {
         use std::io::Write;
+        let dir = self.dir.path();
         let Some(file) = &mut self.files[usize::from(fan)] else {
             return Ok(Fan(Vec::new()));
         };
         let flushed = file.flush();
-        flushed.map_err(|source| self.io_error(fan, source))?;
-        let bytes = std::fs::read(self.path(fan)).map_err(|source| self.io_error(fan, source))?;
+        flushed.map_err(|source| io_error(dir, fan, source))?;
+        let bytes =
+            std::fs::read(fan_file(dir, fan)).map_err(|source| io_error(dir, fan, source))?;
         let mut keys: Vec<u128> = bytes
             .chunks_exact(16)
             .map(|k| u128::from_be_bytes(k.try_into().expect("16 bytes")))
@@ -320,15 +317,20 @@ impl References {
         keys.dedup();
         Ok(Fan(keys))
     }
+}
 
-    fn io_error(&self, fan: u8, source: std::io::Error) -> Error {
-        Error::Io {
-            what: format!(
-                "writing the blob references of directory {fan:02x} to {}",
-                self.path(fan).display()
-            ),
-            source,
-        }
+/// The file of directory `fan`'s references in `dir`.
+fn fan_file(dir: &std::path::Path, fan: u8) -> std::path::PathBuf {
+    dir.join(format!("{fan:02x}"))
+}
+
+fn io_error(dir: &std::path::Path, fan: u8, source: std::io::Error) -> Error {
+    Error::Io {
+        what: format!(
+            "writing the blob references of directory {fan:02x} to {}",
+            fan_file(dir, fan).display()
+        ),
+        source,
     }
 }
 
