@@ -8,8 +8,8 @@
 //! resource), or files served by nginx (`--upstream files`, up to ~10^6); a baseline; then `--incremental` rounds, each of `--updates` scattered updates,
 //! `--creates` creations and `--deletes` deletions appended to the upstream's Change List;
 //! then a run with no change, then a forced blob garbage collection (`rsagg gc --force`,
-//! unless `--skip-gc`). Every run is a fresh `rsagg` process (as a CronJob starts it), on a `file://` store in the working directory (put it on tmpfs) and on
-//! SeaweedFS. Per run it prints wall and CPU seconds and peak RSS (GNU time), the seconds of
+//! unless `--skip-gc`). Every run is a fresh `rsagg` process (as a CronJob starts it), on a
+//! `file://` store in the working directory (put it on tmpfs) and on SeaweedFS. Per run it prints wall and CPU seconds and peak RSS (GNU time), the seconds of
 //! each publish step, the object-store requests by kind and the bytes read and written (the
 //! run report's `store`, counted by rsagg's own `CountedStore`), and after the baseline the
 //! bytes stored per byte harvested. The targets of issue 14 are printed as ratios between
@@ -713,6 +713,11 @@ impl Series {
             .chain(&self.gc)
     }
 
+    /// The highest peak RSS of [`Series::runs`].
+    fn peak_mib(&self) -> f64 {
+        self.runs().map(|f| f.peak_mib).fold(0.0, f64::max)
+    }
+
     /// The median of the baselines' wall seconds.
     fn baseline_wall(&self) -> f64 {
         let mut v = self.extra_walls.clone();
@@ -998,11 +1003,7 @@ fn targets(store: &str, all: &[Series]) {
         per_res(small) * 1e6,
         ratio(per_res(large), per_res(small))
     );
-    let peak = all
-        .iter()
-        .flat_map(Series::runs)
-        .map(|f| f.peak_mib)
-        .fold(0.0, f64::max);
+    let peak = all.iter().map(Series::peak_mib).fold(0.0, f64::max);
     println!("  peak RSS over every run: {peak:.0} MiB (target <= 512 MiB)");
     // Issue 24: absolute targets at the largest N, its baseline against 10^5's (10^4 is
     // dominated by fixed costs) when this run measured 10^5, else against the smallest N.
@@ -1019,7 +1020,7 @@ fn targets(store: &str, all: &[Series]) {
         ratio(per_res(large), per_res(reference))
     );
     for s in all {
-        let peak = s.runs().map(|f| f.peak_mib).fold(0.0, f64::max);
+        let peak = s.peak_mib();
         println!(
             "  N={}: baseline {:.1} us per resource (median of {}), peak RSS {peak:.0} MiB",
             s.n,

@@ -644,13 +644,16 @@ mod tests {
             .unwrap()
     }
 
+    /// `tests/fixtures/{rel}` of the workspace (the directory cargo gives at run time: a
+    /// target directory shared by several clones may hold another clone's compiled-in one).
+    fn fixture(rel: &str) -> Vec<u8> {
+        let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
+        std::fs::read(format!("{manifest}/../../tests/fixtures/{rel}")).unwrap()
+    }
+
     #[tokio::test]
     async fn reads_the_channel_of_cn_example_7() {
-        let path = format!(
-            "{}/../../tests/fixtures/notification-1.0.1/cn_ex_7.xml",
-            std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")
-        );
-        let xml = std::fs::read(path).unwrap();
+        let xml = fixture("notification-1.0.1/cn_ex_7.xml");
         let set = capability_list(&xml, "http://example.com/dataset1/capabilitylist.xml").await;
         let channel = set.notification().expect("a channel");
         assert_eq!(
@@ -682,11 +685,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_change_list_archive_stands_for_the_change_list_with_a_warning() {
-        let path = format!(
-            "{}/../../tests/fixtures/real-world/capabilitylist.xml",
-            std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo")
-        );
-        let xml = std::fs::read(path).unwrap();
+        let xml = fixture("real-world/capabilitylist.xml");
         let url = Url::parse("http://upstream.example.org/capabilitylist.xml").unwrap();
         let opts = ReadOptions::new(Mode::Lenient, url.to_string());
         let mut reader = DocumentReader::open_blocking(std::io::Cursor::new(xml), opts)

@@ -294,7 +294,7 @@ impl References {
                 slot.insert(std::io::BufWriter::new(file))
             }
         };
-        let written = file.write_all(&address[1..17]);
+        let written = file.write_all(&key(address).to_be_bytes());
         written.map_err(|source| io_error(dir, fan, source))
     }
 
@@ -328,7 +328,7 @@ fn fan_file(dir: &std::path::Path, fan: u8) -> std::path::PathBuf {
 fn io_error(dir: &std::path::Path, fan: u8, source: std::io::Error) -> Error {
     Error::Io {
         what: format!(
-            "writing the blob references of directory {fan:02x} to {}",
+            "the blob references of directory {fan:02x} in {}",
             fan_file(dir, fan).display()
         ),
         source,
@@ -341,19 +341,29 @@ struct Fan(Vec<u128>);
 impl Fan {
     /// Whether something refers to the blob at `address` (an address of this directory).
     fn contains(&self, address: &[u8; 32]) -> bool {
-        let key = u128::from_be_bytes(address[1..17].try_into().expect("16 bytes"));
-        self.0.binary_search(&key).is_ok()
+        self.0.binary_search(&key(address)).is_ok()
     }
+}
+
+/// What [`References`] keeps of an address: the 128 bits after its directory's byte.
+fn key(address: &[u8; 32]) -> u128 {
+    let mut bits = [0u8; 16];
+    bits.copy_from_slice(&address[1..17]);
+    u128::from_be_bytes(bits)
 }
 
 /// The byte a fan-out directory's name stands for (two hex digits), `None` for any other name.
 fn fan_of(name: &str) -> Option<u8> {
-    let name = name.as_bytes();
-    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    match name {
-        [hi, lo] => Some(nibble(*hi)? << 4 | nibble(*lo)?),
+    match name.as_bytes() {
+        [hi, lo] => hex_byte(*hi, *lo),
         _ => None,
     }
+}
+
+/// Two hex digits (either case) as a byte.
+fn hex_byte(hi: u8, lo: u8) -> Option<u8> {
+    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    Some(nibble(hi)? << 4 | nibble(lo)?)
 }
 
 /// The address of a blob object (its file name: 64 hex digits); `None` for anything else,
@@ -368,10 +378,9 @@ fn decode(hex: &str) -> Option<[u8; 32]> {
     if hex.len() != 64 {
         return None;
     }
-    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
     let mut out = [0u8; 32];
     for (i, pair) in hex.chunks_exact(2).enumerate() {
-        out[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
+        out[i] = hex_byte(pair[0], pair[1])?;
     }
     Some(out)
 }
