@@ -55,8 +55,7 @@ use crate::seen::{Seen, key};
 pub(crate) const MAX_LATER_URIS: usize = crate::incremental::MAX_CHANGES_PER_LIST;
 
 /// The last change of each resource after a Resource List's `at` (see the module
-/// documentation).
-#[derive(Default)]
+/// documentation), or after a checkpoint (`rsagg run --dry-run`'s incremental plan).
 pub(crate) struct Later {
     /// URI digest → (instant of its last change, position in reading order, the change
     /// entry when kept); only for the operator commands (`keep`).
@@ -71,12 +70,42 @@ pub(crate) struct Later {
     /// The instant of the last change read (an entry without a time takes it, as
     /// `compare::in_order` orders them).
     previous: Option<W3cDateTime>,
+    /// Resources whose entries are held at most ([`MAX_LATER_URIS`]; smaller in tests).
+    cap: usize,
+    /// After what the changes are (for the error past `cap`).
+    after: &'static str,
+}
+
+impl Default for Later {
+    fn default() -> Later {
+        Later {
+            last: HashMap::new(),
+            seen: None,
+            position: 0,
+            keep: false,
+            previous: None,
+            cap: MAX_LATER_URIS,
+            after: "the Resource List's `at`",
+        }
+    }
 }
 
 impl Later {
     /// No change after the list (a set without a Change List).
     pub(crate) fn none() -> Later {
         Later::default()
+    }
+
+    /// The last change of each resource after a checkpoint, entries kept, as
+    /// `rsagg run --dry-run` plans an incremental pass: over every list after the checkpoint
+    /// at most [`MAX_LATER_URIS`] resources, as for a Resource List's `at` (the run itself
+    /// holds one list at a time).
+    pub(crate) fn after_checkpoint() -> Later {
+        Later {
+            keep: true,
+            after: "the checkpoint",
+            ..Later::default()
+        }
     }
 
     /// How many resources a later change concerns.
@@ -131,7 +160,12 @@ impl Later {
 
     /// Notes a change at `t` read from `list`; a later one of the same URI (by instant, then
     /// reading order, as `compare::in_order` orders a list) replaces it.
-    fn note(&mut self, list: &Url, t: Option<W3cDateTime>, e: UrlEntry) -> Result<(), Error> {
+    pub(crate) fn note(
+        &mut self,
+        list: &Url,
+        t: Option<W3cDateTime>,
+        e: UrlEntry,
+    ) -> Result<(), Error> {
         let pos = self.position;
         self.position += 1;
         if let Some((upstream, seen)) = &mut self.seen {
@@ -141,12 +175,13 @@ impl Later {
         let digest = uri_digest(e.loc.trim());
         let newer = match self.last.get(&digest) {
             None => {
-                if self.last.len() >= MAX_LATER_URIS {
+                if self.last.len() >= self.cap {
                     return Err(Error::Upstream {
                         url: list.to_string(),
                         section: "12.1",
                         message: format!(
-                            "more than {MAX_LATER_URIS} resources changed after the Resource List's `at`"
+                            "more than {} resources changed after {}: not judged (at most that many are held)",
+                            self.cap, self.after
                         ),
                     });
                 }
@@ -347,6 +382,32 @@ mod tests {
             order,
             ["http://e.org/b", "http://e.org/a", "http://e.org/c"]
         );
+    }
+
+    #[test]
+    fn past_the_cap_the_changes_are_not_judged() {
+        let list = Url::parse("http://e.org/changelist.xml").unwrap();
+        let mut later = Later {
+            cap: 3,
+            ..Later::after_checkpoint()
+        };
+        for i in 0..3 {
+            let e = change(&format!("http://e.org/{i}"), Change::Updated, None);
+            later.note(&list, None, e).unwrap();
+        }
+        // A resource already held takes no room of its own.
+        later
+            .note(&list, None, change("http://e.org/1", Change::Deleted, None))
+            .unwrap();
+        assert_eq!(later.len(), 3);
+        let e = change("http://e.org/3", Change::Created, None);
+        let err = later.note(&list, None, e).unwrap_err().to_string();
+        assert!(
+            err.contains("more than 3 resources changed after the checkpoint"),
+            "{err}"
+        );
+        assert!(err.contains("http://e.org/changelist.xml"), "{err}");
+        assert_eq!(later.len(), 3);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! from the Resource List instead, with a note), and what the upstream answers (404s,
 //! mismatches, quarantine).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -323,9 +323,9 @@ async fn plan_set(
         Root::Sitemapindex => lists = lists_after(index_parts(&mut doc).await?, &cp),
     }
     // The changes after the checkpoint, the last of each URI winning (as the run applies
-    // them: earlier ones are superseded).
-    let mut last: HashMap<String, UrlEntry> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
+    // them: earlier ones are superseded); at most `MAX_LATER_URIS` resources over all the
+    // lists, as for the changes after a Resource List's `at`.
+    let mut later = Later::after_checkpoint();
     let mut gap_checked = false;
     for list in lists {
         let mut d = match first.take() {
@@ -350,12 +350,8 @@ async fn plan_set(
             }
         }
         for (t, e) in ordered {
-            if cp.covers(t.as_ref(), &seen_key(&e)) {
-                continue;
-            }
-            let uri = e.loc.trim().to_owned();
-            if last.insert(uri.clone(), e).is_none() {
-                order.push(uri);
+            if !cp.covers(t.as_ref(), &seen_key(&e)) {
+                later.note(&list, t, e)?;
             }
         }
     }
@@ -363,10 +359,10 @@ async fn plan_set(
         report,
         set,
         "incremental",
-        Some(format!("{} change(s) after the checkpoint", order.len())),
+        Some(format!("{} change(s) after the checkpoint", later.len())),
     );
-    for uri in order {
-        let Some(e) = last.remove(&uri) else { continue };
+    for e in later.into_entries() {
+        let uri = e.loc.trim().to_owned();
         let prior = h.ctx.state.resource(&h.up.name, &uri).await?;
         let action = change_action(&h.ctx, &e, prior.as_ref());
         report.plan(max, &h.up.name, uri, action);

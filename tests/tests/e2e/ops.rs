@@ -624,9 +624,9 @@ type Resources = Vec<(String, Vec<u8>)>;
 /// An upstream as most real Sources are: a Resource List made at [`T0`] naming `r0`..`r19`,
 /// then a Change List with changes after it: `n0`..`n4` created, `r0`..`r4` updated (the
 /// list still announces their old bytes, and has no `lastmod` that could explain the
-/// difference), `r5`..`r9` deleted (gone from the site). Returns the site and its current
-/// state (URI → bytes: `r0`..`r4` new, `r10`..`r19`, `n0`..`n4`).
-fn past_list() -> Result<(Site, Resources)> {
+/// difference), `r5`..`r9` deleted (gone from the site). Returns the site, its current
+/// state (URI → bytes: `r0`..`r4` new, `r10`..`r19`, `n0`..`n4`) and the Change List's items.
+fn past_list() -> Result<(Site, Resources, Vec<String>)> {
     let site = Site::new()?;
     site.source_description("/.well-known/resourcesync", &["/capabilitylist.xml"])?;
     site.capability_list(
@@ -685,12 +685,12 @@ fn past_list() -> Result<(Site, Resources)> {
     }
     site.changes("/changelist.xml", "changelist", T0, &changes)?;
     state.sort();
-    Ok((site, state))
+    Ok((site, state, changes))
 }
 
 #[test]
 fn audit_is_in_sync_after_a_run_when_the_change_list_runs_past_the_resource_list() -> Result<()> {
-    let (site, state) = past_list()?;
+    let (site, state, _) = past_list()?;
     let case = Case::new(
         Store::file("past-list-audit")?,
         &site.url("/.well-known/resourcesync"),
@@ -749,8 +749,81 @@ fn audit_is_in_sync_after_a_run_when_the_change_list_runs_past_the_resource_list
 }
 
 #[test]
+fn dry_run_plans_the_changes_after_the_checkpoint_the_last_of_a_uri_winning() -> Result<()> {
+    let (site, _, mut changes) = past_list()?;
+    let case = Case::new(
+        Store::file("incremental-plan")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let toml = case.toml.to_string_lossy().into_owned();
+    case.run()?.assert_ok();
+
+    // After the checkpoint (the changes before it are covered): r10 updated then deleted,
+    // r11 updated, n9 created, r12 announced with the bytes it already has.
+    let r11 = b"resource 11, changed after the run".to_vec();
+    let n9 = b"new resource 9".to_vec();
+    let r12 = b"resource 12 as listed".to_vec();
+    site.write("/res/r11.txt", &r11)?;
+    site.write("/res/n9.txt", &n9)?;
+    let item = |p: &str, change: &str, i: usize, body: Option<&[u8]>| {
+        change_item(&site.url(p), change, &after_t0(i), body)
+    };
+    changes.extend([
+        item("/res/r10.txt", "updated", 30, Some(b"resource 10, briefly")),
+        item("/res/r11.txt", "updated", 31, Some(&r11)),
+        item("/res/n9.txt", "created", 32, Some(&n9)),
+        item("/res/r10.txt", "deleted", 33, None),
+        item("/res/r12.txt", "updated", 34, Some(&r12)),
+    ]);
+    site.changes("/changelist.xml", "changelist", T0, &changes)?;
+
+    let (code, out, err) = cmd(&case, &["run", &toml, "--dry-run", "--json"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let plan: Value = serde_json::from_str(out.trim())?;
+    let up = &plan["upstreams"][0];
+    assert_eq!(up["sets"][0]["mode"], "incremental", "{plan:#}");
+    assert_eq!(
+        up["sets"][0]["reason"], "4 change(s) after the checkpoint",
+        "{plan:#}"
+    );
+    assert_eq!(
+        (&up["fetch"], &up["create"], &up["update"], &up["delete"]),
+        (&2.into(), &1.into(), &1.into(), &1.into()),
+        "{plan:#}"
+    );
+    let actions: Vec<String> = plan["items"]
+        .as_array()
+        .context("items")?
+        .iter()
+        .map(|i| {
+            format!(
+                "{} {}",
+                i["action"].as_str().unwrap_or("?"),
+                i["uri"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            format!("update {}", site.url("/res/r11.txt")),
+            format!("create {}", site.url("/res/n9.txt")),
+            format!("delete {}", site.url("/res/r10.txt")),
+        ],
+        "in the order of each resource's last change: {plan:#}"
+    );
+
+    // The run does what was said.
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
+    Ok(())
+}
+
+#[test]
 fn run_baseline_logs_no_event_when_the_change_list_runs_past_the_resource_list() -> Result<()> {
-    let (site, state) = past_list()?;
+    let (site, state, _) = past_list()?;
     let case = Case::new(
         Store::file("past-list-baseline")?,
         &site.url("/.well-known/resourcesync"),
