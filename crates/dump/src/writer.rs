@@ -95,6 +95,42 @@ fn compressed_signature(head: &[u8]) -> bool {
         || head.get(4..8) == Some(b"ftyp")
 }
 
+/// A package, written by [`PackageWriter`] and published before, whose entries a new package
+/// copies without recompressing them ([`PackageWriter::copy_entry`]).
+pub struct CopySource {
+    zip: zip::ZipArchive<File>,
+    name: String,
+}
+
+impl std::fmt::Debug for CopySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CopySource")
+            .field("name", &self.name)
+            .field("entries", &self.zip.len())
+            .finish()
+    }
+}
+
+impl CopySource {
+    /// Opens the package in `file` (its central directory read; `name` for errors). Meant
+    /// for rsagg's own packages, checked by the caller (see [`PackageWriter::copy_entry`]);
+    /// an upstream's package goes through [`crate::Package::open`] instead.
+    pub fn open(file: File, name: &str) -> Result<CopySource, Error> {
+        let zip = zip::ZipArchive::new(file).map_err(|e| Error::Io {
+            package: name.to_owned(),
+            context: "reading the central directory to copy from it".into(),
+            source: match e {
+                zip::result::ZipError::Io(io) => io,
+                other => io::Error::other(other),
+            },
+        })?;
+        Ok(CopySource {
+            zip,
+            name: name.to_owned(),
+        })
+    }
+}
+
 /// Writes a package (used later to republish dumps): files streamed in, manifest.xml written
 /// at finish.
 pub struct PackageWriter {
@@ -187,6 +223,59 @@ impl PackageWriter {
         body: &mut dyn Read,
         compression: Compression,
     ) -> Result<u64, Error> {
+        let name = self.admit(path)?;
+        self.broken = true;
+        self.zip
+            .start_file(name, options(compression))
+            .map_err(|e| self.zip_error(format!("starting `{name}`"), e))?;
+        let n = io::copy(body, &mut self.zip).map_err(|source| Error::Io {
+            package: self.name.clone(),
+            context: format!("writing `{name}`"),
+            source,
+        })?;
+        self.broken = false;
+        self.files.insert(name.to_owned());
+        Ok(n)
+    }
+
+    /// Adds one file at `path` (as [`PackageWriter::add`] names it) whose data is copied as
+    /// it is, still compressed, from the entry `entry` of `from`: no inflating, no deflating.
+    /// A rebuilt dump takes the bitstreams its previous generation already holds this way
+    /// (see [`CopySource`]). Returns the bytes of the bitstream (inflated).
+    ///
+    /// The copy carries the entry's CRC-32 and sizes, so what it holds is what `from` holds:
+    /// the caller vouches for `from` (rsagg checks a whole package's SHA-256 against what it
+    /// published before copying from it). Refusals are those of [`PackageWriter::add`], plus
+    /// an `entry` `from` does not have; they leave the writer usable.
+    pub fn copy_entry(
+        &mut self,
+        path: &str,
+        from: &mut CopySource,
+        entry: &str,
+    ) -> Result<u64, Error> {
+        let name = self.admit(path)?;
+        let source = |e: zip::result::ZipError| Error::Io {
+            package: from.name.clone(),
+            context: format!("reading `{entry}` to copy it"),
+            source: match e {
+                zip::result::ZipError::Io(io) => io,
+                other => io::Error::other(other),
+            },
+        };
+        let file = from.zip.by_name_raw(entry.as_bytes()).map_err(source)?;
+        let size = file.size();
+        self.broken = true;
+        self.zip
+            .raw_copy_file_rename(file, name)
+            .map_err(|e| self.zip_error(format!("copying `{name}` from {}", from.name), e))?;
+        self.broken = false;
+        self.files.insert(name.to_owned());
+        Ok(size)
+    }
+
+    /// `path` as a ZIP entry name when the package can take it: a safe name, not the
+    /// manifest's, not there yet, and the writer not broken.
+    fn admit<'p>(&self, path: &'p str) -> Result<&'p str, Error> {
         let name = normalise_path(path);
         if let Some(reason) = unsafe_reason(name) {
             return Err(Error::UnsafeName {
@@ -205,18 +294,7 @@ impl PackageWriter {
             });
         }
         self.check_not_broken()?;
-        self.broken = true;
-        self.zip
-            .start_file(name, options(compression))
-            .map_err(|e| self.zip_error(format!("starting `{name}`"), e))?;
-        let n = io::copy(body, &mut self.zip).map_err(|source| Error::Io {
-            package: self.name.clone(),
-            context: format!("writing `{name}`"),
-            source,
-        })?;
-        self.broken = false;
-        self.files.insert(name.to_owned());
-        Ok(n)
+        Ok(name)
     }
 
     /// Writes manifest.xml (via rsagg_sitemap's DocumentWriter/encode functions; header +
@@ -467,6 +545,74 @@ mod tests {
                 .unwrap()
                 .read_to_end(&mut back)
                 .unwrap();
+            assert_eq!(&back, body);
+        }
+    }
+
+    /// A package of `bodies` (each entry named by its path), as `add_bytes` writes it.
+    fn package_of(bodies: &[(&str, &[u8])]) -> File {
+        let mut w = PackageWriter::new(tempfile::tempfile().unwrap());
+        for (path, body) in bodies {
+            w.add_bytes(path, body).unwrap();
+        }
+        let mut file = w.finish(&manifest_header(), &mut entries(bodies)).unwrap();
+        file.rewind().unwrap();
+        file
+    }
+
+    fn entries(bodies: &[(&str, &[u8])]) -> impl Iterator<Item = UrlEntry> {
+        let entries: Vec<UrlEntry> = bodies
+            .iter()
+            .map(|(path, body)| UrlEntry {
+                loc: format!("http://example.com{path}"),
+                md: Some(Md {
+                    path: Some((*path).into()),
+                    length: Some(body.len() as u64),
+                    ..Md::default()
+                }),
+                ..UrlEntry::default()
+            })
+            .collect();
+        entries.into_iter()
+    }
+
+    #[test]
+    fn an_entry_copied_from_another_package_is_the_entry_written_afresh() {
+        let text = b"a resource of plain text, long enough to be worth deflating. ".repeat(8);
+        let old: [(&str, &[u8]); 3] = [("/a", &text), ("/b", b"tiny"), ("/gone", b"old bytes")];
+        let mut from = CopySource::open(package_of(&old), "old.zip").unwrap();
+
+        // The new package: `a` and `b` copied (`b` under a new name), `c` added.
+        let new: [(&str, &[u8]); 3] = [("/a", &text), ("/b2", b"tiny"), ("/c", b"new")];
+        let mut w = PackageWriter::new(tempfile::tempfile().unwrap());
+        assert_eq!(w.copy_entry("/a", &mut from, "a").unwrap(), text.len() as u64);
+        assert_eq!(w.copy_entry("/b2", &mut from, "b").unwrap(), 4);
+        // Refusals leave the writer usable: a name already there, one the source lacks.
+        assert!(matches!(
+            w.copy_entry("/a", &mut from, "a"),
+            Err(Error::Duplicate { .. })
+        ));
+        assert!(matches!(
+            w.copy_entry("/x", &mut from, "no-such-entry"),
+            Err(Error::Io { .. })
+        ));
+        w.add_bytes("/c", b"new").unwrap();
+        let mut copied = w.finish(&manifest_header(), &mut entries(&new)).unwrap();
+        copied.rewind().unwrap();
+
+        // Byte for byte what a writer given every body makes.
+        let mut fresh = package_of(&new);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        copied.read_to_end(&mut a).unwrap();
+        fresh.read_to_end(&mut b).unwrap();
+        assert_eq!(a, b);
+        // And it reads back, every CRC checked.
+        copied.rewind().unwrap();
+        let mut package = crate::Package::open(copied, "new.zip", crate::Limits::default()).unwrap();
+        assert!(package.problems().is_empty(), "{:?}", package.problems());
+        for (i, (_, body)) in new.iter().enumerate() {
+            let mut back = Vec::new();
+            package.open_item(i).unwrap().read_to_end(&mut back).unwrap();
             assert_eq!(&back, body);
         }
     }

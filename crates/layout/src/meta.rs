@@ -187,6 +187,12 @@ pub struct DumpPackage {
     pub at: W3cDateTime,
     /// When its last bitstream had been read (`rs:md completed`).
     pub completed: W3cDateTime,
+    /// The hash slots of its first and last resource (packages are cut in slot order): where
+    /// the next rebuild finds the bitstreams it can copy from this package instead of reading
+    /// each blob (`rsagg-publish`'s `previous.rs`). Absent in packages written before it was
+    /// recorded, which are then not copied from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<[u16; 2]>,
 }
 
 /// What was last published, kept beside the documents.

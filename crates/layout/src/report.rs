@@ -628,6 +628,13 @@ pub struct ResourceDumpReport {
     /// Resources left out because their blob was missing or did not match its address, or
     /// no safe name could be found for them (each is logged as a warning).
     pub skipped: u64,
+    /// Of `resources`, those whose bitstream was copied, still compressed, from the
+    /// previous dump's packages: no blob read, nothing deflated.
+    pub copied: u64,
+    /// Packages of the previous dump that could not be copied from (a failed download, or
+    /// bytes other than those published: logged as warnings); their resources were read
+    /// from the blobs instead.
+    pub unusable: u64,
 }
 
 #[cfg(test)]

@@ -273,6 +273,7 @@ async fn make(
     let built = package::build(
         location,
         None,
+        None,
         header,
         futures::stream::iter(items.into_iter().map(Ok)),
         &zip,

@@ -31,7 +31,8 @@
 //!   the index, the `changelist-open.xml` alias, retention.
 //! - `package.rs`, `resourcedump.rs`, `changedump.rs`: dump packages built from stored blobs
 //!   (a `file://` store's read as files on one thread, others through object_store); the
-//!   Resource Dump on its interval, a Change Dump per closed Change List.
+//!   Resource Dump on its interval, a Change Dump per closed Change List; `previous.rs`:
+//!   the previous Resource Dump's packages, which a rebuild copies unchanged bitstreams from.
 //! - `capability.rs`: writing the Capability List and Source Description (rendered by
 //!   `rsagg-layout`), last.
 //! - `gc.rs`: blob garbage collection with a grace period.
@@ -45,6 +46,7 @@ pub mod entry;
 pub mod gc;
 pub mod links;
 mod package;
+mod previous;
 pub mod resourcedump;
 pub mod resourcelist;
 

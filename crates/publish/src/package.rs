@@ -27,7 +27,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use md5::Digest;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
-use rsagg_dump::{Compression, PackageWriter};
+use rsagg_dump::{Compression, CopySource, PackageWriter};
 use rsagg_layout::capability::up_link;
 use rsagg_model::{
     Capability, HashAlgorithm, HashValue, Header, Link, Md, Root, UrlEntry, W3cDateTime,
@@ -41,6 +41,7 @@ use tokio::sync::mpsc;
 
 use crate::Error;
 use crate::entry::hashes;
+use crate::previous::{Opened, Previous};
 use rsagg_layout::meta::*;
 
 /// Part size of multipart uploads (S3 wants at least 5 MiB per part but the last); files up
@@ -123,12 +124,25 @@ type Batch = Vec<(UrlEntry, Option<Ready>)>;
 
 /// A verified bitstream.
 struct Ready {
-    data: Spool,
+    data: Data,
     body: Body,
 }
 
-/// Where a bitstream waits for the writer: read and verified by the store.
-type Spool = Verified;
+/// Where a bitstream waits for the writer.
+enum Data {
+    /// Read and verified by the store (in memory, or in a file).
+    Read(Verified),
+    /// An entry of a previous package (checked as a whole), copied as it is
+    /// ([`Previous`]).
+    Copy(Arc<Opened>, String),
+}
+
+/// Bitstreams taken from the previous Resource Dump's packages: the source, and how many
+/// were.
+pub(crate) struct FromPrevious {
+    pub previous: Previous,
+    pub copied: u64,
+}
 
 /// What the writer thread produced.
 struct Written {
@@ -160,6 +174,7 @@ struct Written {
 pub(crate) async fn build(
     store: &StoreLocation,
     spool: Option<&SpoolReader>,
+    previous: Option<&tokio::sync::Mutex<FromPrevious>>,
     header: Header,
     items: impl Stream<Item = Result<Item, Error>> + Send,
     zip: &Path,
@@ -172,9 +187,14 @@ pub(crate) async fn build(
     let writer =
         tokio::task::spawn_blocking(move || write_package(zip_file, copy_file, &name, header, rx));
     let objects = &store.objects;
+    // Where each item's bitstream is found first, one item after the other (in slot order,
+    // as `Previous` needs them): a previous package, memory, the spool.
     let skipped = match store.local_root.as_deref() {
-        Some(root) => feed_local(root, &store.recent, spool, items, &tx, zip).await?,
-        _ => feed(objects, &store.recent, spool, items, &tx).await?,
+        Some(root) => {
+            let held = held(items, &store.recent, spool, previous);
+            feed_local(root, held, &tx, zip).await?
+        }
+        _ => feed(objects, held(items, &store.recent, spool, previous), &tx).await?,
     };
     // A failed send means the writer is gone; its own error says why.
     let _ = tx.send(Msg::Finish).await;
@@ -203,15 +223,32 @@ pub(crate) async fn build(
     })
 }
 
-/// Feeds the writer `items` with their blobs taken from `recent`, else from `spool`, else
-/// read through `objects`, [`READ_AHEAD`] at a time; returns the items left out (blob missing or not matching its
-/// address). What is ready at once goes over in one batch (up to [`BATCH`] items or
-/// [`BATCH_BYTES`]), so that blobs kept in memory do not cost a writer wake-up each.
+/// `items` with their bitstreams where [`kept`] finds them, one item after the other (in
+/// slot order, as [`Previous`] needs them).
+fn held<'a>(
+    items: impl Stream<Item = Result<Item, Error>> + 'a,
+    recent: &'a RecentBlobs,
+    spool: Option<&'a SpoolReader>,
+    previous: Option<&'a tokio::sync::Mutex<FromPrevious>>,
+) -> impl Stream<Item = Result<Held, Error>> + 'a {
+    items.then(move |item| async move {
+        let item = item?;
+        let held = match &item.body {
+            Some(body) => kept(recent, spool, previous, body).await,
+            None => None,
+        };
+        Ok::<_, Error>((item, held))
+    })
+}
+
+/// Feeds the writer `items` with their bitstreams: those found already (`held`), the others
+/// read through `objects`, [`READ_AHEAD`] at a time; returns the items left out (blob
+/// missing or not matching its address). What is ready at once goes over in one batch (up
+/// to [`BATCH`] items or [`BATCH_BYTES`]), so that blobs kept in memory do not cost a writer
+/// wake-up each.
 async fn feed(
     objects: &Arc<dyn ObjectStore>,
-    recent: &RecentBlobs,
-    spool: Option<&SpoolReader>,
-    items: impl Stream<Item = Result<Item, Error>>,
+    items: impl Stream<Item = Result<Held, Error>>,
     tx: &mpsc::Sender<Msg>,
 ) -> Result<u64, Error> {
     let mut skipped = 0u64;
@@ -219,19 +256,18 @@ async fn feed(
     // an item left out.
     let mut fetched = std::pin::pin!(
         items
-            .map(|item| async move {
-                let item = item?;
+            .map(|held| async move {
+                let (item, held) = held?;
                 let Some(body) = item.body else {
                     return Ok::<_, Error>(Some((item.entry, None)));
                 };
-                let held = kept(recent, spool, &body).await;
                 let data = match held {
-                    Some(bytes) => Spool::Memory(bytes),
+                    Some(data) => data,
                     None => {
                         match Blobs::read_verified(objects.as_ref(), &body.sha256, body.length)
                             .await?
                         {
-                            Some(data) => data,
+                            Some(data) => Data::Read(data),
                             None => return Ok(None),
                         }
                     }
@@ -266,17 +302,27 @@ async fn feed(
     Ok(skipped)
 }
 
-/// The bitstream of `body` when `recent` keeps it, else when `spool` has it (looked up by
-/// slot, verified).
+/// The bitstream of `body` when a package of the previous dump holds it (copied as it is,
+/// nothing to deflate again), else when `recent` keeps it, else when `spool` has it (looked
+/// up by slot, verified).
 async fn kept(
     recent: &RecentBlobs,
     spool: Option<&SpoolReader>,
+    previous: Option<&tokio::sync::Mutex<FromPrevious>>,
     body: &Body,
-) -> Option<bytes::Bytes> {
-    if let Some(bytes) = recent.get(&body.sha256) {
-        return Some(bytes);
+) -> Option<Data> {
+    if let (Some(previous), Some(slot)) = (previous, body.slot) {
+        let mut from = previous.lock().await;
+        if let Some((package, entry)) = from.previous.find(slot, &body.sha256).await {
+            from.copied += 1;
+            return Some(Data::Copy(package, entry));
+        }
     }
-    spool?.get(body.slot?, &body.sha256, body.length).await
+    if let Some(bytes) = recent.get(&body.sha256) {
+        return Some(Data::Read(Verified::Memory(bytes)));
+    }
+    let bytes = spool?.get(body.slot?, &body.sha256, body.length).await?;
+    Some(Data::Read(Verified::Memory(bytes)))
 }
 
 /// Feeds the writer `items` with their blobs taken from `recent`, else from `spool`, else
@@ -291,20 +337,10 @@ async fn kept(
 /// takes its bodies from the spool instead, and reads files only for what did not fit it.
 async fn feed_local(
     root: &std::path::Path,
-    recent: &RecentBlobs,
-    spool: Option<&SpoolReader>,
-    items: impl Stream<Item = Result<Item, Error>>,
+    held: impl Stream<Item = Result<Held, Error>>,
     tx: &mpsc::Sender<Msg>,
     zip: &Path,
 ) -> Result<u64, Error> {
-    let held = items.then(|item| async move {
-        let item = item?;
-        let held = match &item.body {
-            Some(body) => kept(recent, spool, body).await,
-            None => None,
-        };
-        Ok::<_, Error>((item, held))
-    });
     let mut read = std::pin::pin!(
         batches(held)
             .map(|batch| async move {
@@ -331,8 +367,8 @@ async fn feed_local(
     Ok(skipped)
 }
 
-/// An item with its bitstream when memory or the spool holds it.
-type Held = (Item, Option<bytes::Bytes>);
+/// An item with its bitstream when a previous package, memory or the spool holds it.
+type Held = (Item, Option<Data>);
 
 /// `items` cut into batches of up to [`BATCH`] items or about [`BATCH_BYTES`] (an item counts
 /// its length, up to [`IN_MEMORY`]: what it holds once read). An error ends the stream: the
@@ -373,9 +409,9 @@ fn read_local(root: &std::path::Path, batch: Vec<Held>) -> Result<(Batch, u64), 
             continue;
         };
         let data = match held {
-            Some(bytes) => Spool::Memory(bytes),
+            Some(data) => data,
             None => match Blobs::read_local_verified(root, &body.sha256, body.length)? {
-                Some(data) => data,
+                Some(data) => Data::Read(data),
                 None => {
                     skipped += 1;
                     continue;
@@ -404,6 +440,8 @@ fn write_package(
 ) -> Result<Written, Error> {
     let mut writer = PackageWriter::with_name(zip, name);
     let mut names = Names::default();
+    // The previous package copied from last, opened once for all its entries.
+    let mut sources = None;
     let mut entries = Vec::new();
     let (mut bytes, mut skipped) = (0u64, 0u64);
     loop {
@@ -418,7 +456,7 @@ fn write_package(
             Some(Msg::Items(items)) => {
                 for (mut entry, ready) in items {
                     if let Some(mut ready) = ready {
-                        match add(&mut writer, &mut names, &mut ready, name)? {
+                        match add(&mut writer, &mut names, &mut sources, &mut ready, name)? {
                             Some(path) => {
                                 entry.md.get_or_insert_with(Md::default).path = Some(path);
                                 bytes += ready.body.length;
@@ -473,6 +511,7 @@ fn write_package(
 fn add(
     writer: &mut PackageWriter,
     names: &mut Names,
+    sources: &mut Option<(Arc<Opened>, CopySource)>,
     ready: &mut Ready,
     package: &str,
 ) -> Result<Option<String>, Error> {
@@ -481,8 +520,22 @@ fn add(
             continue;
         }
         let added = match &mut ready.data {
-            Spool::Memory(bytes) => writer.add_bytes(path, bytes),
-            Spool::File { file, start } => {
+            Data::Copy(package, entry) => {
+                let from = match sources.take() {
+                    Some((open, from)) if Arc::ptr_eq(&open, package) => from,
+                    _ => {
+                        let file = package.file.try_clone().map_err(|source| Error::Io {
+                            what: format!("reading {} to copy from it", package.name),
+                            source,
+                        })?;
+                        CopySource::open(file, &package.name)?
+                    }
+                };
+                let (_, from) = sources.insert((package.clone(), from));
+                writer.copy_entry(path, from, entry)
+            }
+            Data::Read(Verified::Memory(bytes)) => writer.add_bytes(path, bytes),
+            Data::Read(Verified::File { file, start }) => {
                 let local = |source| Error::Io {
                     what: format!("reading the bitstream for {path} of {package}"),
                     source,

@@ -28,7 +28,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::Error;
 use crate::entry::{MAX_DOCUMENT_ENTRIES, resource_entry};
 use crate::links::LinkPolicy;
-use crate::package::{self, Body, Item};
+use crate::package::{self, Body, FromPrevious, Item};
+use crate::previous::Previous;
 use rsagg_config::PublishConfig;
 use rsagg_layout::capability::up_link;
 use rsagg_layout::meta::*;
@@ -110,8 +111,14 @@ pub async fn publish(
     // it (or a later version). Nobody waiting is not an error.
     let _ = holds.send(state.last_seq().await);
 
-    let (packages, report) =
-        build(state, location, base_url, policy, cfg, generation, listed).await?;
+    // The packages of the dump out there, to copy unchanged bitstreams from.
+    let previous = meta
+        .current
+        .and_then(|_| Previous::new(location.objects.clone(), &meta.packages));
+    let (packages, report) = build(
+        state, location, base_url, policy, cfg, generation, previous, listed,
+    )
+    .await?;
     // The spool served this dump; the next one is a day away (`resource_dump_interval`),
     // and the spool is bounded: it keeps what is stored from now on instead.
     location.spool.clear().await;
@@ -179,12 +186,19 @@ async fn build(
     policy: &LinkPolicy,
     cfg: &PublishConfig,
     generation: u64,
+    previous: Option<Previous>,
     listed: oneshot::Sender<()>,
 ) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
     let mut out = Packages {
         location,
         // What the harvest before spooled.
         spool: location.spool.reader().await,
+        previous: previous.map(|previous| {
+            tokio::sync::Mutex::new(FromPrevious {
+                previous,
+                copied: 0,
+            })
+        }),
         base_url,
         generation,
         packages: Vec::new(),
@@ -200,6 +214,10 @@ async fn build(
     // The plan's error first: a package it stopped feeding fails for that reason.
     planned?;
     made?;
+    if let Some(from) = out.previous.take().map(tokio::sync::Mutex::into_inner) {
+        out.report.copied = from.copied;
+        out.report.unusable = from.previous.unusable;
+    }
     Ok((out.packages, out.report))
 }
 
@@ -324,6 +342,8 @@ struct Packages<'a> {
     location: &'a StoreLocation,
     /// The bodies the run spooled, read in slot order.
     spool: Option<rsagg_store::SpoolReader>,
+    /// The previous dump's packages, copied from where they hold a bitstream.
+    previous: Option<tokio::sync::Mutex<FromPrevious>>,
     base_url: &'a str,
     generation: u64,
     packages: Vec<DumpPackage>,
@@ -378,9 +398,24 @@ impl Packages<'_> {
         let zip = Path::from(format!("{prefix}part-{k:05}.zip"));
         let manifest = Path::from(format!("{prefix}part-{k:05}-manifest.xml"));
         let started = std::time::Instant::now();
+        // The slots of its first and last item, for the next rebuild (`previous.rs`).
+        let slots = std::sync::Mutex::new(None::<[u16; 2]>);
+        let items = futures::StreamExt::inspect(items, |item| {
+            if let Ok(Item {
+                body: Some(Body { slot: Some(s), .. }),
+                ..
+            }) = item
+            {
+                let mut slots = slots.lock().unwrap_or_else(|e| e.into_inner());
+                let s: u16 = *s;
+                let first = slots.map_or(s, |[first, _]| first);
+                *slots = Some([first, s]);
+            }
+        });
         let built = package::build(
             self.location,
             self.spool.as_ref(),
+            self.previous.as_ref(),
             header,
             items,
             &zip,
@@ -402,6 +437,7 @@ impl Packages<'_> {
             info: built.info,
             at,
             completed: built.completed,
+            slots: slots.into_inner().unwrap_or_else(|e| e.into_inner()),
         });
         Ok(())
     }
@@ -519,6 +555,19 @@ mod tests {
         for sha in shas {
             objects.delete(&Blobs::path(sha)).await.unwrap();
         }
+    }
+
+    /// Removes the packages of the dump out there (so that a rebuild cannot copy from them);
+    /// returns how many.
+    async fn forget_dump(objects: &Arc<dyn ObjectStore>) -> u64 {
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCE_DUMP_META)
+            .await
+            .unwrap()
+            .unwrap_or_default();
+        for p in &meta.packages {
+            objects.delete(&Path::from(p.info.zip.as_str())).await.unwrap();
+        }
+        meta.packages.len() as u64
     }
 
     /// A forced Resource Dump of `state` at `location`, packages of `entries`.
@@ -907,6 +956,89 @@ mod tests {
         state.close().await.unwrap();
     }
 
+    /// A rebuild takes every unchanged bitstream from the previous dump's packages (copied
+    /// as it is) and reads only the changed ones: with the blobs of every unchanged resource
+    /// gone from the store, the rebuilt dump is still whole. A previous package whose bytes
+    /// are not those published is not copied from: its resources are read from the blobs.
+    /// A remote store and a `file://` one alike (two read paths).
+    #[tokio::test]
+    async fn a_rebuild_copies_unchanged_bitstreams_from_the_previous_dump() {
+        let (objects, state) = store().await;
+        let location = StoreLocation::new("memory://", objects.clone());
+        rebuild_copies(objects, state, location).await;
+        let (_dir, location, state) = local_store().await;
+        rebuild_copies(location.objects.clone(), state, location).await;
+    }
+
+    async fn rebuild_copies(objects: Arc<dyn ObjectStore>, state: State, location: StoreLocation) {
+        use sha2::Digest;
+        let mut bodies = BTreeMap::new();
+        for i in 0..12 {
+            let b = body(i, 300);
+            change(&objects, &state, &i.to_string(), Change::Created, &b).await;
+            bodies.insert(i.to_string(), b);
+        }
+        let first = dump_at(&state, &location, 4).await;
+        assert_eq!((first.packages, first.resources, first.copied), (3, 12, 0));
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCE_DUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        let slots: Vec<[u16; 2]> = meta.packages.iter().map(|p| p.slots.unwrap()).collect();
+        assert!(
+            slots.windows(2).all(|w| w[0][1] < w[1][0]) && slots.iter().all(|[a, b]| a <= b),
+            "packages cut in slot order: {slots:?}"
+        );
+
+        // 3 updated, 5 deleted, "new" created; the other nine unchanged, their blobs gone.
+        let updated = body(103, 300);
+        change(&objects, &state, "3", Change::Updated, &updated).await;
+        change(&objects, &state, "5", Change::Deleted, &bodies["5"]).await;
+        let created = body(200, 300);
+        change(&objects, &state, "new", Change::Created, &created).await;
+        bodies.insert("3".into(), updated);
+        bodies.remove("5");
+        bodies.insert("new".into(), created);
+        let unchanged: Vec<String> = (0..12)
+            .filter(|i| ![3, 5].contains(i))
+            .map(|i| {
+                let digest = sha2::Sha256::digest(body(i as usize, 300));
+                package::hex(rsagg_model::HashAlgorithm::Sha256, &digest)
+            })
+            .collect();
+        forget_blobs(&objects, &unchanged).await;
+        let second = dump_at(&state, &location, 4).await;
+        assert_eq!(
+            (second.resources, second.copied, second.skipped, second.unusable),
+            (12, 10, 0, 0),
+            "{second:?}"
+        );
+        assert_dump_holds(&objects, bodies.values().cloned().collect()).await;
+
+        // A previous package altered after it was published: not copied from.
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCE_DUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        let altered = &meta.packages[0];
+        let mut zip = get(&objects, &altered.info.zip).await;
+        let last = zip.len() - 1;
+        zip[last] ^= 1;
+        objects
+            .put(&Path::from(altered.info.zip.as_str()), zip.into())
+            .await
+            .unwrap();
+        let third = dump_at(&state, &location, 4).await;
+        assert_eq!(
+            (third.resources, third.skipped, third.unusable),
+            (12, 0, 1),
+            "{third:?}"
+        );
+        assert_eq!(third.copied, 12 - altered.info.entries, "{third:?}");
+        assert_dump_holds(&objects, bodies.into_values().collect()).await;
+        state.close().await.unwrap();
+    }
+
     /// What a run stored is kept in memory ([`StoreLocation::recent`]) and the dump takes it
     /// from there, on both read paths: with every blob gone from the store, the dump is still
     /// whole, and without the kept bodies the same dump leaves them all out.
@@ -943,6 +1075,7 @@ mod tests {
             assert_dump_holds(&objects, (0..5).map(|i| body(i, 300)).collect()).await;
         }
         forget_blobs(&objects, &shas).await;
+        forget_dump(&objects).await;
         let report = run_local(
             &objects,
             loc.local_root.as_deref(),
@@ -996,10 +1129,15 @@ mod tests {
         assert_eq!((report.resources, report.skipped), (n as u64, 0));
         assert_eq!(location.spool.used(), 0, "cleared after the dump");
         assert_dump_holds(&objects, (0..n).map(|i| body(i, 200)).collect()).await;
-        // Nothing spooled any more, nothing in the store: all left out.
+        // Nothing spooled any more, nothing in the store, no previous dump to copy from:
+        // all left out.
         forget_blobs(&objects, &shas).await;
+        let packages = forget_dump(&objects).await;
         let report = dump_at(&state, &location, 64).await;
-        assert_eq!((report.resources, report.skipped), (0, n as u64));
+        assert_eq!(
+            (report.resources, report.skipped, report.unusable),
+            (0, n as u64, packages)
+        );
         state.close().await.unwrap();
     }
 

@@ -1,0 +1,202 @@
+//! The previous Resource Dump as a source of bitstreams for the next one.
+//!
+//! A rebuild (every `publish.resource_dump_interval`) packages every present copy again. Read
+//! blob by blob, that is one GET per resource on S3: $40 per rebuild of 10^8 resources, and
+//! every body deflated again. Yet most resources have not changed since the previous dump,
+//! whose packages hold their bitstreams already compressed. Both dumps are cut in slot order
+//! (the `p/` scan of the state), so the previous packages a new package needs are the few
+//! whose slot range ([`DumpPackage::slots`]) covers the items being planned: this module
+//! downloads them one after the other as the items reach their slots (a GET per package, into
+//! a temporary file), and finds each item's bitstream there by its SHA-256 (bitstreams are
+//! content-addressed, so equal digests are equal bytes). The package writer then copies the
+//! entry as it is ([`rsagg_dump::PackageWriter::copy_entry`]): no blob read, no deflating.
+//!
+//! Trust: a previous package is used only when its bytes hash to the SHA-256 published for
+//! it, and its manifest reads back ([`rsagg_dump::Package::open`]); otherwise it is counted
+//! as unusable, logged, and its resources are read from the blobs as before. A package of
+//! an older rsagg, without recorded slots, is never copied from.
+//!
+//! Bounded: at most the packages whose ranges overlap the current slot are held (usually one
+//! or two, each a temporary file of at most `publish.dump_package_bytes` and a map of its
+//! entries' digests, at most `publish.dump_package_entries`); a package is dropped, file and
+//! map, once the items have passed its last slot.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{Seek, Write};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::path::Path;
+use rsagg_layout::meta::DumpPackage;
+use rsagg_model::HashAlgorithm;
+use sha2::Digest;
+
+/// One previous package, downloaded and checked.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    /// The downloaded ZIP (a temporary file, removed when the last holder drops it).
+    pub file: File,
+    /// Its object path, for messages.
+    pub name: String,
+    /// SHA-256 (lowercase hex) of each bitstream → the ZIP entry holding it.
+    by_digest: HashMap<String, String>,
+    /// The slot of its last item: once the items pass it, the package is dropped.
+    last_slot: u16,
+}
+
+/// A previous package to copy from, with the ranges that say when it is needed.
+#[derive(Debug)]
+struct Listed {
+    zip: String,
+    sha256: String,
+    slots: [u16; 2],
+}
+
+/// The previous dump's packages, as a window that follows the slots of the items planned.
+pub(crate) struct Previous {
+    objects: Arc<dyn ObjectStore>,
+    packages: Vec<Listed>,
+    /// The next of `packages` not yet considered.
+    next: usize,
+    /// Packages downloaded whose last slot the items have not passed.
+    open: VecDeque<Arc<Opened>>,
+    /// Packages that could not be used.
+    pub unusable: u64,
+}
+
+impl Previous {
+    /// The packages of the previous dump (`packages`, in order), when every one of them
+    /// records its slots; `None` otherwise (an older dump, or none).
+    pub(crate) fn new(objects: Arc<dyn ObjectStore>, packages: &[DumpPackage]) -> Option<Previous> {
+        let packages = packages
+            .iter()
+            .map(|p| {
+                Some(Listed {
+                    zip: p.info.zip.clone(),
+                    sha256: p.info.sha256.clone(),
+                    slots: p.slots?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        if packages.is_empty() {
+            return None;
+        }
+        Some(Previous {
+            objects,
+            packages,
+            next: 0,
+            open: VecDeque::new(),
+            unusable: 0,
+        })
+    }
+
+    /// The package and entry holding the bitstream of SHA-256 `sha256`, for an item in slot
+    /// `slot`; `None` when no previous package of that slot holds it. Items must come in
+    /// slot order: packages before `slot` are dropped, those reaching it downloaded.
+    pub(crate) async fn find(&mut self, slot: u16, sha256: &str) -> Option<(Arc<Opened>, String)> {
+        while self.open.front().is_some_and(|p| p.last_slot < slot) {
+            self.open.pop_front();
+        }
+        while let Some(listed) = self.packages.get(self.next) {
+            if listed.slots[0] > slot {
+                break;
+            }
+            self.next += 1;
+            if listed.slots[1] < slot {
+                // Passed without an item of ours in its range.
+                continue;
+            }
+            let listed = Listed {
+                zip: listed.zip.clone(),
+                sha256: listed.sha256.clone(),
+                slots: listed.slots,
+            };
+            match self.download(&listed).await {
+                Ok(opened) => self.open.push_back(Arc::new(opened)),
+                Err(why) => {
+                    self.unusable += 1;
+                    tracing::warn!(
+                        package = %listed.zip,
+                        "previous Resource Dump package not copied from (its resources are read from the blobs): {why}"
+                    );
+                }
+            }
+        }
+        self.open.iter().find_map(|p| {
+            p.by_digest
+                .get(sha256)
+                .map(|entry| (p.clone(), entry.clone()))
+        })
+    }
+
+    /// Downloads `listed` into a temporary file, checks its SHA-256 against the published one
+    /// and reads its manifest; the reason as text when it cannot be used.
+    async fn download(&self, listed: &Listed) -> Result<Opened, String> {
+        let path = Path::from(listed.zip.as_str());
+        let got = self
+            .objects
+            .get(&path)
+            .await
+            .map_err(|e| format!("reading it from the store: {e}"))?;
+        let mut file = tempfile::tempfile().map_err(|e| format!("a temporary file: {e}"))?;
+        let mut hasher = sha2::Sha256::new();
+        let mut stream = got.into_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| format!("reading it from the store: {e}"))?;
+            hasher.update(&chunk);
+            file.write_all(&chunk)
+                .map_err(|e| format!("writing the temporary file: {e}"))?;
+        }
+        let digest = crate::package::hex(HashAlgorithm::Sha256, &hasher.finalize());
+        if digest != listed.sha256 {
+            return Err(format!(
+                "its bytes hash to sha-256 {digest}, not the {} published for it (spec 11.1 `hash`)",
+                listed.sha256
+            ));
+        }
+        let name = listed.zip.clone();
+        let last_slot = listed.slots[1];
+        tokio::task::spawn_blocking(move || index(file, name, last_slot))
+            .await
+            .map_err(|e| format!("reading its manifest: {e}"))?
+    }
+}
+
+/// Reads the manifest of the package in `file`: each entry's SHA-256 and ZIP entry name.
+fn index(mut file: File, name: String, last_slot: u16) -> Result<Opened, String> {
+    // rsagg's own package, its bytes checked: limits as wide as the writer's own bounds.
+    let limits = rsagg_dump::Limits {
+        max_entries: usize::MAX,
+        max_entry_bytes: u64::MAX,
+        max_total_bytes: u64::MAX,
+        max_ratio: u64::MAX,
+        max_manifest_bytes: u64::MAX,
+    };
+    file.rewind().map_err(|e| format!("reading it back: {e}"))?;
+    let reader = file.try_clone().map_err(|e| format!("reading it back: {e}"))?;
+    let package =
+        rsagg_dump::Package::open(reader, &name, limits).map_err(|e| format!("opening it: {e}"))?;
+    let mut by_digest = HashMap::with_capacity(package.entries().len());
+    for item in package.entries() {
+        let (Some(path), Some(_)) = (&item.path, item.zip_index) else {
+            continue;
+        };
+        let sha256 = item
+            .entry
+            .md
+            .as_ref()
+            .and_then(|m| m.hash.as_ref())
+            .and_then(|h| h.get(&HashAlgorithm::Sha256));
+        if let Some(h) = sha256 {
+            by_digest.insert(h.digest.clone(), path.clone());
+        }
+    }
+    Ok(Opened {
+        file,
+        name,
+        by_digest,
+        last_slot,
+    })
+}
