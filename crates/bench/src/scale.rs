@@ -113,6 +113,13 @@ pub struct ScaleArgs {
     /// default), listing every blob and reading every record.
     #[arg(long)]
     skip_gc: bool,
+    /// Skip the Resource Dump rebuild measured at each N after the no-change run (a fresh
+    /// `rsagg run --once` with `resource_dump_interval = "1s"`): what a pipeline does once a
+    /// `resource_dump_interval` (a day by default), copying the bitstreams the previous dump
+    /// holds and reading only the others. Its pipeline file adds a `[publish]` table to
+    /// `--pipeline-extra`, which must then have none of its own.
+    #[arg(long)]
+    skip_rebuild: bool,
 }
 
 /// Sizes up to this many resources are baseline references ([`ScaleArgs::reference_baselines`]).
@@ -692,6 +699,8 @@ struct Series {
     baseline: RunFigures,
     incremental: Vec<RunFigures>,
     unchanged: RunFigures,
+    /// The Resource Dump rebuild after the no-change run (`None` with `--skip-rebuild`).
+    rebuild: Option<RunFigures>,
     /// The forced blob garbage collection after the runs (`None` with `--skip-gc`).
     gc: Option<RunFigures>,
     /// At reference sizes, the wall seconds of the extra baselines, each into a store of its
@@ -710,6 +719,7 @@ impl Series {
         std::iter::once(&self.baseline)
             .chain(&self.incremental)
             .chain(std::iter::once(&self.unchanged))
+            .chain(&self.rebuild)
             .chain(&self.gc)
     }
 
@@ -794,9 +804,11 @@ fn series(
             .unwrap_or_else(|e| e.into_inner())
             .round(r, a.updates, a.creates, a.deletes)
     };
-    // The pipeline file of a run into the store at `url`.
-    let write_pipeline = |name: &str, url: &str| -> anyhow::Result<PathBuf> {
+    // The pipeline file of a run into the store at `url`, with `extra` after
+    // `--pipeline-extra`.
+    let write_pipeline_with = |name: &str, url: &str, extra: &str| -> anyhow::Result<PathBuf> {
         let path = work.join(format!("pipeline-{name}.toml"));
+        let extra = format!("{}\n{extra}", a.pipeline_extra.as_deref().unwrap_or(""));
         std::fs::write(
             &path,
             crate::single_upstream_pipeline(
@@ -804,11 +816,12 @@ fn series(
                 url,
                 &base,
                 a.store_extra.as_deref(),
-                a.pipeline_extra.as_deref(),
+                Some(&extra),
             ),
         )?;
         Ok(path)
     };
+    let write_pipeline = |name: &str, url: &str| write_pipeline_with(name, url, "");
     let pipeline = write_pipeline(&format!("{store_name}-{n}"), store_url)?;
     let label = |what: &str| format!("{store_name}-{n}-{what}");
     let mut s = Series {
@@ -896,6 +909,35 @@ fn series(
         print_reads(&work.join(format!("{name}.stderr")));
     }
     s.unchanged = f;
+    if !a.skip_rebuild {
+        // The same store and upstream; the dump built by the baseline is older than a second.
+        let file = write_pipeline_with(
+            &format!("{store_name}-{n}-rebuild"),
+            store_url,
+            "[publish]\nresource_dump_interval = \"1s\"\n",
+        )?;
+        let name = label("rebuild");
+        let mut f = run_rsagg(bin, &file, env, &name, work)?;
+        f.label = "dump rebuild".into();
+        check(&f, 0, 0, 0)?;
+        let rd = &f.report["publish"]["resource_dump"];
+        let resources = rd["resources"].as_u64().unwrap_or(0);
+        let rounds = a.incremental as u64;
+        let present = (n + rounds * a.creates).saturating_sub(rounds * a.deletes);
+        anyhow::ensure!(
+            resources == present,
+            "the Resource Dump rebuild ({store_name}, N={n}) packaged {resources} resources, expected {present}: {rd}"
+        );
+        print_row(store_name, n, &f);
+        println!(
+            "{store_name:<7} {n:>9} dump rebuild: {} packages, {resources} resources, {} copied from the previous dump, {} previous packages unusable",
+            rd["packages"], rd["copied"], rd["unusable"],
+        );
+        if a.trace_requests {
+            print_reads(&work.join(format!("{name}.stderr")));
+        }
+        s.rebuild = Some(f);
+    }
     if !a.skip_gc {
         // Without the request trace: a collection lists and reads everything.
         let f = rsagg_command(

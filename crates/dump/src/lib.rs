@@ -72,7 +72,7 @@ mod writer;
 
 pub use error::Error;
 pub use package::{ManifestItem, Package};
-pub use writer::{Compression, CopySource, PackageWriter};
+pub use writer::{Compression, CopySource, PackageWriter, ReadSeek};
 
 /// Caps applied to one package. Sizes are counted on bytes actually inflated while reading,
 /// and the declared sizes are checked against the same caps at open, so an honest package over

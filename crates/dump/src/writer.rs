@@ -15,9 +15,11 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 
 use rsagg_model::{
-    Change, DocumentKind, EntrySpans, HeaderSpans, Mode, Pos, Root, Severity, UrlEntry, Validator,
+    Change, DocumentKind, EntrySpans, HashAlgorithm, HeaderSpans, Mode, Pos, Root, Severity,
+    UrlEntry, Validator,
 };
 use rsagg_sitemap::writer::{encode_entry, encode_header};
+use rsagg_sitemap::{ReadOptions, SyncReader};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
@@ -95,10 +97,15 @@ fn compressed_signature(head: &[u8]) -> bool {
         || head.get(4..8) == Some(b"ftyp")
 }
 
+/// What a [`CopySource`] reads: a file, or bytes in memory (`std::io::Cursor`).
+pub trait ReadSeek: Read + io::Seek + Send {}
+
+impl<T: Read + io::Seek + Send> ReadSeek for T {}
+
 /// A package, written by [`PackageWriter`] and published before, whose entries a new package
 /// copies without recompressing them ([`PackageWriter::copy_entry`]).
 pub struct CopySource {
-    zip: zip::ZipArchive<File>,
+    zip: zip::ZipArchive<Box<dyn ReadSeek>>,
     name: String,
 }
 
@@ -115,19 +122,58 @@ impl CopySource {
     /// Opens the package in `file` (its central directory read; `name` for errors). Meant
     /// for rsagg's own packages, checked by the caller (see [`PackageWriter::copy_entry`]);
     /// an upstream's package goes through [`crate::Package::open`] instead.
-    pub fn open(file: File, name: &str) -> Result<CopySource, Error> {
-        let zip = zip::ZipArchive::new(file).map_err(|e| Error::Io {
-            package: name.to_owned(),
-            context: "reading the central directory to copy from it".into(),
-            source: match e {
-                zip::result::ZipError::Io(io) => io,
-                other => io::Error::other(other),
-            },
-        })?;
+    /// Each seek of a copy reads anew, so give it bytes in memory, or a buffered file.
+    pub fn open(package: impl ReadSeek + 'static, name: &str) -> Result<CopySource, Error> {
+        let package: Box<dyn ReadSeek> = Box::new(package);
+        let zip = zip::ZipArchive::new(package)
+            .map_err(|e| zip_io(name, "reading the central directory to copy from it", e))?;
         Ok(CopySource {
             zip,
             name: name.to_owned(),
         })
+    }
+
+    /// The bitstreams the package's `manifest.xml` names, as (ZIP entry name, SHA-256 in
+    /// lowercase hex): each entry with a `path` naming a file of the package and a `sha-256`
+    /// hash (rsagg writes both for every bitstream). The manifest is read leniently: the
+    /// package is one rsagg wrote, checked by the caller.
+    pub fn digests(&mut self) -> Result<Vec<(String, String)>, Error> {
+        let name = self.name.clone();
+        let manifest = self
+            .zip
+            .by_name(MANIFEST)
+            .map_err(|e| zip_io(&name, "opening manifest.xml", e))?;
+        let opts = ReadOptions::new(Mode::Lenient, format!("{name} manifest.xml"));
+        let invalid = |e: rsagg_sitemap::Error| Error::Invalid {
+            package: name.clone(),
+            section: "11.2",
+            message: format!("manifest.xml: {e}"),
+        };
+        let mut reader = SyncReader::open(io::BufReader::new(manifest), opts).map_err(invalid)?;
+        let mut named = Vec::new();
+        while let Some(e) = reader.next_entry().map_err(invalid)? {
+            let Some(md) = e.md else { continue };
+            let (Some(path), Some(hashes)) = (md.path, md.hash) else {
+                continue;
+            };
+            if let Some(h) = hashes.get(&HashAlgorithm::Sha256) {
+                named.push((normalise_path(&path).to_owned(), h.digest.clone()));
+            }
+        }
+        drop(reader);
+        named.retain(|(path, _)| self.zip.index_for_name(path).is_some());
+        Ok(named)
+    }
+}
+
+fn zip_io(package: &str, context: &str, e: zip::result::ZipError) -> Error {
+    Error::Io {
+        package: package.to_owned(),
+        context: context.to_owned(),
+        source: match e {
+            zip::result::ZipError::Io(io) => io,
+            other => io::Error::other(other),
+        },
     }
 }
 
@@ -254,15 +300,10 @@ impl PackageWriter {
         entry: &str,
     ) -> Result<u64, Error> {
         let name = self.admit(path)?;
-        let source = |e: zip::result::ZipError| Error::Io {
-            package: from.name.clone(),
-            context: format!("reading `{entry}` to copy it"),
-            source: match e {
-                zip::result::ZipError::Io(io) => io,
-                other => io::Error::other(other),
-            },
-        };
-        let file = from.zip.by_name_raw(entry.as_bytes()).map_err(source)?;
+        let file = from
+            .zip
+            .by_name_raw(entry.as_bytes())
+            .map_err(|e| zip_io(&from.name, &format!("reading `{entry}` to copy it"), e))?;
         let size = file.size();
         self.broken = true;
         self.zip
@@ -560,6 +601,7 @@ mod tests {
         file
     }
 
+    /// Manifest entries of `bodies`, each with a made-up SHA-256 ([`digest_of`]).
     fn entries(bodies: &[(&str, &[u8])]) -> impl Iterator<Item = UrlEntry> {
         let entries: Vec<UrlEntry> = bodies
             .iter()
@@ -568,6 +610,10 @@ mod tests {
                 md: Some(Md {
                     path: Some((*path).into()),
                     length: Some(body.len() as u64),
+                    hash: Some(rsagg_model::Hashes(vec![rsagg_model::HashValue {
+                        algorithm: HashAlgorithm::Sha256,
+                        digest: digest_of(body),
+                    }])),
                     ..Md::default()
                 }),
                 ..UrlEntry::default()
@@ -576,16 +622,29 @@ mod tests {
         entries.into_iter()
     }
 
+    /// A well-formed SHA-256 value standing for `body` (its length, repeated).
+    fn digest_of(body: &[u8]) -> String {
+        format!("{:02x}", body.len() % 256).repeat(32)
+    }
+
     #[test]
     fn an_entry_copied_from_another_package_is_the_entry_written_afresh() {
         let text = b"a resource of plain text, long enough to be worth deflating. ".repeat(8);
         let old: [(&str, &[u8]); 3] = [("/a", &text), ("/b", b"tiny"), ("/gone", b"old bytes")];
-        let mut from = CopySource::open(package_of(&old), "old.zip").unwrap();
+        let mut from = CopySource::open(io::BufReader::new(package_of(&old)), "old.zip").unwrap();
+        let digests: Vec<(String, String)> = old
+            .iter()
+            .map(|(path, body)| (path[1..].to_owned(), digest_of(body)))
+            .collect();
+        assert_eq!(from.digests().unwrap(), digests);
 
         // The new package: `a` and `b` copied (`b` under a new name), `c` added.
         let new: [(&str, &[u8]); 3] = [("/a", &text), ("/b2", b"tiny"), ("/c", b"new")];
         let mut w = PackageWriter::new(tempfile::tempfile().unwrap());
-        assert_eq!(w.copy_entry("/a", &mut from, "a").unwrap(), text.len() as u64);
+        assert_eq!(
+            w.copy_entry("/a", &mut from, "a").unwrap(),
+            text.len() as u64
+        );
         assert_eq!(w.copy_entry("/b2", &mut from, "b").unwrap(), 4);
         // Refusals leave the writer usable: a name already there, one the source lacks.
         assert!(matches!(
@@ -608,11 +667,16 @@ mod tests {
         assert_eq!(a, b);
         // And it reads back, every CRC checked.
         copied.rewind().unwrap();
-        let mut package = crate::Package::open(copied, "new.zip", crate::Limits::default()).unwrap();
+        let mut package =
+            crate::Package::open(copied, "new.zip", crate::Limits::default()).unwrap();
         assert!(package.problems().is_empty(), "{:?}", package.problems());
         for (i, (_, body)) in new.iter().enumerate() {
             let mut back = Vec::new();
-            package.open_item(i).unwrap().read_to_end(&mut back).unwrap();
+            package
+                .open_item(i)
+                .unwrap()
+                .read_to_end(&mut back)
+                .unwrap();
             assert_eq!(&back, body);
         }
     }

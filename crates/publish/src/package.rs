@@ -523,13 +523,7 @@ fn add(
             Data::Copy(package, entry) => {
                 let from = match sources.take() {
                     Some((open, from)) if Arc::ptr_eq(&open, package) => from,
-                    _ => {
-                        let file = package.file.try_clone().map_err(|source| Error::Io {
-                            what: format!("reading {} to copy from it", package.name),
-                            source,
-                        })?;
-                        CopySource::open(file, &package.name)?
-                    }
+                    _ => package.source()?,
                 };
                 let (_, from) = sources.insert((package.clone(), from));
                 writer.copy_entry(path, from, entry)

@@ -27,17 +27,46 @@ use std::io::{Seek, Write};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use object_store::{ObjectStore, ObjectStoreExt};
 use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use rsagg_dump::CopySource;
 use rsagg_layout::meta::DumpPackage;
 use rsagg_model::HashAlgorithm;
 use sha2::Digest;
 
+/// Previous packages up to this size are held in memory while they are copied from, larger
+/// ones in a temporary file: a copy seeks to each entry, and reading a file anew at each
+/// seek cost more system time than the deflating the copy saves.
+const IN_MEMORY: u64 = 16 << 20;
+
+#[cfg(test)]
+thread_local! {
+    /// [`IN_MEMORY`] for the tests of this thread, so that they reach the file path too.
+    pub(crate) static TEST_IN_MEMORY: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// [`IN_MEMORY`], or what a test set.
+fn in_memory() -> u64 {
+    #[cfg(test)]
+    if let Some(n) = TEST_IN_MEMORY.with(std::cell::Cell::get) {
+        return n;
+    }
+    IN_MEMORY
+}
+
+/// Where a downloaded package is.
+#[derive(Debug)]
+enum Data {
+    Memory(bytes::Bytes),
+    /// A temporary file, removed when the last holder drops it.
+    File(File),
+}
+
 /// One previous package, downloaded and checked.
 #[derive(Debug)]
 pub(crate) struct Opened {
-    /// The downloaded ZIP (a temporary file, removed when the last holder drops it).
-    pub file: File,
+    /// The downloaded ZIP.
+    data: Data,
     /// Its object path, for messages.
     pub name: String,
     /// SHA-256 (lowercase hex) of each bitstream → the ZIP entry holding it.
@@ -47,10 +76,11 @@ pub(crate) struct Opened {
 }
 
 /// A previous package to copy from, with the ranges that say when it is needed.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Listed {
     zip: String,
     sha256: String,
+    length: u64,
     slots: [u16; 2],
 }
 
@@ -76,6 +106,7 @@ impl Previous {
                 Some(Listed {
                     zip: p.info.zip.clone(),
                     sha256: p.info.sha256.clone(),
+                    length: p.info.length,
                     slots: p.slots?,
                 })
             })
@@ -108,11 +139,7 @@ impl Previous {
                 // Passed without an item of ours in its range.
                 continue;
             }
-            let listed = Listed {
-                zip: listed.zip.clone(),
-                sha256: listed.sha256.clone(),
-                slots: listed.slots,
-            };
+            let listed = listed.clone();
             match self.download(&listed).await {
                 Ok(opened) => self.open.push_back(Arc::new(opened)),
                 Err(why) => {
@@ -140,14 +167,32 @@ impl Previous {
             .get(&path)
             .await
             .map_err(|e| format!("reading it from the store: {e}"))?;
-        let mut file = tempfile::tempfile().map_err(|e| format!("a temporary file: {e}"))?;
         let mut hasher = sha2::Sha256::new();
         let mut stream = got.into_stream();
+        let in_memory = in_memory();
+        let mut data = if listed.length <= in_memory {
+            Data::Memory(bytes::Bytes::new())
+        } else {
+            Data::File(tempfile::tempfile().map_err(|e| format!("a temporary file: {e}"))?)
+        };
+        let mut memory = bytes::BytesMut::new();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| format!("reading it from the store: {e}"))?;
             hasher.update(&chunk);
-            file.write_all(&chunk)
-                .map_err(|e| format!("writing the temporary file: {e}"))?;
+            match &mut data {
+                Data::Memory(_) if (memory.len() + chunk.len()) as u64 <= in_memory => {
+                    memory.extend_from_slice(&chunk)
+                }
+                Data::Memory(_) => {
+                    return Err(format!("longer than the {} bytes published", listed.length));
+                }
+                Data::File(file) => file
+                    .write_all(&chunk)
+                    .map_err(|e| format!("writing the temporary file: {e}"))?,
+            }
+        }
+        if let Data::Memory(bytes) = &mut data {
+            *bytes = memory.freeze();
         }
         let digest = crate::package::hex(HashAlgorithm::Sha256, &hasher.finalize());
         if digest != listed.sha256 {
@@ -158,45 +203,46 @@ impl Previous {
         }
         let name = listed.zip.clone();
         let last_slot = listed.slots[1];
-        tokio::task::spawn_blocking(move || index(file, name, last_slot))
+        tokio::task::spawn_blocking(move || index(data, name, last_slot))
             .await
             .map_err(|e| format!("reading its manifest: {e}"))?
     }
 }
 
-/// Reads the manifest of the package in `file`: each entry's SHA-256 and ZIP entry name.
-fn index(mut file: File, name: String, last_slot: u16) -> Result<Opened, String> {
-    // rsagg's own package, its bytes checked: limits as wide as the writer's own bounds.
-    let limits = rsagg_dump::Limits {
-        max_entries: usize::MAX,
-        max_entry_bytes: u64::MAX,
-        max_total_bytes: u64::MAX,
-        max_ratio: u64::MAX,
-        max_manifest_bytes: u64::MAX,
-    };
-    file.rewind().map_err(|e| format!("reading it back: {e}"))?;
-    let reader = file.try_clone().map_err(|e| format!("reading it back: {e}"))?;
-    let package =
-        rsagg_dump::Package::open(reader, &name, limits).map_err(|e| format!("opening it: {e}"))?;
-    let mut by_digest = HashMap::with_capacity(package.entries().len());
-    for item in package.entries() {
-        let (Some(path), Some(_)) = (&item.path, item.zip_index) else {
-            continue;
-        };
-        let sha256 = item
-            .entry
-            .md
-            .as_ref()
-            .and_then(|m| m.hash.as_ref())
-            .and_then(|h| h.get(&HashAlgorithm::Sha256));
-        if let Some(h) = sha256 {
-            by_digest.insert(h.digest.clone(), path.clone());
+impl Opened {
+    /// The package to copy from, read from memory or through a buffer.
+    pub(crate) fn source(&self) -> Result<CopySource, rsagg_dump::Error> {
+        match &self.data {
+            Data::Memory(bytes) => {
+                CopySource::open(std::io::Cursor::new(bytes.clone()), &self.name)
+            }
+            Data::File(file) => {
+                let file = file.try_clone().map_err(|source| rsagg_dump::Error::Io {
+                    package: self.name.clone(),
+                    context: "reading it again to copy from it".into(),
+                    source,
+                })?;
+                CopySource::open(std::io::BufReader::new(file), &self.name)
+            }
         }
     }
-    Ok(Opened {
-        file,
+}
+
+/// Reads the manifest of the package in `data`: each bitstream's SHA-256 and ZIP entry name.
+fn index(data: Data, name: String, last_slot: u16) -> Result<Opened, String> {
+    let mut opened = Opened {
+        data,
         name,
-        by_digest,
+        by_digest: HashMap::new(),
         last_slot,
-    })
+    };
+    if let Data::File(file) = &mut opened.data {
+        file.rewind().map_err(|e| format!("reading it back: {e}"))?;
+    }
+    let digests = opened
+        .source()
+        .and_then(|mut source| source.digests())
+        .map_err(|e| format!("reading its manifest: {e}"))?;
+    opened.by_digest = digests.into_iter().map(|(path, sha)| (sha, path)).collect();
+    Ok(opened)
 }
