@@ -3,7 +3,9 @@
 //!
 //! A package is written to a local temporary file by [`rsagg_dump::PackageWriter`] on a
 //! blocking thread while blobs are fetched on the async side and handed over through a
-//! bounded channel, so fetching and compressing overlap and memory stays bounded. Blobs the
+//! bounded channel, so fetching and compressing overlap and memory stays bounded. A Resource
+//! Dump rebuild copies the bitstreams its previous generation holds from its packages, still
+//! compressed (`crate::previous`). Blobs the
 //! run has just stored are taken from memory ([`rsagg_store::RecentBlobs`]); the others are
 //! read [`READ_AHEAD`] at a time (in manifest order), since one read costs a round trip to
 //! the store (a GET on S3) and the typical dump is many small resources; a local store's
@@ -157,10 +159,11 @@ struct Written {
 /// Builds the package of `items` (in manifest order) with manifest header `header`, uploads
 /// it to `zip` and the copy of its manifest to `manifest`.
 ///
-/// Blobs are read from `store`: those [`StoreLocation::recent`] keeps from memory (a dump
-/// built right after a harvest reads nothing back), then those `spool` has (items in slot
-/// order: the Resource Dump; each body verified against its address when its bucket is
-/// loaded), the rest from the store; for a `file://` store
+/// Bitstreams come first from `previous` (a Resource Dump rebuild: the previous dump's
+/// packages, copied from as they are), then from memory for those [`StoreLocation::recent`]
+/// keeps (a dump built right after a harvest reads nothing back), then from what `spool`
+/// has (items in slot order: the Resource Dump; each body verified against its address when
+/// its bucket is loaded), the rest from the store; for a `file://` store
 /// ([`StoreLocation::local_root`]) the others as files, a batch at a time by blocking tasks
 /// ([`feed_local`]) instead of one `objects.get` each (a blocking-thread hand-off per blob,
 /// and a task wake-up per blob on each side of the writer's queue), while the writer thread

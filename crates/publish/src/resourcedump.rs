@@ -111,14 +111,7 @@ pub async fn publish(
     // it (or a later version). Nobody waiting is not an error.
     let _ = holds.send(state.last_seq().await);
 
-    // The packages of the dump out there, to copy unchanged bitstreams from.
-    let previous = meta
-        .current
-        .and_then(|_| Previous::new(location.objects.clone(), &meta.packages));
-    let (packages, report) = build(
-        state, location, base_url, policy, cfg, generation, previous, listed,
-    )
-    .await?;
+    let (packages, report) = build(state, location, base_url, policy, cfg, &meta, listed).await?;
     // The spool served this dump; the next one is a day away (`resource_dump_interval`),
     // and the spool is bounded: it keeps what is stored from now on instead.
     location.spool.clear().await;
@@ -172,8 +165,9 @@ impl Signals {
     }
 }
 
-/// Builds and uploads the packages of `generation`: every present copy, in slot order, cut
-/// at the configured bounds.
+/// Builds and uploads the packages of `meta.generation`: every present copy, in slot order,
+/// cut at the configured bounds, the bitstreams of the dump out there (`meta.current`'s
+/// packages) copied from it.
 ///
 /// Listing the copies (a state lookup and a Resource List entry each) and building the
 /// packages overlap: [`plan`] sends each package's items as it finds them and
@@ -185,10 +179,12 @@ async fn build(
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
-    generation: u64,
-    previous: Option<Previous>,
+    meta: &ResourceDumpMeta,
     listed: oneshot::Sender<()>,
 ) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
+    let previous = meta
+        .current
+        .and_then(|_| Previous::new(location.objects.clone(), &meta.packages));
     let mut out = Packages {
         location,
         // What the harvest before spooled.
@@ -200,7 +196,7 @@ async fn build(
             })
         }),
         base_url,
-        generation,
+        generation: meta.generation,
         packages: Vec::new(),
         report: ResourceDumpReport::default(),
     };

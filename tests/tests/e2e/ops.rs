@@ -45,6 +45,22 @@ fn audit(case: &Case, args: &[&str]) -> Result<(i32, Value)> {
     Ok((code, report))
 }
 
+/// The items of a `run --dry-run --json` plan as `action uri` strings, in its order.
+fn planned(plan: &Value) -> Result<Vec<String>> {
+    Ok(plan["items"]
+        .as_array()
+        .context("items")?
+        .iter()
+        .map(|i| {
+            format!(
+                "{} {}",
+                i["action"].as_str().unwrap_or("?"),
+                i["uri"].as_str().unwrap_or("?")
+            )
+        })
+        .collect())
+}
+
 /// The discrepancies of an audit report as sorted `kind path` strings (paths relative to
 /// the site).
 fn items(site: &Site, report: &Value) -> Vec<String> {
@@ -360,18 +376,7 @@ fn dry_run_says_what_a_run_would_do_and_changes_nothing() -> Result<()> {
         (&2.into(), &1.into(), &1.into(), &1.into(), &1.into()),
         "{plan:#}"
     );
-    let mut actions: Vec<String> = plan["items"]
-        .as_array()
-        .context("items")?
-        .iter()
-        .map(|i| {
-            format!(
-                "{} {}",
-                i["action"].as_str().unwrap_or("?"),
-                i["uri"].as_str().unwrap_or("?")
-            )
-        })
-        .collect();
+    let mut actions: Vec<String> = planned(&plan)?;
     actions.sort();
     assert_eq!(
         actions,
@@ -703,18 +708,7 @@ fn audit_is_in_sync_after_a_run_when_the_change_list_runs_past_the_resource_list
     let (code, out, err) = cmd(&case, &["run", &toml, "--dry-run", "--json"])?;
     assert_eq!(code, 0, "{out}{err}");
     let plan: Value = serde_json::from_str(out.trim())?;
-    let mut planned: Vec<String> = plan["items"]
-        .as_array()
-        .context("items")?
-        .iter()
-        .map(|i| {
-            format!(
-                "{} {}",
-                i["action"].as_str().unwrap_or("?"),
-                i["uri"].as_str().unwrap_or("?")
-            )
-        })
-        .collect();
+    let mut planned: Vec<String> = planned(&plan)?;
     planned.sort();
     let creates: Vec<String> = state.iter().map(|(u, _)| format!("create {u}")).collect();
     assert_eq!(planned, creates, "{plan:#}");
@@ -792,18 +786,7 @@ fn dry_run_plans_the_changes_after_the_checkpoint_the_last_of_a_uri_winning() ->
         (&2.into(), &1.into(), &1.into(), &1.into()),
         "{plan:#}"
     );
-    let actions: Vec<String> = plan["items"]
-        .as_array()
-        .context("items")?
-        .iter()
-        .map(|i| {
-            format!(
-                "{} {}",
-                i["action"].as_str().unwrap_or("?"),
-                i["uri"].as_str().unwrap_or("?")
-            )
-        })
-        .collect();
+    let actions: Vec<String> = planned(&plan)?;
     assert_eq!(
         actions,
         [
