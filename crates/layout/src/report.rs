@@ -256,11 +256,21 @@ impl PublishReport {
         }
         if let Some(d) = &self.resource_dump {
             s.push_str(&format!(
-                "  resource dump rebuilt: {} package(s), {} resources, {}\n",
+                "  resource dump rebuilt: {} package(s), {} resources, {}",
                 d.packages,
                 d.resources,
                 ByteSize(d.bytes)
             ));
+            if d.copied > 0 {
+                s.push_str(&format!(", {} copied from the previous dump", d.copied));
+            }
+            if d.unusable > 0 {
+                s.push_str(&format!(
+                    " ({} previous package(s) unusable, read from the blobs)",
+                    d.unusable
+                ));
+            }
+            s.push('\n');
         }
         if let Some(g) = &self.gc {
             s.push_str(&format!(
@@ -704,10 +714,15 @@ mod tests {
             resources: 2,
             bytes: 2048,
             skipped: 0,
+            copied: 1,
+            unusable: 0,
         });
         let s = r.summary();
         assert!(s.contains("1.5 KiB read, 3.0 MiB written"), "{s}");
-        assert!(s.contains("2 resources, 2.0 KiB"), "{s}");
+        assert!(
+            s.contains("2 resources, 2.0 KiB, 1 copied from the previous dump\n"),
+            "{s}"
+        );
     }
 
     #[test]
