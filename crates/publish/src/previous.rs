@@ -36,7 +36,10 @@ use sha2::Digest;
 
 /// Previous packages up to this size are held in memory while they are copied from, larger
 /// ones in a temporary file: a copy seeks to each entry, and reading a file anew at each
-/// seek cost more system time than the deflating the copy saves.
+/// seek cost more system time than the deflating the copy saves. The packages the window
+/// holds in memory at once take at most twice this: one whose items are being copied and
+/// the next, which may share its first slot; more (many small packages sharing a slot) go
+/// to temporary files.
 const IN_MEMORY: u64 = 16 << 20;
 
 #[cfg(test)]
@@ -158,9 +161,17 @@ impl Previous {
         })
     }
 
-    /// Downloads `listed` into a temporary file, checks its SHA-256 against the published one
-    /// and reads its manifest; the reason as text when it cannot be used.
+    /// Downloads `listed` into memory or a temporary file, checks its SHA-256 against the
+    /// published one and reads its manifest; the reason as text when it cannot be used.
     async fn download(&self, listed: &Listed) -> Result<Opened, String> {
+        let held: u64 = self
+            .open
+            .iter()
+            .map(|p| match &p.data {
+                Data::Memory(bytes) => bytes.len() as u64,
+                Data::File(_) => 0,
+            })
+            .sum();
         let path = Path::from(listed.zip.as_str());
         let got = self
             .objects
@@ -170,7 +181,7 @@ impl Previous {
         let mut hasher = sha2::Sha256::new();
         let mut stream = got.into_stream();
         let in_memory = in_memory();
-        let mut data = if listed.length <= in_memory {
+        let mut data = if listed.length <= in_memory && held + listed.length <= 2 * in_memory {
             Data::Memory(bytes::Bytes::new())
         } else {
             Data::File(tempfile::tempfile().map_err(|e| format!("a temporary file: {e}"))?)
