@@ -26,7 +26,7 @@
 //! Memory does not grow with the collection: the references found in the records are written
 //! to local disk by the blob's fan-out directory (`blobs/sha256/{ab}/`, 16 bytes each), and the
 //! directories are swept one after the other, each against its own references only
-//! ([`References`]): 1/256 of them in memory at a time.
+//! (`References`): 1/256 of them in memory at a time.
 //!
 //! The blob area belongs to one collection: every pipeline has a store URL of its own, so
 //! the records of this state are all that can refer to a blob in it.

@@ -7,19 +7,21 @@
 //! (the `p/` scan of the state), so the previous packages a new package needs are the few
 //! whose slot range ([`DumpPackage::slots`]) covers the items being planned: this module
 //! downloads them one after the other as the items reach their slots (a GET per package, into
-//! a temporary file), and finds each item's bitstream there by its SHA-256 (bitstreams are
+//! memory, or a temporary file when large), and finds each item's bitstream there by its
+//! SHA-256 (bitstreams are
 //! content-addressed, so equal digests are equal bytes). The package writer then copies the
 //! entry as it is ([`rsagg_dump::PackageWriter::copy_entry`]): no blob read, no deflating.
 //!
 //! Trust: a previous package is used only when its bytes hash to the SHA-256 published for
-//! it, and its manifest reads back ([`rsagg_dump::Package::open`]); otherwise it is counted
+//! it, and its manifest reads back ([`rsagg_dump::CopySource::digests`]); otherwise it is counted
 //! as unusable, logged, and its resources are read from the blobs as before. A package of
 //! an older rsagg, without recorded slots, is never copied from.
 //!
 //! Bounded: at most the packages whose ranges overlap the current slot are held (usually one
-//! or two, each a temporary file of at most `publish.dump_package_bytes` and a map of its
-//! entries' digests, at most `publish.dump_package_entries`); a package is dropped, file and
-//! map, once the items have passed its last slot.
+//! or two), each with a map of its entries' digests (at most `publish.dump_package_entries`):
+//! in memory when it is at most [`IN_MEMORY`] bytes and those in memory stay within twice
+//! that, else in a temporary file (at most `publish.dump_package_bytes`); a package is
+//! dropped, bytes and map, once the items have passed its last slot.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
