@@ -5,11 +5,13 @@
 //! with a Resource List (an index of 50,000-entry parts beyond 50,000, spec 4) and a Change
 //! List — by default generated (`--upstream generated`: an in-process HTTP server computes
 //! each document, list entry and body from its path, so N = 10^7 needs no file per
-//! resource), or files served by nginx (`--upstream files`, up to ~10^6); a baseline; then `--incremental` rounds, each of `--updates` scattered updates,
-//! `--creates` creations and `--deletes` deletions appended to the upstream's Change List;
-//! then a run with no change, then a forced blob garbage collection (`rsagg gc --force`,
-//! unless `--skip-gc`). Every run is a fresh `rsagg` process (as a CronJob starts it), on a
-//! `file://` store in the working directory (put it on tmpfs) and on SeaweedFS. Per run it prints wall and CPU seconds and peak RSS (GNU time), the seconds of
+//! resource), or files served by nginx (`--upstream files`, up to ~10^6); a baseline; then
+//! `--incremental` rounds, each of `--updates` scattered updates, `--creates` creations and
+//! `--deletes` deletions appended to the upstream's Change List; then a run with no change,
+//! a Resource Dump rebuild (unless `--skip-rebuild`) and a forced blob garbage collection
+//! (`rsagg gc --force`, unless `--skip-gc`). Every run is a fresh `rsagg` process (as a
+//! CronJob starts it), on a `file://` store in the working directory (put it on tmpfs) and on
+//! SeaweedFS. Per run it prints wall and CPU seconds and peak RSS (GNU time), the seconds of
 //! each publish step, the object-store requests by kind and the bytes read and written (the
 //! run report's `store`, counted by rsagg's own `CountedStore`), and after the baseline the
 //! bytes stored per byte harvested. The targets of issue 14 are printed as ratios between

@@ -119,10 +119,10 @@ impl std::fmt::Debug for CopySource {
 }
 
 impl CopySource {
-    /// Opens the package in `file` (its central directory read; `name` for errors). Meant
-    /// for rsagg's own packages, checked by the caller (see [`PackageWriter::copy_entry`]);
-    /// an upstream's package goes through [`crate::Package::open`] instead.
-    /// Each seek of a copy reads anew, so give it bytes in memory, or a buffered file.
+    /// Opens `package` (its central directory read; `name` for errors). Meant for rsagg's
+    /// own packages, checked by the caller (see [`PackageWriter::copy_entry`]); an
+    /// upstream's package goes through [`crate::Package::open`] instead. Each seek of a copy
+    /// reads anew, so give it bytes in memory, or a buffered file.
     pub fn open(package: impl ReadSeek + 'static, name: &str) -> Result<CopySource, Error> {
         let package: Box<dyn ReadSeek> = Box::new(package);
         let zip = zip::ZipArchive::new(package)
@@ -233,15 +233,7 @@ impl PackageWriter {
     }
 
     fn zip_error(&self, context: String, e: zip::result::ZipError) -> Error {
-        let source = match e {
-            zip::result::ZipError::Io(io) => io,
-            other => io::Error::other(other),
-        };
-        Error::Io {
-            package: self.name.clone(),
-            context,
-            source,
-        }
+        zip_io(&self.name, &context, e)
     }
 
     /// Adds one file at `path` (leading '/' as in rs:md path; stored without it), copying

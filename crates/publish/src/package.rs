@@ -139,13 +139,6 @@ enum Data {
     Copy(Arc<Opened>, String),
 }
 
-/// Bitstreams taken from the previous Resource Dump's packages: the source, and how many
-/// were.
-pub(crate) struct FromPrevious {
-    pub previous: Previous,
-    pub copied: u64,
-}
-
 /// What the writer thread produced.
 struct Written {
     zip: File,
@@ -177,7 +170,7 @@ struct Written {
 pub(crate) async fn build(
     store: &StoreLocation,
     spool: Option<&SpoolReader>,
-    previous: Option<&tokio::sync::Mutex<FromPrevious>>,
+    previous: Option<&tokio::sync::Mutex<Previous>>,
     header: Header,
     items: impl Stream<Item = Result<Item, Error>> + Send,
     zip: &Path,
@@ -232,7 +225,7 @@ fn held<'a>(
     items: impl Stream<Item = Result<Item, Error>> + 'a,
     recent: &'a RecentBlobs,
     spool: Option<&'a SpoolReader>,
-    previous: Option<&'a tokio::sync::Mutex<FromPrevious>>,
+    previous: Option<&'a tokio::sync::Mutex<Previous>>,
 ) -> impl Stream<Item = Result<Held, Error>> + 'a {
     items.then(move |item| async move {
         let item = item?;
@@ -311,15 +304,13 @@ async fn feed(
 async fn kept(
     recent: &RecentBlobs,
     spool: Option<&SpoolReader>,
-    previous: Option<&tokio::sync::Mutex<FromPrevious>>,
+    previous: Option<&tokio::sync::Mutex<Previous>>,
     body: &Body,
 ) -> Option<Data> {
-    if let (Some(previous), Some(slot)) = (previous, body.slot) {
-        let mut from = previous.lock().await;
-        if let Some((package, entry)) = from.previous.find(slot, &body.sha256).await {
-            from.copied += 1;
-            return Some(Data::Copy(package, entry));
-        }
+    if let (Some(previous), Some(slot)) = (previous, body.slot)
+        && let Some((package, entry)) = previous.lock().await.find(slot, &body.sha256).await
+    {
+        return Some(Data::Copy(package, entry));
     }
     if let Some(bytes) = recent.get(&body.sha256) {
         return Some(Data::Read(Verified::Memory(bytes)));

@@ -24,17 +24,13 @@
 //! dropped, bytes and map, once the items have passed its last slot.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
-use std::io::{Seek, Write};
 use std::sync::Arc;
 
-use futures::StreamExt;
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
 use rsagg_dump::CopySource;
 use rsagg_layout::meta::DumpPackage;
-use rsagg_model::HashAlgorithm;
-use sha2::Digest;
+use rsagg_store::Verified;
 
 /// Previous packages up to this size are held in memory while they are copied from, larger
 /// ones in a temporary file: a copy seeks to each entry, and reading a file anew at each
@@ -59,19 +55,12 @@ fn in_memory() -> u64 {
     IN_MEMORY
 }
 
-/// Where a downloaded package is.
-#[derive(Debug)]
-enum Data {
-    Memory(bytes::Bytes),
-    /// A temporary file, removed when the last holder drops it.
-    File(File),
-}
-
 /// One previous package, downloaded and checked.
 #[derive(Debug)]
 pub(crate) struct Opened {
-    /// The downloaded ZIP.
-    data: Data,
+    /// The ZIP: in memory, or a file (a temporary one, or a local store's own), read from
+    /// its start.
+    data: Verified,
     /// Its object path, for messages.
     pub name: String,
     /// SHA-256 (lowercase hex) of each bitstream → the ZIP entry holding it.
@@ -97,6 +86,8 @@ pub(crate) struct Previous {
     next: usize,
     /// Packages downloaded whose last slot the items have not passed.
     open: VecDeque<Arc<Opened>>,
+    /// Bitstreams found in them ([`Previous::find`] answered).
+    pub copied: u64,
     /// Packages that could not be used.
     pub unusable: u64,
 }
@@ -124,6 +115,7 @@ impl Previous {
             packages,
             next: 0,
             open: VecDeque::new(),
+            copied: 0,
             unusable: 0,
         })
     }
@@ -156,64 +148,47 @@ impl Previous {
                 }
             }
         }
-        self.open.iter().find_map(|p| {
+        let found = self.open.iter().find_map(|p| {
             p.by_digest
                 .get(sha256)
                 .map(|entry| (p.clone(), entry.clone()))
-        })
+        });
+        self.copied += u64::from(found.is_some());
+        found
     }
 
-    /// Downloads `listed` into memory or a temporary file, checks its SHA-256 against the
-    /// published one and reads its manifest; the reason as text when it cannot be used.
+    /// Downloads `listed` into memory or a temporary file (at most twice [`IN_MEMORY`] in
+    /// memory over the window), checks its SHA-256 and length against the published ones and
+    /// reads its manifest; the reason as text when it cannot be used.
     async fn download(&self, listed: &Listed) -> Result<Opened, String> {
         let held: u64 = self
             .open
             .iter()
             .map(|p| match &p.data {
-                Data::Memory(bytes) => bytes.len() as u64,
-                Data::File(_) => 0,
+                Verified::Memory(bytes) => bytes.len() as u64,
+                Verified::File { .. } => 0,
             })
             .sum();
-        let path = Path::from(listed.zip.as_str());
-        let got = self
-            .objects
-            .get(&path)
-            .await
-            .map_err(|e| format!("reading it from the store: {e}"))?;
-        let mut hasher = sha2::Sha256::new();
-        let mut stream = got.into_stream();
-        let in_memory = in_memory();
-        let mut data = if listed.length <= in_memory && held + listed.length <= 2 * in_memory {
-            Data::Memory(bytes::Bytes::new())
-        } else {
-            Data::File(tempfile::tempfile().map_err(|e| format!("a temporary file: {e}"))?)
+        let in_memory = match in_memory() {
+            n if held + listed.length <= 2 * n => n,
+            _ => 0,
         };
-        let mut memory = bytes::BytesMut::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| format!("reading it from the store: {e}"))?;
-            hasher.update(&chunk);
-            match &mut data {
-                Data::Memory(_) if (memory.len() + chunk.len()) as u64 <= in_memory => {
-                    memory.extend_from_slice(&chunk)
-                }
-                Data::Memory(_) => {
-                    return Err(format!("longer than the {} bytes published", listed.length));
-                }
-                Data::File(file) => file
-                    .write_all(&chunk)
-                    .map_err(|e| format!("writing the temporary file: {e}"))?,
-            }
-        }
-        if let Data::Memory(bytes) = &mut data {
-            *bytes = memory.freeze();
-        }
-        let digest = crate::package::hex(HashAlgorithm::Sha256, &hasher.finalize());
-        if digest != listed.sha256 {
-            return Err(format!(
-                "its bytes hash to sha-256 {digest}, not the {} published for it (spec 11.1 `hash`)",
-                listed.sha256
-            ));
-        }
+        let path = Path::from(listed.zip.as_str());
+        let data = rsagg_store::read_verified(
+            self.objects.as_ref(),
+            &path,
+            &listed.sha256,
+            listed.length,
+            in_memory,
+        )
+        .await
+        .map_err(|e| format!("reading it: {e}"))?
+        .ok_or_else(|| {
+            format!(
+                "missing, or not the {} bytes of sha-256 {} published for it (spec 11.1 `hash`)",
+                listed.length, listed.sha256
+            )
+        })?;
         let name = listed.zip.clone();
         let last_slot = listed.slots[1];
         tokio::task::spawn_blocking(move || index(data, name, last_slot))
@@ -226,15 +201,23 @@ impl Opened {
     /// The package to copy from, read from memory or through a buffer.
     pub(crate) fn source(&self) -> Result<CopySource, rsagg_dump::Error> {
         match &self.data {
-            Data::Memory(bytes) => {
+            Verified::Memory(bytes) => {
                 CopySource::open(std::io::Cursor::new(bytes.clone()), &self.name)
             }
-            Data::File(file) => {
-                let file = file.try_clone().map_err(|source| rsagg_dump::Error::Io {
+            Verified::File { file, start } => {
+                let io = |source| rsagg_dump::Error::Io {
                     package: self.name.clone(),
                     context: "reading it again to copy from it".into(),
                     source,
-                })?;
+                };
+                // A whole object is read, so it starts at the file's start: ZIP offsets
+                // count from there.
+                if *start != 0 {
+                    return Err(io(std::io::Error::other(
+                        "the package does not start its file",
+                    )));
+                }
+                let file = file.try_clone().map_err(io)?;
                 CopySource::open(std::io::BufReader::new(file), &self.name)
             }
         }
@@ -242,16 +225,13 @@ impl Opened {
 }
 
 /// Reads the manifest of the package in `data`: each bitstream's SHA-256 and ZIP entry name.
-fn index(data: Data, name: String, last_slot: u16) -> Result<Opened, String> {
+fn index(data: Verified, name: String, last_slot: u16) -> Result<Opened, String> {
     let mut opened = Opened {
         data,
         name,
         by_digest: HashMap::new(),
         last_slot,
     };
-    if let Data::File(file) = &mut opened.data {
-        file.rewind().map_err(|e| format!("reading it back: {e}"))?;
-    }
     let digests = opened
         .source()
         .and_then(|mut source| source.digests())

@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::Error;
 use crate::entry::{MAX_DOCUMENT_ENTRIES, resource_entry};
 use crate::links::LinkPolicy;
-use crate::package::{self, Body, FromPrevious, Item};
+use crate::package::{self, Body, Item};
 use crate::previous::Previous;
 use rsagg_config::PublishConfig;
 use rsagg_layout::capability::up_link;
@@ -182,19 +182,12 @@ async fn build(
     meta: &ResourceDumpMeta,
     listed: oneshot::Sender<()>,
 ) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
-    let previous = meta
-        .current
-        .and_then(|_| Previous::new(location.objects.clone(), &meta.packages));
+    let previous = Previous::new(location.objects.clone(), &meta.packages);
     let mut out = Packages {
         location,
         // What the harvest before spooled.
         spool: location.spool.reader().await,
-        previous: previous.map(|previous| {
-            tokio::sync::Mutex::new(FromPrevious {
-                previous,
-                copied: 0,
-            })
-        }),
+        previous: previous.map(tokio::sync::Mutex::new),
         base_url,
         generation: meta.generation,
         packages: Vec::new(),
@@ -210,9 +203,9 @@ async fn build(
     // The plan's error first: a package it stopped feeding fails for that reason.
     planned?;
     made?;
-    if let Some(from) = out.previous.take().map(tokio::sync::Mutex::into_inner) {
-        out.report.copied = from.copied;
-        out.report.unusable = from.previous.unusable;
+    if let Some(previous) = out.previous.take().map(tokio::sync::Mutex::into_inner) {
+        out.report.copied = previous.copied;
+        out.report.unusable = previous.unusable;
     }
     Ok((out.packages, out.report))
 }
@@ -304,6 +297,9 @@ async fn plan(
 struct PackageItems<'a> {
     rx: &'a mut mpsc::Receiver<Planned>,
     next: &'a mut Option<Planned>,
+    /// The slots of the first and the last item so far, for the next rebuild
+    /// ([`DumpPackage::slots`]).
+    slots: &'a mut Option<[u16; 2]>,
     ended: bool,
 }
 
@@ -319,7 +315,13 @@ impl futures::Stream for PackageItems<'_> {
             return std::task::Poll::Ready(None);
         }
         std::task::Poll::Ready(match std::task::ready!(this.rx.poll_recv(cx)) {
-            Some(Planned::Item(item)) => Some(Ok(*item)),
+            Some(Planned::Item(item)) => {
+                if let Some(slot) = item.body.as_ref().and_then(|b| b.slot) {
+                    let first = this.slots.map_or(slot, |[first, _]| first);
+                    *this.slots = Some([first, slot]);
+                }
+                Some(Ok(*item))
+            }
             Some(end @ (Planned::Package(_) | Planned::Done)) => {
                 *this.next = Some(end);
                 this.ended = true;
@@ -339,7 +341,7 @@ struct Packages<'a> {
     /// The bodies the run spooled, read in slot order.
     spool: Option<rsagg_store::SpoolReader>,
     /// The previous dump's packages, copied from where they hold a bitstream.
-    previous: Option<tokio::sync::Mutex<FromPrevious>>,
+    previous: Option<tokio::sync::Mutex<Previous>>,
     base_url: &'a str,
     generation: u64,
     packages: Vec<DumpPackage>,
@@ -360,12 +362,17 @@ impl Packages<'_> {
             };
             // The package's items: up to the next package or the end, which is kept in
             // `next`; an error when the plan stops without saying it is done.
+            let mut slots = None;
             let items = PackageItems {
                 rx: &mut rx,
                 next: &mut next,
+                slots: &mut slots,
                 ended: false,
             };
             self.flush(items, at).await?;
+            if let Some(made) = self.packages.last_mut() {
+                made.slots = slots;
+            }
         }
     }
 
@@ -394,20 +401,6 @@ impl Packages<'_> {
         let zip = Path::from(format!("{prefix}part-{k:05}.zip"));
         let manifest = Path::from(format!("{prefix}part-{k:05}-manifest.xml"));
         let started = std::time::Instant::now();
-        // The slots of its first and last item, for the next rebuild (`previous.rs`).
-        let slots = std::sync::Mutex::new(None::<[u16; 2]>);
-        let items = futures::StreamExt::inspect(items, |item| {
-            if let Ok(Item {
-                body: Some(Body { slot: Some(s), .. }),
-                ..
-            }) = item
-            {
-                let mut slots = slots.lock().unwrap_or_else(|e| e.into_inner());
-                let s: u16 = *s;
-                let first = slots.map_or(s, |[first, _]| first);
-                *slots = Some([first, s]);
-            }
-        });
         let built = package::build(
             self.location,
             self.spool.as_ref(),
@@ -433,7 +426,8 @@ impl Packages<'_> {
             info: built.info,
             at,
             completed: built.completed,
-            slots: slots.into_inner().unwrap_or_else(|e| e.into_inner()),
+            // Set by `make`, which sees the items go by.
+            slots: None,
         });
         Ok(())
     }

@@ -81,7 +81,7 @@ pub use records::{
 };
 pub use spool::{Spool, SpoolReader};
 pub use state::{Applied, Commit, Records, SlotMembers, State, WAL_FLUSH_INTERVAL, slot_of};
-pub use verified::{IN_MEMORY as VERIFIED_IN_MEMORY, Verified};
+pub use verified::{IN_MEMORY as VERIFIED_IN_MEMORY, Verified, read_verified};
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]

@@ -52,57 +52,7 @@ impl Blobs {
         sha256: &str,
         length: u64,
     ) -> Result<Option<Verified>, Error> {
-        let path = Blobs::path(sha256);
-        let got = match objects.get(&path).await {
-            Ok(g) => g,
-            Err(object_store::Error::NotFound { .. }) => {
-                tracing::warn!(blob = %path, "blob missing");
-                return Ok(None);
-            }
-            Err(e) => return Err(Error::object_store(&path, e)),
-        };
-        let start = got.range.start;
-        let mut stream = match got.payload {
-            object_store::GetResultPayload::File(file, _) => {
-                let (sha256, path2) = (sha256.to_owned(), path.clone());
-                return tokio::task::spawn_blocking(move || {
-                    verify_file(file, start, &sha256, length)
-                })
-                .await
-                .map_err(|e| io_error(&path2, io::Error::other(e)))?;
-            }
-            object_store::GetResultPayload::Stream(s) => s,
-        };
-        let mut file = if length <= IN_MEMORY {
-            None
-        } else {
-            Some(tempfile::tempfile().map_err(|e| io_error(&path, e))?)
-        };
-        // The first chunk is usually the whole of a small blob: kept as it is, not copied.
-        let mut chunks: Vec<Bytes> = Vec::new();
-        let mut hasher = sha2::Sha256::new();
-        let mut got_length = 0u64;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| Error::object_store(&path, e))?;
-            got_length += chunk.len() as u64;
-            if got_length > length {
-                break;
-            }
-            hasher.update(&chunk);
-            match &mut file {
-                // Small writes to a local temporary file; the download is the slow part.
-                Some(f) => f.write_all(&chunk).map_err(|e| io_error(&path, e))?,
-                None => chunks.push(chunk),
-            }
-        }
-        if !matches_address(&path, sha256, length, got_length, hasher) {
-            return Ok(None);
-        }
-        Ok(Some(match file {
-            Some(file) => Verified::File { file, start: 0 },
-            None if chunks.len() == 1 => Verified::Memory(chunks.swap_remove(0)),
-            None => Verified::Memory(chunks.concat().into()),
-        }))
+        read_verified(objects, &Blobs::path(sha256), sha256, length, IN_MEMORY).await
     }
 
     /// Blob `sha256` (`length` bytes) of the `file://` store whose directory is `root` (see
@@ -120,7 +70,7 @@ impl Blobs {
             return Ok(None);
         };
         match File::open(&file) {
-            Ok(f) => verify_file(f, 0, sha256, length),
+            Ok(f) => verify_file(f, 0, &Blobs::path(sha256), sha256, length, IN_MEMORY),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 tracing::warn!(blob = %file.display(), "blob missing");
                 Ok(None)
@@ -130,6 +80,70 @@ impl Blobs {
     }
 }
 
+/// The object at `path` of `objects`, `length` bytes of SHA-256 `sha256`, read whole (into
+/// memory up to `in_memory` bytes, else into a temporary file, or, from a local store, left in
+/// its own file) and verified; `None` (warned) when it is missing or its bytes are not what
+/// `sha256` and `length` say. A blob is checked against its address; a Resource Dump
+/// package against the SHA-256 the dump published for it.
+pub async fn read_verified(
+    objects: &dyn ObjectStore,
+    path: &Path,
+    sha256: &str,
+    length: u64,
+    in_memory: u64,
+) -> Result<Option<Verified>, Error> {
+    let got = match objects.get(path).await {
+        Ok(g) => g,
+        Err(object_store::Error::NotFound { .. }) => {
+            tracing::warn!(object = %path, "object missing");
+            return Ok(None);
+        }
+        Err(e) => return Err(Error::object_store(path, e)),
+    };
+    let start = got.range.start;
+    let mut stream = match got.payload {
+        object_store::GetResultPayload::File(file, _) => {
+            let (sha256, path2) = (sha256.to_owned(), path.clone());
+            return tokio::task::spawn_blocking(move || {
+                verify_file(file, start, &path2, &sha256, length, in_memory)
+            })
+            .await
+            .map_err(|e| io_error(path, io::Error::other(e)))?;
+        }
+        object_store::GetResultPayload::Stream(s) => s,
+    };
+    let mut file = if length <= in_memory {
+        None
+    } else {
+        Some(tempfile::tempfile().map_err(|e| io_error(path, e))?)
+    };
+    // The first chunk is usually the whole of a small object: kept as it is, not copied.
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut hasher = sha2::Sha256::new();
+    let mut got_length = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Error::object_store(path, e))?;
+        got_length += chunk.len() as u64;
+        if got_length > length {
+            break;
+        }
+        hasher.update(&chunk);
+        match &mut file {
+            // Small writes to a local temporary file; the download is the slow part.
+            Some(f) => f.write_all(&chunk).map_err(|e| io_error(path, e))?,
+            None => chunks.push(chunk),
+        }
+    }
+    if !matches_address(path, sha256, length, got_length, hasher) {
+        return Ok(None);
+    }
+    Ok(Some(match file {
+        Some(file) => Verified::File { file, start: 0 },
+        None if chunks.len() == 1 => Verified::Memory(chunks.swap_remove(0)),
+        None => Verified::Memory(chunks.concat().into()),
+    }))
+}
+
 fn io_error(path: &Path, source: io::Error) -> Error {
     Error::Io {
         path: path.as_ref().into(),
@@ -137,20 +151,22 @@ fn io_error(path: &Path, source: io::Error) -> Error {
     }
 }
 
-/// The blob in `file` (bytes from `start`) read and checked against `sha256` and `length`.
+/// The object `path` in `file` (bytes from `start`) read and checked against `sha256` and
+/// `length`: into memory up to `in_memory` bytes, else left in `file`.
 fn verify_file(
     mut file: File,
     start: u64,
+    path: &Path,
     sha256: &str,
     length: u64,
+    in_memory: u64,
 ) -> Result<Option<Verified>, Error> {
-    let path = Blobs::path(sha256);
-    let local = |e| io_error(&path, e);
+    let local = |e| io_error(path, e);
     file.seek(io::SeekFrom::Start(start)).map_err(local)?;
     let mut hasher = sha2::Sha256::new();
     // One byte more than expected, to notice a longer blob without reading all of it.
     let mut limited = Read::by_ref(&mut file).take(length.saturating_add(1));
-    let (got_length, data) = if length <= IN_MEMORY {
+    let (got_length, data) = if length <= in_memory {
         let mut all = Vec::with_capacity(length as usize + 1);
         limited.read_to_end(&mut all).map_err(local)?;
         hasher.update(&all);
@@ -168,7 +184,7 @@ fn verify_file(
         }
         (got, None)
     };
-    if !matches_address(&path, sha256, length, got_length, hasher) {
+    if !matches_address(path, sha256, length, got_length, hasher) {
         return Ok(None);
     }
     Ok(Some(match data {
@@ -177,7 +193,7 @@ fn verify_file(
     }))
 }
 
-/// Whether `got_length` bytes hashed by `hasher` are the blob `sha256` of `length` bytes;
+/// Whether `got_length` bytes hashed by `hasher` are the object `sha256` of `length` bytes;
 /// warns when they are not.
 fn matches_address(
     path: &Path,
@@ -190,11 +206,12 @@ fn matches_address(
     let ok = length == got_length && got == sha256;
     if !ok {
         tracing::warn!(
-            blob = %path,
+            object = %path,
             expected_length = length,
             length = got_length,
             sha256 = %got,
-            "blob does not match its address (corrupt or truncated)"
+            expected_sha256 = %sha256,
+            "object does not match its SHA-256 and length (corrupt or truncated)"
         );
     }
     ok
