@@ -7,7 +7,9 @@
 //! (the `p/` scan of the state), so the previous packages a new package needs are the few
 //! whose slot range ([`DumpPackage::slots`]) covers the items being planned: this module
 //! downloads them one after the other as the items reach their slots (a GET per package, into
-//! memory, or a temporary file when large), and finds each item's bitstream there by its
+//! memory, or a temporary file when large; the next one is fetched while the current one is
+//! copied from, so that on S3 the copying does not wait a round trip and a package's
+//! transfer at each package boundary), and finds each item's bitstream there by its
 //! SHA-256 (bitstreams are
 //! content-addressed, so equal digests are equal bytes). The package writer then copies the
 //! entry as it is ([`rsagg_dump::PackageWriter::copy_entry`]): no blob read, no deflating.
@@ -18,10 +20,11 @@
 //! an older rsagg, without recorded slots, is never copied from.
 //!
 //! Bounded: at most the packages whose ranges overlap the current slot are held (usually one
-//! or two), each with a map of its entries' digests (at most `publish.dump_package_entries`):
-//! in memory when it is at most [`IN_MEMORY`] bytes and those in memory stay within twice
-//! that, else in a temporary file (at most `publish.dump_package_bytes`); a package is
-//! dropped, bytes and map, once the items have passed its last slot.
+//! or two), plus the next one being fetched, each with a map of its entries' digests (at most
+//! `publish.dump_package_entries`): in memory when it is at most [`IN_MEMORY`] bytes and
+//! those in memory (the one being fetched included) stay within twice that, else in a
+//! temporary file (at most `publish.dump_package_bytes`); a package is dropped, bytes and
+//! map, once the items have passed its last slot.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -31,13 +34,14 @@ use object_store::path::Path;
 use rsagg_dump::CopySource;
 use rsagg_layout::meta::DumpPackage;
 use rsagg_store::Verified;
+use tokio_util::task::AbortOnDropHandle;
 
 /// Previous packages up to this size are held in memory while they are copied from, larger
 /// ones in a temporary file: a copy seeks to each entry, and reading a file anew at each
 /// seek cost more system time than the deflating the copy saves. The packages the window
 /// holds in memory at once take at most twice this: one whose items are being copied and
-/// the next, which may share its first slot; more (many small packages sharing a slot) go
-/// to temporary files.
+/// the next (which may share its first slot, or is being fetched ahead); more (many small
+/// packages sharing a slot) go to temporary files.
 const IN_MEMORY: u64 = 16 << 20;
 
 #[cfg(test)]
@@ -86,6 +90,9 @@ pub(crate) struct Previous {
     next: usize,
     /// Packages downloaded whose last slot the items have not passed.
     open: VecDeque<Arc<Opened>>,
+    /// The download of `packages[next]`, started once the package before it was opened, and
+    /// the bytes it may hold in memory; dropping it aborts it.
+    ahead: Option<Ahead>,
     /// Bitstreams found in them ([`Previous::find`] answered).
     pub copied: u64,
     /// Packages that could not be used.
@@ -115,6 +122,7 @@ impl Previous {
             packages,
             next: 0,
             open: VecDeque::new(),
+            ahead: None,
             copied: 0,
             unusable: 0,
         })
@@ -131,13 +139,24 @@ impl Previous {
             if listed.slots[0] > slot {
                 break;
             }
+            let i = self.next;
             self.next += 1;
+            // A download started ahead for this package, taken (or dropped, and so aborted,
+            // when the package is passed).
+            let ahead = self.ahead.take().filter(|a| a.index == i);
             if listed.slots[1] < slot {
                 // Passed without an item of ours in its range.
                 continue;
             }
             let listed = listed.clone();
-            match self.download(&listed).await {
+            let downloaded = match ahead {
+                Some(a) => a
+                    .task
+                    .await
+                    .unwrap_or_else(|e| Err(format!("downloading it: {e}"))),
+                None => self.download(&listed).await,
+            };
+            match downloaded {
                 Ok(opened) => self.open.push_back(Arc::new(opened)),
                 Err(why) => {
                     self.unusable += 1;
@@ -148,6 +167,19 @@ impl Previous {
                 }
             }
         }
+        if self.ahead.is_none()
+            && !self.open.is_empty()
+            && let Some(listed) = self.packages.get(self.next)
+        {
+            // The next package, fetched while this one is copied from.
+            let in_memory = self.memory_for(listed.length);
+            let task = fetch(self.objects.clone(), listed.clone(), in_memory);
+            self.ahead = Some(Ahead {
+                index: self.next,
+                in_memory: if in_memory > 0 { listed.length } else { 0 },
+                task: AbortOnDropHandle::new(tokio::spawn(task)),
+            });
+        }
         let found = self.open.iter().find_map(|p| {
             p.by_digest
                 .get(sha256)
@@ -157,10 +189,22 @@ impl Previous {
         found
     }
 
-    /// Downloads `listed` into memory or a temporary file (at most twice [`IN_MEMORY`] in
-    /// memory over the window), checks its SHA-256 and length against the published ones and
-    /// reads its manifest; the reason as text when it cannot be used.
+    /// The position of the package being fetched ahead, if any.
+    #[cfg(test)]
+    pub(crate) fn fetching_ahead(&self) -> Option<usize> {
+        self.ahead.as_ref().map(|a| a.index)
+    }
+
+    /// Downloads `listed` now (see [`fetch`]).
     async fn download(&self, listed: &Listed) -> Result<Opened, String> {
+        let in_memory = self.memory_for(listed.length);
+        fetch(self.objects.clone(), listed.clone(), in_memory).await
+    }
+
+    /// The memory bound to read a package of `length` bytes with: [`IN_MEMORY`] when it fits
+    /// beside the packages held in memory and the one being fetched ahead (at most twice
+    /// [`IN_MEMORY`] in all), else 0 (a temporary file).
+    fn memory_for(&self, length: u64) -> u64 {
         let held: u64 = self
             .open
             .iter()
@@ -168,33 +212,53 @@ impl Previous {
                 Verified::Memory(bytes) => bytes.len() as u64,
                 Verified::File { .. } => 0,
             })
-            .sum();
-        let in_memory = match in_memory() {
-            n if held + listed.length <= 2 * n => n,
+            .sum::<u64>()
+            + self.ahead.as_ref().map_or(0, |a| a.in_memory);
+        match in_memory() {
+            n if held + length <= 2 * n => n,
             _ => 0,
-        };
-        let path = Path::from(listed.zip.as_str());
-        let data = rsagg_store::read_verified(
-            self.objects.as_ref(),
-            &path,
-            &listed.sha256,
-            listed.length,
-            in_memory,
-        )
-        .await
-        .map_err(|e| format!("reading it: {e}"))?
-        .ok_or_else(|| {
-            format!(
-                "missing, or not the {} bytes of sha-256 {} published for it (spec 11.1 `hash`)",
-                listed.length, listed.sha256
-            )
-        })?;
-        let name = listed.zip.clone();
-        let last_slot = listed.slots[1];
-        tokio::task::spawn_blocking(move || index(data, name, last_slot))
-            .await
-            .map_err(|e| format!("reading its manifest: {e}"))?
+        }
     }
+}
+
+/// A previous package being downloaded ahead of the items.
+struct Ahead {
+    /// Its position in [`Previous::packages`].
+    index: usize,
+    /// Bytes it may hold in memory (its length, or 0 when it goes to a temporary file).
+    in_memory: u64,
+    task: AbortOnDropHandle<Result<Opened, String>>,
+}
+
+/// Downloads `listed` into memory (up to `in_memory` bytes) or a temporary file, checks its
+/// SHA-256 and length against the published ones and reads its manifest; the reason as text
+/// when it cannot be used.
+async fn fetch(
+    objects: Arc<dyn ObjectStore>,
+    listed: Listed,
+    in_memory: u64,
+) -> Result<Opened, String> {
+    let path = Path::from(listed.zip.as_str());
+    let data = rsagg_store::read_verified(
+        objects.as_ref(),
+        &path,
+        &listed.sha256,
+        listed.length,
+        in_memory,
+    )
+    .await
+    .map_err(|e| format!("reading it: {e}"))?
+    .ok_or_else(|| {
+        format!(
+            "missing, or not the {} bytes of sha-256 {} published for it (spec 11.1 `hash`)",
+            listed.length, listed.sha256
+        )
+    })?;
+    let name = listed.zip;
+    let last_slot = listed.slots[1];
+    tokio::task::spawn_blocking(move || index(data, name, last_slot))
+        .await
+        .map_err(|e| format!("reading its manifest: {e}"))?
 }
 
 impl Opened {

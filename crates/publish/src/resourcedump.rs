@@ -951,9 +951,10 @@ mod tests {
 
     /// A rebuild takes every unchanged bitstream from the previous dump's packages (copied
     /// as it is) and reads only the changed ones: with the blobs of every unchanged resource
-    /// gone from the store, the rebuilt dump is still whole. A previous package whose bytes
-    /// are not those published is not copied from: its resources are read from the blobs.
-    /// A remote store and a `file://` one alike (two read paths).
+    /// gone from the store, the rebuilt dump is still whole. The next previous package is
+    /// fetched while the items are in the one before. A previous package whose bytes are
+    /// not those published, whether fetched ahead or not, is not copied from: its resources
+    /// are read from the blobs. A remote store and a `file://` one alike (two read paths).
     #[tokio::test]
     async fn a_rebuild_copies_unchanged_bitstreams_from_the_previous_dump() {
         let (objects, state) = store().await;
@@ -1018,26 +1019,46 @@ mod tests {
         );
         assert_dump_holds(&objects, bodies.values().cloned().collect()).await;
 
-        // A previous package altered after it was published: not copied from.
+        // The next previous package is fetched while the items are in the one before.
         let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCE_DUMP_META)
             .await
             .unwrap()
             .unwrap();
-        let altered = &meta.packages[0];
-        let mut zip = get(&objects, &altered.info.zip).await;
-        let last = zip.len() - 1;
-        zip[last] ^= 1;
-        objects
-            .put(&Path::from(altered.info.zip.as_str()), zip.into())
-            .await
-            .unwrap();
+        assert_eq!(meta.packages.len(), 3);
+        let mut previous = crate::previous::Previous::new(objects.clone(), &meta.packages)
+            .expect("every package records its slots");
+        assert_eq!(previous.fetching_ahead(), None);
+        let first = meta.packages[0].slots.unwrap()[0];
+        assert!(previous.find(first, "not a digest").await.is_none());
+        assert_eq!(previous.fetching_ahead(), Some(1));
+        let second = meta.packages[1].slots.unwrap()[0];
+        assert!(previous.find(second, "not a digest").await.is_none());
+        assert_eq!((previous.fetching_ahead(), previous.unusable), (Some(2), 0));
+        drop(previous);
+
+        // Previous packages altered after they were published, the first (fetched when
+        // the items reach it) and the last (fetched ahead): not copied from.
+        let altered = [&meta.packages[0], &meta.packages[2]];
+        for p in altered {
+            let mut zip = get(&objects, &p.info.zip).await;
+            let last = zip.len() - 1;
+            zip[last] ^= 1;
+            objects
+                .put(&Path::from(p.info.zip.as_str()), zip.into())
+                .await
+                .unwrap();
+        }
         let third = dump_at(&state, &location, 4).await;
         assert_eq!(
             (third.resources, third.skipped, third.unusable),
-            (12, 0, 1),
+            (12, 0, 2),
             "{third:?}"
         );
-        assert_eq!(third.copied, 12 - altered.info.entries, "{third:?}");
+        assert_eq!(
+            third.copied,
+            12 - altered[0].info.entries - altered[1].info.entries,
+            "{third:?}"
+        );
         assert_dump_holds(&objects, bodies.into_values().collect()).await;
         state.close().await.unwrap();
     }
