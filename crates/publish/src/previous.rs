@@ -148,37 +148,25 @@ impl Previous {
                 // Passed without an item of ours in its range.
                 continue;
             }
-            let listed = listed.clone();
-            let downloaded = match ahead {
-                Some(a) => a
-                    .task
-                    .await
-                    .unwrap_or_else(|e| Err(format!("downloading it: {e}"))),
-                None => self.download(&listed).await,
-            };
+            let download = ahead.unwrap_or_else(|| self.start(i));
+            let downloaded = download
+                .task
+                .await
+                .unwrap_or_else(|e| Err(format!("downloading it: {e}")));
             match downloaded {
                 Ok(opened) => self.open.push_back(Arc::new(opened)),
                 Err(why) => {
                     self.unusable += 1;
                     tracing::warn!(
-                        package = %listed.zip,
+                        package = %self.packages[i].zip,
                         "previous Resource Dump package not copied from (its resources are read from the blobs): {why}"
                     );
                 }
             }
         }
-        if self.ahead.is_none()
-            && !self.open.is_empty()
-            && let Some(listed) = self.packages.get(self.next)
-        {
+        if self.ahead.is_none() && !self.open.is_empty() && self.next < self.packages.len() {
             // The next package, fetched while this one is copied from.
-            let in_memory = self.memory_for(listed.length);
-            let task = fetch(self.objects.clone(), listed.clone(), in_memory);
-            self.ahead = Some(Ahead {
-                index: self.next,
-                in_memory: if in_memory > 0 { listed.length } else { 0 },
-                task: AbortOnDropHandle::new(tokio::spawn(task)),
-            });
+            self.ahead = Some(self.start(self.next));
         }
         let found = self.open.iter().find_map(|p| {
             p.by_digest
@@ -195,10 +183,19 @@ impl Previous {
         self.ahead.as_ref().map(|a| a.index)
     }
 
-    /// Downloads `listed` now (see [`fetch`]).
-    async fn download(&self, listed: &Listed) -> Result<Opened, String> {
+    /// Starts downloading `packages[i]` (see [`fetch`]) with the memory the window leaves.
+    fn start(&self, i: usize) -> Ahead {
+        let listed = self.packages[i].clone();
         let in_memory = self.memory_for(listed.length);
-        fetch(self.objects.clone(), listed.clone(), in_memory).await
+        Ahead {
+            index: i,
+            in_memory: if in_memory > 0 { listed.length } else { 0 },
+            task: AbortOnDropHandle::new(tokio::spawn(fetch(
+                self.objects.clone(),
+                listed,
+                in_memory,
+            ))),
+        }
     }
 
     /// The memory bound to read a package of `length` bytes with: [`IN_MEMORY`] when it fits
@@ -221,7 +218,8 @@ impl Previous {
     }
 }
 
-/// A previous package being downloaded ahead of the items.
+/// A previous package being downloaded: ahead of the items (kept in [`Previous::ahead`]), or
+/// when the items reach it without one (awaited at once).
 struct Ahead {
     /// Its position in [`Previous::packages`].
     index: usize,

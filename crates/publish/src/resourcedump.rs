@@ -369,18 +369,18 @@ impl Packages<'_> {
                 slots: &mut slots,
                 ended: false,
             };
-            self.flush(items, at).await?;
-            if let Some(made) = self.packages.last_mut() {
-                made.slots = slots;
-            }
+            let mut made = self.flush(items, at).await?;
+            made.slots = slots;
+            self.packages.push(made);
         }
     }
 
+    /// Builds and uploads the next package from `items`; the caller adds it to `packages`.
     async fn flush(
         &mut self,
         items: impl futures::Stream<Item = Result<Item, Error>> + Send,
         at: W3cDateTime,
-    ) -> Result<(), Error> {
+    ) -> Result<DumpPackage, Error> {
         let k = self.packages.len() + 1;
         if k > MAX_PACKAGES {
             return Err(Error::Dump(rsagg_dump::Error::Invalid {
@@ -422,14 +422,13 @@ impl Packages<'_> {
             seconds = started.elapsed().as_secs_f64(),
             "resource dump package written"
         );
-        self.packages.push(DumpPackage {
+        Ok(DumpPackage {
             info: built.info,
             at,
             completed: built.completed,
-            // Set by `make`, which sees the items go by.
+            // Set by `make`, whose item stream sees the items go by.
             slots: None,
-        });
-        Ok(())
+        })
     }
 }
 
