@@ -278,6 +278,77 @@ pub(crate) fn robots(collections: &[Collection]) -> Generated {
     Generated::new(text.into_bytes(), "text/plain; charset=utf-8")
 }
 
+/// The page at a collection's base URL (`{base}`, or its path without the final `/`), for
+/// whoever was given only the collection's address: an HTML page pointing to its Capability
+/// List, the server's Source Description (`/.well-known/resourcesync`) and the collection's
+/// status page (`/status/{collection}`), with the discovery links of spec 6.3.3 to the
+/// Capability List (`Link: <…>; rel="resourcesync"`, here `link`, and the page's own
+/// `<link rel="resourcesync">`). `200` once the collection has been published (its
+/// Capability List is in its store), else `404` with the same pointers and a word on why.
+/// No body for HEAD; never cached, since a first run turns the `404` into a `200`.
+pub(crate) fn base_page(
+    c: &Collection,
+    link: &HeaderValue,
+    published: bool,
+    head: bool,
+) -> Response {
+    use crate::html::esc;
+    let list = capability_list_url(c.base_url());
+    let origin = url::Url::parse(c.base_url())
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_default();
+    let description = format!("{origin}/.well-known/resourcesync");
+    let status = format!("{origin}/status/{}", c.name());
+    let (code, state) = if published {
+        (
+            StatusCode::OK,
+            "A ResourceSync collection republished by rsagg. A Destination starts at its \
+             Capability List."
+                .to_owned(),
+        )
+    } else {
+        (
+            StatusCode::NOT_FOUND,
+            "This collection is not published yet: no run has completed a pass, so its \
+             Capability List is not in its store. The links below answer once one has; the \
+             status page says what its runs did."
+                .to_owned(),
+        )
+    };
+    let body = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>{name}: a ResourceSync collection</title>\n\
+         <link rel=\"resourcesync\" href=\"{list}\">\n</head>\n<body>\n\
+         <h1>Collection <code>{name}</code></h1>\n<p>{state}</p>\n<ul>\n\
+         <li><a href=\"{list}\">{list}</a>: its Capability List</li>\n\
+         <li><a href=\"{description}\">{description}</a>: the Source Description of \
+         every collection this server serves</li>\n\
+         <li><a href=\"{status}\">{status}</a>: its status page (last run, upstreams, \
+         quarantine)</li>\n</ul>\n</body>\n</html>\n",
+        name = esc(c.name()),
+        list = esc(&list),
+        description = esc(&description),
+        status = esc(&status),
+        state = esc(&state),
+    );
+    let len = body.len();
+    let mut r = Response::new(if head {
+        Body::empty()
+    } else {
+        Body::from(body)
+    });
+    *r.status_mut() = code;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert(header::LINK, link.clone());
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
 /// `405 Method Not Allowed` for anything but GET and HEAD: the server is read-only.
 pub(crate) fn method_not_allowed() -> Response {
     let mut r = crate::http::text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");

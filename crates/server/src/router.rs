@@ -4,9 +4,10 @@
 //! route table one handler takes every request: the server-wide paths first (the Source
 //! Description, `robots.txt`, the probes `/healthz` and `/readyz`, `/metrics`, `/status`,
 //! `/status/{collection}`),
-//! then the collection with the longest base path that prefixes the request path, then
-//! within it the copies (`r/…`), the change-notification topic (`change/`) or the
-//! allowlisted documents. Everything else is 404.
+//! then a collection's base path itself (with or without its final `/`: a page pointing to
+//! its Capability List), then the collection with the longest base path that prefixes the
+//! request path, then within it the copies (`r/…`), the change-notification topic
+//! (`change/`) or the allowlisted documents. Everything else is 404.
 //!
 //! Every answer is counted (by collection, kind and status, with the body bytes sent) for
 //! `/metrics`, and so is every request the server makes to the collections' stores (each
@@ -46,8 +47,8 @@ use crate::callbacks::{Push, SEGMENT, callback as callback_answer};
 use crate::collection::{Collection, check_collections};
 use crate::copies::{Copies, serve_copy};
 use crate::documents::{
-    Generated, Refused, method_not_allowed, object_for, percent_decode, robots, serve_object,
-    source_description,
+    Generated, Refused, base_page, method_not_allowed, object_for, percent_decode, robots,
+    serve_object, source_description,
 };
 use crate::http::{Compressible, compressible, not_found, store_failed, text};
 use crate::listen::{Limits, Listeners};
@@ -167,6 +168,15 @@ impl App {
             .buffered(OBSERVE_CONCURRENCY)
             .collect()
             .await
+    }
+
+    /// The collection whose base path is `path`, or `path` and a `/` (its base URL as
+    /// someone may type it).
+    fn base_of(&self, path: &str) -> Option<(usize, &Served)> {
+        self.served.iter().enumerate().find(|(_, s)| {
+            let base = s.collection.base_path();
+            path == base || base.strip_suffix('/') == Some(path)
+        })
     }
 
     /// The collection named `name`.
@@ -397,6 +407,11 @@ async fn dispatch(app: &App, request: &Parts) -> (Option<usize>, Kind, Response)
         };
         return (None, Kind::Other, r);
     }
+    // A collection's base URL itself: nothing is published under the empty name, so the
+    // page that says where to go (`documents::base_page`).
+    if let Some((i, served)) = app.base_of(path) {
+        return (Some(i), Kind::Other, base_of(served, head).await);
+    }
     let Some((i, served, rest)) = app.collection_for(path) else {
         return (None, Kind::Other, not_found());
     };
@@ -430,6 +445,31 @@ async fn dispatch(app: &App, request: &Parts) -> (Option<usize>, Kind, Response)
         Err(Refused::NotListed) => not_found(),
     };
     (Some(i), Kind::Other, r)
+}
+
+/// The page at the base URL of the collection of `s`: `200` when it has been published (its
+/// Capability List found once, as `/readyz` records, or now by a HEAD), `404` before, `502`
+/// when its store fails.
+async fn base_of(s: &Served, head: bool) -> Response {
+    let published = s.published.load(Ordering::Relaxed) || {
+        let list = object_store::path::Path::from(CAPABILITY_LIST);
+        match s.collection.objects().head(&list).await {
+            Ok(_) => {
+                // The publisher replaces it in place and never deletes it.
+                s.published.store(true, Ordering::Relaxed);
+                true
+            }
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(source) => {
+                let e = Error::ObjectStore {
+                    path: CAPABILITY_LIST.to_owned(),
+                    source,
+                };
+                return store_failed("looking for the Capability List", &e);
+            }
+        }
+    };
+    base_page(&s.collection, &s.link, published, head)
 }
 
 /// `Cache-Control: no-store`: probes, metrics and the status page are always current.

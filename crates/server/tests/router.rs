@@ -305,9 +305,9 @@ async fn only_allowlisted_paths_are_served() {
         "/maps/resourcelist/../published/resourcelist.json".to_owned(),
         "/maps/resourcelist/%2E%2E/published/resourcelist.json".to_owned(),
         "/maps/resourcelist/..%2Fpublished%2Fresourcelist.json".to_owned(),
-        "/maps/".to_owned(),
-        "/maps".to_owned(),
         "/maps/nothing.xml".to_owned(),
+        "/maps//".to_owned(),
+        "/mapsx".to_owned(),
         // Allowlisted but never published.
         "/maps/changelist.xml".to_owned(),
         "/maps/resourcelist/part-99999-g1.xml".to_owned(),
@@ -340,6 +340,116 @@ async fn only_allowlisted_paths_are_served() {
             .await
             .is_ok()
     );
+    f.state.close().await.unwrap();
+}
+
+/// The collection's base URL, with or without its final `/`, is a page for whoever was given
+/// only the collection's address: links to its Capability List, the Source Description and
+/// its status page, and `Link: <{base}capabilitylist.xml>; rel="resourcesync"` (spec 6.3.3).
+/// `200` once the collection is published, `404` with the same pointers before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collections_base_url_points_to_its_capability_list() {
+    let f = fixture().await;
+    // Nothing published in these two stores; one collection sits at the server's root, so
+    // `/maps` (no `/`) must still be the page of `maps`, not a name under the root.
+    let texts: Arc<dyn ObjectStore> = rsagg_store::open_object_store("memory://").unwrap().objects;
+    let root: Arc<dyn ObjectStore> = rsagg_store::open_object_store("memory://").unwrap().objects;
+    let app = router(vec![
+        Collection::new("root", "https://agg.example.org/", root.clone()).unwrap(),
+        Collection::new("maps", BASE, f.objects.clone()).unwrap(),
+        Collection::new("texts", "https://agg.example.org/texts/", texts).unwrap(),
+    ]);
+    let html = "text/html; charset=utf-8";
+    let pointers = |name: &str, base: &str| {
+        [
+            format!("{base}capabilitylist.xml"),
+            "https://agg.example.org/.well-known/resourcesync".to_owned(),
+            format!("https://agg.example.org/status/{name}"),
+        ]
+    };
+    let check = |a: &Answer<Vec<u8>>, path: &str, name: &str, base: &str| {
+        assert_eq!(a.header(header::CONTENT_TYPE), html, "{path}");
+        assert_eq!(
+            a.header(header::LINK),
+            format!("<{base}capabilitylist.xml>; rel=\"resourcesync\""),
+            "{path}"
+        );
+        assert_eq!(a.header(header::CACHE_CONTROL), "no-store", "{path}");
+        let body = std::str::from_utf8(&a.body).unwrap();
+        assert!(body.starts_with("<!DOCTYPE html>"), "{path}: {body}");
+        assert!(
+            body.contains(&format!(
+                "<link rel=\"resourcesync\" href=\"{base}capabilitylist.xml\">"
+            )),
+            "{path}: {body}"
+        );
+        for href in pointers(name, base) {
+            assert!(
+                body.contains(&format!("<a href=\"{href}\">")),
+                "{path}: no link to {href} in {body}"
+            );
+        }
+    };
+
+    let unpublished = |a: &Answer<Vec<u8>>| {
+        std::str::from_utf8(&a.body)
+            .unwrap()
+            .contains("not published yet")
+    };
+
+    // The fixture's store has a Resource List but no Capability List, the document a
+    // publish writes last: not published yet.
+    let a = get(&app, "/maps/").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    check(&a, "/maps/", "maps", BASE);
+    assert!(unpublished(&a));
+    // Once it is there, the same page answers 200.
+    f.objects
+        .put(
+            &Path::from("capabilitylist.xml"),
+            b"<urlset/>".to_vec().into(),
+        )
+        .await
+        .unwrap();
+    for path in ["/maps/", "/maps"] {
+        let a = get(&app, path).await;
+        assert_eq!(a.status, StatusCode::OK, "{path}");
+        check(&a, path, "maps", BASE);
+        assert!(!unpublished(&a), "{path}");
+        // HEAD: the same head, no body.
+        let h = request(&app, Method::HEAD, path, &[]).await;
+        assert_eq!(h.status, StatusCode::OK, "{path}");
+        assert!(h.body.is_empty(), "{path}");
+        assert_eq!(h.header(header::LINK), a.header(header::LINK));
+        assert_eq!(
+            h.header(header::CONTENT_LENGTH),
+            a.body.len().to_string(),
+            "{path}"
+        );
+    }
+    // What the page points to answers.
+    for href in pointers("maps", BASE) {
+        let a = get(&app, path_of(&href)).await;
+        assert_eq!(a.status, StatusCode::OK, "{href}");
+    }
+
+    // Not published yet: 404, with the same pointers and a word on why.
+    for (path, name, base) in [
+        ("/texts/", "texts", "https://agg.example.org/texts/"),
+        ("/texts", "texts", "https://agg.example.org/texts/"),
+        ("/", "root", "https://agg.example.org/"),
+    ] {
+        let a = get(&app, path).await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{path}");
+        check(&a, path, name, base);
+        assert!(unpublished(&a), "{path}");
+        let h = request(&app, Method::HEAD, path, &[]).await;
+        assert_eq!(h.status, StatusCode::NOT_FOUND, "{path}");
+        assert!(h.body.is_empty(), "{path}");
+    }
+    // Other methods are refused as everywhere.
+    let a = request(&app, Method::POST, "/maps/", &[]).await;
+    assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED);
     f.state.close().await.unwrap();
 }
 
