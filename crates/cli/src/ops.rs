@@ -4,7 +4,8 @@
 //! Exit status: `audit` 0 in sync, 1 not (or some upstream could not be audited), 2 usage,
 //! config or store error. `quarantine list` 0, 2. `quarantine retry` 0 every retried
 //! resource verified, 1 some is still quarantined or failed, 2, 3 fenced out. `gc` 0
-//! collected (or not due), 1 the collection failed, 2, 3 fenced out.
+//! collected (or not due), 1 the collection failed, 2, 3 fenced out. Each exits 2 on a
+//! store that holds no collection (never run, or a mistyped `[store] url`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -221,6 +222,10 @@ pub async fn quarantine(args: QuarantineArgs) -> ExitCode {
                     eprintln!("rsagg quarantine retry: {e}");
                     ExitCode::from(3)
                 }
+                Err(e) if e.is_never_run() => {
+                    eprintln!("rsagg quarantine retry: {e}");
+                    ExitCode::from(2)
+                }
                 Err(e) => {
                     eprintln!("rsagg quarantine retry: {e}");
                     ExitCode::from(1)
@@ -254,6 +259,10 @@ pub async fn gc(args: GcArgs) -> ExitCode {
         Err(e) if e.is_fenced() => {
             eprintln!("rsagg gc: {e}");
             ExitCode::from(3)
+        }
+        Err(e) if e.is_never_run() => {
+            eprintln!("rsagg gc: {e}");
+            ExitCode::from(2)
         }
         Err(e) => {
             eprintln!("rsagg gc: {e}");

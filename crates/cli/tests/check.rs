@@ -84,3 +84,67 @@ fn duplicate_collection_names_are_refused_together() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("also used by"));
 }
+
+/// What `run` refuses before any I/O, `check` refuses too, in one pass, every error at once;
+/// and `run` exits 2 on it as on any config error (not 1, as for a store that failed).
+#[test]
+fn check_refuses_what_run_refuses_every_error_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[collection]\nname = \"c\"\nbase_url = \"https://x.example/c/\"\n\n\
+         [stor]\nurl = \"file:///tmp/x\"\n\n\
+         [[upstream]]\nname = \"one\"\nurl = \"http://127.0.0.1:8000/.well-known/resourcesync\"\n\n\
+         [[upstream]]\nname = \"two\"\nurl = \"https://u.example/\"\npoll_interval = \"0s\"\n",
+    )
+    .unwrap();
+    let out = rsagg(&["check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for wanted in [
+        "unknown field `stor`",
+        "missing field `store`",
+        "upstream[0].url",
+        "allow_private = true",
+        "upstream[1].poll_interval",
+    ] {
+        assert!(err.contains(wanted), "{wanted}: {err}");
+    }
+
+    let relative = dir.path().join("relative.toml");
+    std::fs::write(
+        &relative,
+        "[collection]\nname = \"c\"\nbase_url = \"https://x.example/c/\"\n\n\
+         [store]\nurl = \"file://relative/store\"\n\n\
+         [[upstream]]\nname = \"one\"\nurl = \"https://u.example/\"\n",
+    )
+    .unwrap();
+    for args in [
+        vec!["check", relative.to_str().unwrap()],
+        vec!["run", relative.to_str().unwrap(), "--once"],
+        vec!["audit", relative.to_str().unwrap()],
+    ] {
+        let out = rsagg(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("relative.toml:6"), "{args:?}: {err}");
+        assert!(
+            err.contains("not an absolute local path"),
+            "{args:?}: {err}"
+        );
+    }
+
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(
+        &plain,
+        "[collection]\nname = \"c\"\nbase_url = \"https://x.example/c/\"\n\n\
+         [store]\nurl = \"/var/lib/rsagg/maps\"\n\n\
+         [[upstream]]\nname = \"one\"\nurl = \"https://u.example/\"\n",
+    )
+    .unwrap();
+    let out = rsagg(&["check", plain.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"file:///var/lib/rsagg/maps\""), "{err}");
+}

@@ -895,8 +895,16 @@ impl Pipeline {
                 start..unshift(&inserted, s.end).max(start)
             });
             if let Some(field) = missing_field(&message) {
-                // The table the field is missing from ("" for the file itself).
-                let table = source.problem_at(span.clone(), String::new()).key;
+                // The table the field is missing from ("" for the file itself: toml gives
+                // its error the empty span at 0, where the first table may begin too).
+                let whole = e.span().is_some_and(|s| {
+                    s.start == 0 && (s.end == 0 || s.end >= text.trim_end().len())
+                });
+                let table = if whole {
+                    String::new()
+                } else {
+                    source.problem_at(span.clone(), String::new()).key
+                };
                 let key = if table.is_empty() {
                     field.to_owned()
                 } else {
@@ -915,10 +923,15 @@ impl Pipeline {
                     _ => break None,
                 }
             }
-            let problem = source.problem_at(span, message);
-            let next = e
-                .span()
-                .and_then(|span| source::blank_entry(&text, span.start));
+            let raw = e.span().and_then(|s| text.get(s));
+            let mut problem = source.problem_at(span, message);
+            if let Some(hint) = url_hint(&problem.key, &problem.message, raw) {
+                problem.message = format!("{}: {hint}", problem.message);
+            }
+            let next = e.span().and_then(|span| {
+                source::blank_entry(&text, span.start)
+                    .or_else(|| source::blank_table(&text, span.start))
+            });
             blanked.push(problem.key.clone());
             problems.push(problem);
             match next {
@@ -947,6 +960,65 @@ impl Pipeline {
             base_url: config.collection.base_url.clone(),
             config,
         })
+    }
+}
+
+/// What to write instead of a URL value that is not an absolute URL (`raw`, as written):
+/// a plain path as the store URL is the common mistake, and the URL parser's own words
+/// ("relative URL without a base") do not say what is wanted.
+fn url_hint(key: &str, message: &str, raw: Option<&str>) -> Option<String> {
+    if !message.contains("relative URL without a base") {
+        return None;
+    }
+    let value = raw
+        .map(|r| r.trim().trim_matches(|c| c == '"' || c == '\''))
+        .unwrap_or("");
+    let value = rsagg_model::excerpt(value, 200);
+    Some(if key == "store.url" {
+        if value.starts_with('/') {
+            format!(
+                "a store is a URL: write \"file://{value}\" for this local directory (or s3://bucket/prefix)"
+            )
+        } else {
+            "a store is a URL: file:///absolute/dir for a local directory, or s3://bucket/prefix"
+                .to_owned()
+        }
+    } else {
+        "an absolute http(s) URL is needed, such as \"https://example.org/path/\"".to_owned()
+    })
+}
+
+/// Why a `file:` store URL names no absolute local directory, without touching the disk:
+/// `file://relative/store` reads `relative` as a host name (two slashes, not three).
+fn file_url_problem(url: &Url) -> Option<String> {
+    if url.to_file_path().is_ok() {
+        return None;
+    }
+    Some(match url.host_str().filter(|h| !h.is_empty()) {
+        Some(host) => format!(
+            "`{url}` is not an absolute local path: `{host}` is read as a host name; write file:///absolute/dir (three slashes), e.g. file:///var/lib/rsagg/{host}{}",
+            url.path().trim_end_matches('/')
+        ),
+        None => format!("`{url}` is not an absolute local path: write file:///absolute/dir"),
+    })
+}
+
+/// Why `url` needs `allow_private = true`, judged without DNS as the address guard judges
+/// before a request (an IP literal that is not public, a `localhost` name): a run refuses
+/// such an upstream at its first request, so `check` says so first. A name that resolves
+/// to a private address can only be seen at connect time.
+fn private_target(url: &Url) -> Option<String> {
+    match url.host()? {
+        url::Host::Ipv4(ip) if !rsagg_model::net::is_public(ip.into()) => {
+            Some(format!("{ip} is not a public address"))
+        }
+        url::Host::Ipv6(ip) if !rsagg_model::net::is_public(ip.into()) => {
+            Some(format!("{ip} is not a public address"))
+        }
+        url::Host::Domain(d) if rsagg_model::net::is_localhost_name(d) => {
+            Some(format!("{d} is a loopback name (RFC 6761 6.3)"))
+        }
+        _ => None,
     }
 }
 
@@ -1089,6 +1161,15 @@ impl StoreConfig {
                 "store.url",
                 format!("`{store}`: use file:///abs/dir or s3://bucket/prefix"),
             );
+        } else if store.scheme() == "file"
+            && let Some(m) = file_url_problem(store)
+        {
+            err("store.url", m);
+        } else if store.scheme() == "s3" && store.host_str().is_none_or(str::is_empty) {
+            err(
+                "store.url",
+                format!("`{store}`: no bucket name (s3://bucket/prefix)"),
+            );
         }
         if self.open_timeout.is_zero() {
             err("store.open_timeout", "must be longer than 0s".into());
@@ -1136,6 +1217,16 @@ fn upstream_problems(
             err(&key("url"), m);
         } else if !matches!(u.url.scheme(), "http" | "https") {
             err(&key("url"), format!("`{}` is not an http(s) URL", u.url));
+        } else if !u.allow_private
+            && let Some(why) = private_target(&u.url)
+        {
+            err(
+                &key("url"),
+                format!(
+                    "`{}`: {why}; the address guard refuses private, loopback and link-local upstreams: add `allow_private = true` to this upstream if that is meant",
+                    u.url
+                ),
+            );
         }
         for (j, cl) in u.capability_lists.iter().flatten().enumerate() {
             if let Some(m) = too_long(cl.as_str(), MAX_URL_BYTES) {
@@ -2109,6 +2200,77 @@ poll_interval = "5m"
                 (17, "publish.changelist_max_entries"),
             ],
             "{problems:#?}"
+        );
+    }
+
+    #[test]
+    fn what_a_run_refuses_before_io_check_refuses_too() {
+        let problem = |text: &str, key: &str| -> String {
+            let e = Pipeline::parse_with_env(Path::new("p.toml"), text, &|_| None).unwrap_err();
+            let Error::Invalid { problems, .. } = &e else {
+                panic!("not invalid: {e}");
+            };
+            problems
+                .iter()
+                .find(|p| p.key == key)
+                .unwrap_or_else(|| panic!("no problem at {key}: {e}"))
+                .message
+                .clone()
+        };
+        // Two slashes: `relative` is a host name, not a directory (the store refused it only
+        // when a run opened it, with exit 1).
+        let m = problem(
+            &GOOD.replace("file:///tmp/rsagg-test-maps", "file://relative/store"),
+            "store.url",
+        );
+        assert!(m.contains("not an absolute local path"), "{m}");
+        assert!(m.contains("file:///"), "{m}");
+        // A loopback or private IP literal, or localhost, without allow_private.
+        for url in [
+            "http://127.0.0.1:8000/",
+            "http://[::1]:8000/",
+            "http://10.1.2.3/",
+            "http://localhost:8000/oai",
+        ] {
+            let text = GOOD.replace("https://museum.example.org/.well-known/resourcesync", url);
+            let m = problem(&text, "upstream[0].url");
+            assert!(m.contains("allow_private = true"), "{url}: {m}");
+            let allowed = text.replace("allow_private = false", "allow_private = true");
+            Pipeline::parse_with_env(Path::new("p.toml"), &allowed, &|_| None)
+                .unwrap_or_else(|e| panic!("{url} with allow_private: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_plain_path_as_the_store_url_suggests_file_url() {
+        let text = GOOD.replace("file:///tmp/rsagg-test-maps", "/var/lib/rsagg/maps");
+        let e = Pipeline::parse_with_env(Path::new("p.toml"), &text, &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("store.url"), "{e}");
+        assert!(e.contains("\"file:///var/lib/rsagg/maps\""), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_table_does_not_hide_the_other_problems() {
+        // `[stor]` for `[store]`, and a bad value further down: both reported, one pass.
+        let text = GOOD
+            .replace("[store]\n", "[stor]\n")
+            .replace("poll_interval = \"5m\"", "poll_interval = \"0s\"")
+            .replace("name = \"maps\"", "name = \"Maps\"");
+        let e = Pipeline::parse_with_env(Path::new("p.toml"), &text, &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `stor`"), "{e}");
+        assert!(e.contains("missing field `store`"), "{e}");
+        let keys: Vec<String> = found(&text).into_iter().map(|(_, _, k)| k).collect();
+        assert!(
+            keys.contains(&"collection.name".to_owned()),
+            "{keys:?}: {e}"
+        );
+        assert!(
+            keys.contains(&"upstream[0].poll_interval".to_owned()),
+            "{keys:?}: {e}"
         );
     }
 }

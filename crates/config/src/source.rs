@@ -273,6 +273,33 @@ pub(crate) fn blank_entry(text: &str, at: usize) -> Option<String> {
     Some(out)
 }
 
+/// `text` with the standard table whose header holds byte `at` (`[stor]`, `[[upstreem]]`)
+/// replaced by spaces: its header and its body up to the next header (newlines kept, so
+/// every position holds). An unknown table is one problem, and the file's other problems
+/// are still found with it blanked. `None` when `at` is not in a header, or `text` does not
+/// parse.
+pub(crate) fn blank_table(text: &str, at: usize) -> Option<String> {
+    let doc = ImDocument::parse(text).ok()?;
+    let mut walk = Walk::default();
+    walk.table("", doc.as_table());
+    let header = walk
+        .headers
+        .values()
+        .filter(|h| h.start <= at && at < h.end)
+        .min_by_key(|h| h.end - h.start)?
+        .clone();
+    let end = walk
+        .headers
+        .values()
+        .map(|h| h.start)
+        .filter(|&start| start >= header.end)
+        .min()
+        .unwrap_or(text.len());
+    let mut out = text.to_owned();
+    blank_range(&mut out, header.start..end);
+    Some(out)
+}
+
 /// `text[span]` replaced by spaces, newlines kept (so every position holds).
 fn blank_range(text: &mut String, span: Range<usize>) {
     let blank: String = text[span.clone()]

@@ -16,75 +16,15 @@
 //! resolver's refusal in a request's error.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::{Host, Url};
 
 use crate::Error;
 
-/// True for addresses on the public internet: not unspecified, loopback, private (RFC 1918,
-/// unique local), shared (CGNAT), link-local, multicast, broadcast, documentation,
-/// benchmarking, reserved, nor an IPv6 form that embeds one of those (IPv4-mapped,
-/// IPv4-compatible, NAT64, 6to4). Teredo is refused outright, since it tunnels to an
-/// address this check cannot see.
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => is_public_v4(v4),
-        IpAddr::V6(v6) => is_public_v6(v6),
-    }
-}
-
-fn is_public_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, c, _] = ip.octets();
-    !(a == 0                                   // "this network", unspecified
-        || a == 10                             // private
-        || a == 127                            // loopback
-        || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
-        || (a == 169 && b == 254)              // link-local
-        || (a == 172 && (16..32).contains(&b)) // private
-        || (a == 192 && b == 0 && c == 0)      // IETF protocol assignments
-        || (a == 192 && b == 0 && c == 2)      // documentation
-        || (a == 192 && b == 88 && c == 99)    // 6to4 relay anycast
-        || (a == 192 && b == 168)              // private
-        || (a == 198 && (b == 18 || b == 19))  // benchmarking
-        || (a == 198 && b == 51 && c == 100)   // documentation
-        || (a == 203 && b == 0 && c == 113)    // documentation
-        || a >= 224) // multicast, reserved, broadcast
-}
-
-fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let s = ip.segments();
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return is_public_v4(v4);
-    }
-    // IPv4-compatible (deprecated), also covers :: and ::1.
-    if s[..6] == [0; 6] {
-        return false;
-    }
-    // NAT64 well-known prefix 64:ff9b::/96 and local-use 64:ff9b:1::/48: judge the embedded v4.
-    if s[0] == 0x64 && s[1] == 0xff9b {
-        if s[2] == 0 && s[3] == 0 && s[4] == 0 && s[5] == 0 {
-            let v4 = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-            return is_public_v4(v4);
-        }
-        return false;
-    }
-    // 6to4 2002::/16 embeds an IPv4 address in bits 16..48.
-    if s[0] == 0x2002 {
-        let v4 = Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8);
-        return is_public_v4(v4);
-    }
-    !((s[0] & 0xfe00) == 0xfc00            // unique local fc00::/7
-        || (s[0] & 0xffc0) == 0xfe80       // link-local fe80::/10
-        || (s[0] & 0xffc0) == 0xfec0       // site-local (deprecated) fec0::/10
-        || (s[0] & 0xff00) == 0xff00       // multicast
-        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-        || (s[0] == 0x3fff && s[1] < 0x1000)  // documentation 3fff::/20
-        || (s[0] == 0x2001 && s[1] == 0)   // Teredo
-        || (s[0] == 0x2001 && s[1] < 0x200) // other IETF protocol assignments 2001::/23
-        || (s[0] == 0x0100 && s[1] == 0 && s[2] == 0 && s[3] == 0)) // discard-only 100::/64
-}
+use rsagg_model::net::is_localhost_name;
+pub use rsagg_model::net::is_public;
 
 /// A `reqwest` client builder set up as the guard needs; the caller adds timeouts and the
 /// user agent, then builds.
@@ -106,14 +46,6 @@ pub fn client_builder(allow_private: bool) -> reqwest::ClientBuilder {
     } else {
         b.dns_resolver(std::sync::Arc::new(GuardedResolver))
     }
-}
-
-/// Whether `host` is a name that means this machine whatever DNS says: `localhost` and the
-/// names under it (RFC 6761 section 6.3 reserves them for loopback), with or without the
-/// trailing dot.
-fn is_localhost_name(host: &str) -> bool {
-    let h = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-    h == "localhost" || h.ends_with(".localhost")
 }
 
 /// Checks what can be checked before a request to `url`: the scheme, and, unless

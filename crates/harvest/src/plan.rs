@@ -9,6 +9,11 @@
 //! rule of `compare::unchanged`: same hash, else same length and `lastmod`), deleted when a
 //! re-sync's list no longer names it or a change says so. Every create and update is a
 //! fetch; the fetch may then still find the same bytes (counted unchanged by the run).
+//! Under `--baseline` every listed resource of a Source is fetched again, and one the list
+//! shows unchanged is counted as a fetch and `unchanged`, as the run counts it (identical
+//! bytes log no change), not as an update. Only the set's own upstream's records are judged
+//! against its list: several upstreams feed one collection, and one upstream's re-sync never
+//! deletes another's resources.
 //!
 //! Not simulated: following a closed Change List to its successor (the run does; the plan
 //! stops at the list the Capability List or the checkpoint names), Change Dumps (planned
@@ -98,6 +103,10 @@ pub struct PlanReport {
     pub collection: String,
     /// Always true: nothing was written.
     pub dry_run: bool,
+    /// True when the store holds no collection yet (never run, or a mistyped `[store]
+    /// url`): the plan is then that of a first run, a baseline of every set (set by the
+    /// caller).
+    pub never_run: bool,
     /// Per upstream.
     pub upstreams: Vec<UpstreamPlan>,
     /// The actions, at most `max_items`.
@@ -106,12 +115,23 @@ pub struct PlanReport {
     pub items_truncated: bool,
 }
 
+/// What the run would do with one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Planned {
+    /// Change it (an item of the plan).
+    Act(Action),
+    /// Nothing: the list shows the copy unchanged (or the change is done already).
+    Unchanged,
+    /// Fetch it again although the list shows it unchanged (`run --baseline`); the run then
+    /// finds the same bytes and counts it `unchanged`, logging no change.
+    Refetch,
+}
+
 impl PlanReport {
-    /// Records what the run would do to `uri` of `upstream`: `action`, or nothing (an
-    /// unchanged copy).
-    fn plan(&mut self, max: usize, upstream: &str, uri: String, action: Option<Action>) {
-        match action {
-            Some(action) => self.add(
+    /// Records what the run would do to `uri` of `upstream`.
+    fn plan(&mut self, max: usize, upstream: &str, uri: String, planned: Planned) {
+        match planned {
+            Planned::Act(action) => self.add(
                 max,
                 PlanItem {
                     upstream: upstream.to_owned(),
@@ -119,9 +139,12 @@ impl PlanReport {
                     uri,
                 },
             ),
-            None => {
+            Planned::Unchanged | Planned::Refetch => {
                 if let Some(u) = self.upstreams.last_mut() {
                     u.unchanged += 1;
+                    if planned == Planned::Refetch {
+                        u.fetch += 1;
+                    }
                 }
             }
         }
@@ -153,6 +176,11 @@ impl PlanReport {
     /// The human summary: one line per action listed, then one per set and upstream.
     pub fn summary(&self) -> String {
         let mut s = String::new();
+        if self.never_run {
+            s.push_str(
+                "store holds no rsagg collection (never run?): this is the plan of a first run, a baseline of every set\n",
+            );
+        }
         for i in &self.items {
             let a = match i.action {
                 Action::Create => "create",
@@ -197,24 +225,33 @@ impl PlanReport {
     }
 }
 
-/// What the run would do to a listed entry, given its record.
-fn listed_action(ctx: &Ctx, e: &UrlEntry, prior: Option<&ResourceRecord>) -> Option<Action> {
+/// What the run would do to a listed entry of a Source, given its record: `--baseline`
+/// fetches every listed resource again (spec 10.1: the Resource List is the baseline), and
+/// one the list shows unchanged then stays unchanged.
+fn listed_action(ctx: &Ctx, e: &UrlEntry, prior: Option<&ResourceRecord>) -> Planned {
     match prior {
         Some(p) if p.status == ResourceStatus::Present => {
-            (ctx.baseline || !unchanged(e, p)).then_some(Action::Update)
+            if !unchanged(e, p) {
+                Planned::Act(Action::Update)
+            } else if ctx.baseline {
+                Planned::Refetch
+            } else {
+                Planned::Unchanged
+            }
         }
-        _ => Some(Action::Create),
+        _ => Planned::Act(Action::Create),
     }
 }
 
 /// What the run would do for a change entry (a Change List's, or one after the Resource
 /// List's `at`), given its record: a deletion deletes a present copy, anything else is
 /// judged as a listed entry.
-fn change_action(ctx: &Ctx, e: &UrlEntry, prior: Option<&ResourceRecord>) -> Option<Action> {
+fn change_action(ctx: &Ctx, e: &UrlEntry, prior: Option<&ResourceRecord>) -> Planned {
     match change_of(e) {
-        Change::Deleted => prior
-            .filter(|p| p.status == ResourceStatus::Present)
-            .map(|_| Action::Delete),
+        Change::Deleted => match prior {
+            Some(p) if p.status == ResourceStatus::Present => Planned::Act(Action::Delete),
+            _ => Planned::Unchanged,
+        },
         _ => listed_action(ctx, e, prior),
     }
 }
@@ -400,12 +437,18 @@ async fn plan_oai_set(
             let uri = e.loc.trim().to_owned();
             let prior = h.ctx.state.resource(&upstream, &uri).await?;
             let action = if deleted {
-                prior
-                    .filter(|p| p.status == ResourceStatus::Present)
-                    .map(|_| Action::Delete)
+                match prior {
+                    Some(p) if p.status == ResourceStatus::Present => Planned::Act(Action::Delete),
+                    _ => Planned::Unchanged,
+                }
             } else {
                 listed.insert(&upstream, &uri)?;
-                listed_action(&h.ctx, &e, prior.as_ref())
+                // A record's bytes come with the listing (section 3.5): the run compares
+                // them with the copy and fetches nothing more, `--baseline` or not.
+                match listed_action(&h.ctx, &e, prior.as_ref()) {
+                    Planned::Refetch => Planned::Unchanged,
+                    other => other,
+                }
             };
             report.plan(max, &upstream, uri, action);
         }
@@ -486,7 +529,10 @@ async fn plan_resync(
     plan_unlisted(h, set, listed, max, report).await
 }
 
-/// The deletions a whole list plans: the present records of `set` it did not name.
+/// The deletions a whole list plans: the present records of `set`, of its own upstream, it
+/// did not name. The other upstreams' records are theirs to judge (they feed the same
+/// collection from lists of their own), and a record of an upstream no longer in the
+/// pipeline is not deleted by a run either.
 async fn plan_unlisted(
     h: &Harvest,
     set: &CapabilitySet,
@@ -503,6 +549,9 @@ async fn plan_unlisted(
             Some(set.url.as_str()),
             None,
             |up, uri, _| {
+                if up != h.up.name {
+                    return;
+                }
                 report.add(
                     max,
                     PlanItem {

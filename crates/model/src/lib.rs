@@ -14,11 +14,14 @@
 //!   all depend on).
 //! - [`redact`]: credentials in URLs hidden ([`Redacted`], [`redact()`]) and upstream text cut
 //!   to a bounded excerpt ([`Excerpt`], [`excerpt()`]) wherever text leaves the process.
+//! - [`net`]: which IP addresses and host names are public (the address guard's judgement,
+//!   shared by the HTTP client and the config check).
 
 pub mod chain;
 pub mod datetime;
 pub mod document;
 pub mod hash;
+pub mod net;
 pub mod redact;
 pub mod validate;
 

@@ -65,6 +65,19 @@ pub enum Error {
     /// Change notifications cannot be set up.
     #[error(transparent)]
     Notify(#[from] rsagg_notify::Error),
+    /// An operator command (`audit`, `quarantine list|retry`, `gc`) found no collection in
+    /// the store: no run ever wrote a state there (a mistyped `[store] url`, or never run).
+    /// Said instead of reporting every listed resource `missing` or nothing quarantined.
+    #[error(
+        "{store}: store holds no rsagg collection (never run?): no state under {store}/state/; check [store] url in {}, or run `rsagg run` on it first",
+        pipeline.display()
+    )]
+    NeverRun {
+        /// The store's URL (credentials hidden).
+        store: String,
+        /// The pipeline file.
+        pipeline: std::path::PathBuf,
+    },
     /// A directory of pipeline files could not be read (a fleet run).
     #[error("reading the pipeline directory {path}: {source}")]
     Files {
@@ -74,6 +87,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// True for [`Error::NeverRun`]: the operator commands exit 2 on it (as on a config
+    /// error: the store URL names no collection).
+    pub fn is_never_run(&self) -> bool {
+        matches!(self, Error::NeverRun { .. })
+    }
 }
 
 impl StoreFailure for Error {

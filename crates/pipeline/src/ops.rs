@@ -15,7 +15,38 @@ use rsagg_publish::publish;
 use rsagg_store::{QuarantineRecord, State};
 
 use crate::Error;
-use crate::runner::{RunOptions, open_as, unless_tripped, write_stats};
+use crate::runner::{RunOptions, open_as, refresh_stats_quarantine, store_options, unless_tripped};
+
+/// [`Error::NeverRun`] for `p`.
+fn never_run(p: &Pipeline) -> Error {
+    Error::NeverRun {
+        store: rsagg_model::redact(p.config.store.url.as_str()).into_owned(),
+        pipeline: p.path.clone(),
+    }
+}
+
+/// Fails with [`Error::NeverRun`] unless a state was ever written to `p`'s store, before a
+/// command that writes opens it (opening as the writer would create an empty state there).
+/// Bounded by `[store] open_timeout`, as opening the state is.
+async fn never_run_check(p: &Pipeline) -> Result<(), Error> {
+    let cfg = &p.config.store;
+    let loc = rsagg_store::open_store_read_only(cfg.url.as_str(), &store_options(cfg))?;
+    match tokio::time::timeout(cfg.open_timeout, State::exists(loc.objects.as_ref())).await {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err(never_run(p)),
+        Ok(Err(e)) => Err(Error::Store(e)),
+        Err(_) => Err(Error::Store(rsagg_store::Error::Unavailable(
+            rsagg_store::StoreFault {
+                store: rsagg_model::redact(cfg.url.as_str()).into_owned(),
+                kind: rsagg_store::FaultKind::Unreachable,
+                cause: format!(
+                    "the state was not found within {} ([store] open_timeout)",
+                    humantime::format_duration(cfg.open_timeout)
+                ),
+            },
+        ))),
+    }
+}
 
 /// Closes a state the command opened, if nothing else holds it.
 async fn close(state: Arc<State>) -> Result<(), Error> {
@@ -36,6 +67,9 @@ pub const AUDIT_STORE_MARGIN: std::time::Duration = std::time::Duration::from_se
 /// (`[store] max_failures`) tripping.
 pub async fn audit(p: &Pipeline, opts: AuditOptions) -> Result<AuditReport, Error> {
     let (loc, state, ctx) = open_as(p, &RunOptions::default(), true, None).await?;
+    if state.is_absent() {
+        return Err(never_run(p));
+    }
     let deadline = p.config.store.retry_timeout + AUDIT_STORE_MARGIN;
     let audited = rsagg_harvest::audit::audit(ctx, &p.config.upstreams, opts, deadline);
     let mut report = unless_tripped(&loc, audited).await??;
@@ -55,6 +89,7 @@ pub async fn dry_run(
     let planned = rsagg_harvest::plan::plan(ctx, &p.config.upstreams, max_items);
     let mut report = unless_tripped(&loc, planned).await??;
     report.collection = p.config.collection.name.clone();
+    report.never_run = state.is_absent();
     close(state).await?;
     Ok(report)
 }
@@ -67,6 +102,9 @@ pub async fn quarantine_list(
 ) -> Result<u64, Error> {
     let (loc, state, ctx) = open_as(p, &RunOptions::default(), true, None).await?;
     drop(ctx);
+    if state.is_absent() {
+        return Err(never_run(p));
+    }
     let listing = async {
         let mut n = 0;
         let mut q = state.quarantine().await?;
@@ -83,9 +121,12 @@ pub async fn quarantine_list(
 }
 
 /// `rsagg quarantine retry [--upstream NAME] [--uri URI]`: the quarantined resources
-/// fetched again against their upstream's current list, then the collection published (so
-/// the copies that verified are served) and the stats object rewritten. The report has the
-/// shape of a run's: per upstream what became of the retried resources.
+/// fetched again against their upstream's current list; when one was stored, the collection
+/// is published (so the copies that verified are served). The quarantine shown by the stats
+/// object is refreshed, the last run's report in it is kept: an operator command is not a run
+/// (`/status` and `/metrics` go on describing the last run). The report has the shape of a
+/// run's: per upstream what became of the retried resources; with nothing quarantined it
+/// retries, publishes and writes nothing.
 pub async fn quarantine_retry(
     p: &Pipeline,
     upstream: Option<&str>,
@@ -94,6 +135,7 @@ pub async fn quarantine_retry(
 ) -> Result<RunReport, Error> {
     let started = std::time::Instant::now();
     let cfg = &p.config;
+    never_run_check(p).await?;
     let (loc, state, ctx) = open_as(p, opts, false, None).await?;
     let mut report = RunReport {
         collection: cfg.collection.name.clone(),
@@ -119,11 +161,20 @@ pub async fn quarantine_retry(
         }
     }
     drop(ctx);
-    // Still the writer? One fenced out meanwhile publishes nothing (exit 3).
-    state.hold().await?;
-    report.publish = Some(publish(&state, &loc, p, opts.publish).await);
+    let touched = |u: &rsagg_layout::report::UpstreamReport| {
+        u.created + u.updated + u.unchanged + u.quarantined + u.gone + u.failed
+    };
+    let stored: u64 = report.upstreams.iter().map(|u| u.created + u.updated).sum();
+    let retried: u64 = report.upstreams.iter().map(touched).sum();
+    if retried > 0 {
+        // Still the writer? One fenced out meanwhile publishes nothing (exit 3).
+        state.hold().await?;
+        if stored > 0 {
+            report.publish = Some(publish(&state, &loc, p, opts.publish).await);
+        }
+        refresh_stats_quarantine(&loc.objects, &state).await;
+    }
     report.seconds = started.elapsed().as_secs_f64();
-    write_stats(&loc.objects, &state, &report).await;
     close(state).await?;
     report.store = Some(loc.counters.snapshot());
     // Fenced at any point (the store then refused the writes): exit 3, not a report.
@@ -134,6 +185,7 @@ pub async fn quarantine_retry(
 /// `force`); `None` when it is not due. Opens the state as the writer (collection reads
 /// what is still referenced and must not race a harvest adding references).
 pub async fn gc(p: &Pipeline, force: bool) -> Result<Option<GcReport>, Error> {
+    never_run_check(p).await?;
     let (loc, state, ctx) = open_as(p, &RunOptions::default(), false, None).await?;
     drop(ctx);
     let collected =

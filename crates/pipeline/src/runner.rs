@@ -448,12 +448,9 @@ async fn pass(
 /// Quarantine records copied into the stats object at most.
 const STATS_QUARANTINE: usize = 1000;
 
-/// Writes [`STATS_OBJECT`]. A failure is logged, not fatal: the harvest itself is committed.
-pub(crate) async fn write_stats(
-    objects: &Arc<dyn object_store::ObjectStore>,
-    state: &State,
-    report: &RunReport,
-) {
+/// The first [`STATS_QUARANTINE`] quarantine records of the state, and whether there are
+/// more. A failure is logged: the stats object is a view, the state has the records.
+async fn stats_quarantine(state: &State) -> (Vec<rsagg_store::QuarantineRecord>, bool) {
     let mut quarantine = Vec::new();
     let mut truncated = false;
     match state.quarantine().await {
@@ -475,13 +472,75 @@ pub(crate) async fn write_stats(
             tracing::warn!(error = %rsagg_model::ErrorChain(&e), "reading quarantine for the stats object")
         }
     }
+    (quarantine, truncated)
+}
+
+/// Writes [`STATS_OBJECT`]. A failure is logged, not fatal: the harvest itself is committed.
+pub(crate) async fn write_stats(
+    objects: &Arc<dyn object_store::ObjectStore>,
+    state: &State,
+    report: &RunReport,
+) {
+    let (quarantine, quarantine_truncated) = stats_quarantine(state).await;
     let stats = RunStats {
         finished: Some(rsagg_model::W3cDateTime::now()),
         report: report.clone(),
         quarantine,
-        quarantine_truncated: truncated,
+        quarantine_truncated,
     };
-    let body = match serde_json::to_vec_pretty(&stats) {
+    put_stats(objects, &stats).await;
+}
+
+/// Stats objects larger than this are not read back to be refreshed: a run's report and
+/// [`STATS_QUARANTINE`] records take far less.
+const STATS_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Refreshes the quarantine of [`STATS_OBJECT`] from the state after an operator command
+/// changed it (`quarantine retry`), keeping the last run's report, its time and its store
+/// counters as they are: the status page and `/metrics` describe the last run, and an
+/// operator command is not one. Without a stats object (no run finished yet) nothing is
+/// written. A failure is logged, not fatal.
+pub(crate) async fn refresh_stats_quarantine(
+    objects: &Arc<dyn object_store::ObjectStore>,
+    state: &State,
+) {
+    use object_store::ObjectStoreExt;
+    let path = object_store::path::Path::from(STATS_OBJECT);
+    let mut stats = match objects.get(&path).await {
+        Ok(r) if r.meta.size > STATS_MAX_BYTES => {
+            tracing::warn!(
+                size = r.meta.size,
+                "{STATS_OBJECT} is too large to refresh; left as it is"
+            );
+            return;
+        }
+        Ok(r) => match r
+            .bytes()
+            .await
+            .map(|b| serde_json::from_slice::<RunStats>(&b))
+        {
+            Ok(Ok(stats)) => stats,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "{STATS_OBJECT} cannot be read; left as it is");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %rsagg_model::ErrorChain(&e), "reading {STATS_OBJECT}");
+                return;
+            }
+        },
+        Err(object_store::Error::NotFound { .. }) => return,
+        Err(e) => {
+            tracing::warn!(error = %rsagg_model::ErrorChain(&e), "reading {STATS_OBJECT}");
+            return;
+        }
+    };
+    (stats.quarantine, stats.quarantine_truncated) = stats_quarantine(state).await;
+    put_stats(objects, &stats).await;
+}
+
+async fn put_stats(objects: &Arc<dyn object_store::ObjectStore>, stats: &RunStats) {
+    let body = match serde_json::to_vec_pretty(stats) {
         Ok(b) => redacted(b),
         Err(e) => {
             tracing::warn!(error = %rsagg_model::ErrorChain(&e), "encoding the stats object");

@@ -340,15 +340,7 @@ impl State {
         let path = format!("{}/{STATE_PATH}", display.trim_end_matches('/'));
         // A reader is never fenced; its own, unshared health.
         let fence = StoreHealth::new(display, 0);
-        let prefix = object_store::path::Path::from(format!("{STATE_PATH}/manifest"));
-        let mut listing = objects.list(Some(&prefix));
-        let exists = futures::StreamExt::next(&mut listing)
-            .await
-            .transpose()
-            .map_err(|e| Error::object_store(&prefix, e))?
-            .is_some();
-        drop(listing);
-        let db = if exists {
+        let db = if State::exists(objects.as_ref()).await? {
             let reader = DbReader::builder(STATE_PATH, objects)
                 .with_filter_policies(crate::filter::LookedUpKeys::policies())
                 .with_reader_mode(slatedb::DbReaderMode::FollowLatest)
@@ -371,6 +363,25 @@ impl State {
         };
         state.read_head().await?;
         Ok(state)
+    }
+
+    /// True when a state was ever written under `objects` (a manifest exists): one LIST
+    /// request. Operator commands ask it so that a mistyped or never-run store is said to be
+    /// one, not reported as a collection with nothing in it.
+    pub async fn exists(objects: &dyn ObjectStore) -> Result<bool, Error> {
+        let prefix = object_store::path::Path::from(format!("{STATE_PATH}/manifest"));
+        let mut listing = objects.list(Some(&prefix));
+        Ok(futures::StreamExt::next(&mut listing)
+            .await
+            .transpose()
+            .map_err(|e| Error::object_store(&prefix, e))?
+            .is_some())
+    }
+
+    /// True when opened read-only over a store that holds no state (no run wrote one): it
+    /// reads as empty.
+    pub fn is_absent(&self) -> bool {
+        matches!(self.db, Handle::Absent)
     }
 
     /// True when opened with [`State::open_read_only`].

@@ -410,17 +410,138 @@ fn dry_run_says_what_a_run_would_do_and_changes_nothing() -> Result<()> {
     let run = case.run()?;
     run.assert_ok();
     assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
-    // `--dry-run --baseline`: everything would be fetched again.
+    // `--dry-run --baseline`: everything would be fetched again, and found unchanged (as
+    // `run --baseline` then counts it), not updated.
     let (code, out, _) = cmd(&case, &["run", &toml, "--dry-run", "--baseline", "--json"])?;
     assert_eq!(code, 0);
     let plan: Value = serde_json::from_str(out.trim())?;
     let up = &plan["upstreams"][0];
     assert_eq!(up["sets"][0]["reason"], "run --baseline", "{plan:#}");
     assert_eq!(
-        (&up["fetch"], &up["update"]),
-        (&3.into(), &3.into()),
+        (&up["fetch"], &up["update"], &up["unchanged"]),
+        (&3.into(), &0.into(), &3.into()),
         "{plan:#}"
     );
+    assert_eq!(plan["items"], serde_json::json!([]), "{plan:#}");
+    let run = case.run_with(&["--baseline"])?;
+    run.assert_ok();
+    assert_eq!((run.cud(), run.n("unchanged")), ((0, 0, 0), 3), "{run:#?}");
+    Ok(())
+}
+
+/// `(action, upstream, uri)` of each plan item, sorted.
+fn plan_items(plan: &Value) -> Result<Vec<(String, String, String)>> {
+    let mut v: Vec<_> = plan["items"]
+        .as_array()
+        .context("items")?
+        .iter()
+        .map(|i| {
+            let s = |k: &str| i[k].as_str().unwrap_or("?").to_owned();
+            (s("action"), s("upstream"), s("uri"))
+        })
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+#[test]
+fn dry_run_baseline_of_two_upstreams_plans_exactly_what_run_baseline_does() -> Result<()> {
+    // Two upstreams feeding one collection, as the demo's: one upstream's re-sync must
+    // never plan to delete the other's resources, and unchanged copies are not updates.
+    let one = with_changelist(&[A, B, C])?;
+    let (x, y) = (
+        ("/res/x.txt", b"x-ray" as &[u8]),
+        ("/res/y.txt", b"yankee" as &[u8]),
+    );
+    let two = with_changelist(&[x, y])?;
+    let case = Case::with_upstreams(
+        Store::file("dry-run-two")?,
+        &[
+            upstream("one", &one.url("/.well-known/resourcesync"), ""),
+            upstream("two", &two.url("/.well-known/resourcesync"), ""),
+        ],
+    )?;
+    let run = case.run()?;
+    assert_eq!(run.code, 0, "{run:#?}");
+    let toml = case.toml.to_string_lossy().into_owned();
+
+    // Nothing changed upstream: a re-sync of both fetches everything and changes nothing.
+    let (code, out, err) = cmd(&case, &["run", &toml, "--dry-run", "--baseline", "--json"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let plan: Value = serde_json::from_str(out.trim())?;
+    assert_eq!(plan_items(&plan)?, vec![], "{plan:#}");
+    for (name, n) in [("one", 3), ("two", 2)] {
+        let u = plan["upstreams"]
+            .as_array()
+            .and_then(|a| a.iter().find(|u| u["name"] == name))
+            .context("upstream")?;
+        assert_eq!(
+            (
+                &u["fetch"],
+                &u["create"],
+                &u["update"],
+                &u["delete"],
+                &u["unchanged"]
+            ),
+            (&n.into(), &0.into(), &0.into(), &0.into(), &n.into()),
+            "{name}: {plan:#}"
+        );
+    }
+    let (_, text, _) = cmd(&case, &["run", &toml, "--dry-run", "--baseline"])?;
+    assert!(
+        text.contains("one: would fetch 3, create 0, update 0, delete 0; 3 unchanged"),
+        "{text}"
+    );
+
+    // Upstream two changes y and stops listing x; one stays as it was.
+    two.write(y.0, "yankee 2")?;
+    two.resource_list(
+        "/resourcelist.xml",
+        "/capabilitylist.xml",
+        T0,
+        &[(y.0, b"yankee 2")],
+    )?;
+    let (code, out, err) = cmd(&case, &["run", &toml, "--dry-run", "--baseline", "--json"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let plan: Value = serde_json::from_str(out.trim())?;
+    let planned = plan_items(&plan)?;
+    assert_eq!(
+        planned,
+        vec![
+            ("delete".to_owned(), "two".to_owned(), two.url(x.0)),
+            ("update".to_owned(), "two".to_owned(), two.url(y.0)),
+        ],
+        "{plan:#}"
+    );
+
+    // The run does exactly that, item by item: its change-log entries are the plan's items.
+    let logged = case.snapshot("one")?.log.len();
+    let run = case.run_with(&["--baseline"])?;
+    assert_eq!(run.code, 0, "{run:#?}");
+    let snap = case.snapshot("one")?;
+    let mut done: Vec<(String, String, String)> = snap.log[logged..]
+        .iter()
+        .map(|e| {
+            let action = match e.change.as_str() {
+                "created" => "create",
+                "updated" => "update",
+                "deleted" => "delete",
+                other => other,
+            };
+            (action.to_owned(), e.upstream.clone(), e.uri.clone())
+        })
+        .collect();
+    done.sort();
+    assert_eq!(done, planned, "the plan against the run's change log");
+    for (name, counts) in [("one", (0, 0, 0, 3)), ("two", (0, 1, 1, 0))] {
+        let u = run.up_named(name);
+        let n = |k: &str| u[k].as_u64().unwrap_or(u64::MAX);
+        assert_eq!(
+            (n("created"), n("updated"), n("deleted"), n("unchanged")),
+            counts,
+            "{name}: {run:#?}"
+        );
+    }
     Ok(())
 }
 
@@ -480,11 +601,25 @@ fn quarantine_list_and_retry_after_the_upstream_is_fixed() -> Result<()> {
     let run = case.run()?;
     run.assert_ok();
     assert_eq!(site.fx.hits(bad), 2, "fetched twice by the baseline only");
+    let last_run = case.stats()?;
     let (code, out, _) = cmd(&case, &["quarantine", "retry", &toml, "--json"])?;
     assert_eq!(code, 1, "{out}");
     let r: Value = serde_json::from_str(out.trim())?;
     assert_eq!(r["upstreams"][0]["quarantined"], 1, "{r:#}");
     assert_eq!(case.snapshot(UP)?.quarantine.len(), 1);
+    // An operator command is not a run: the last run's report stays what `/status` and
+    // `/metrics` show.
+    let stats = case.stats()?;
+    assert_eq!(
+        stats["report"], last_run["report"],
+        "the last run's report is kept"
+    );
+    assert_eq!(stats["finished"], last_run["finished"]);
+    assert_eq!(
+        stats["quarantine"].as_array().map(Vec::len),
+        Some(1),
+        "{stats:#}"
+    );
 
     // The upstream fixed its bytes: a retry stores and releases it, and publishes.
     site.write(bad, "expected bytes")?;
@@ -508,6 +643,83 @@ fn quarantine_list_and_retry_after_the_upstream_is_fixed() -> Result<()> {
     // The published Resource List names the copy now.
     let rl = std::fs::read_to_string(store_dir(&case)?.join("resourcelist.xml"))?;
     assert!(rl.contains("res/bad.txt"), "{rl}");
+    // The stats object shows the quarantine as it is now, beside the last run's report.
+    let stats = case.stats()?;
+    assert_eq!(stats["report"], last_run["report"], "{stats:#}");
+    assert_eq!(stats["quarantine"], serde_json::json!([]), "{stats:#}");
+
+    // With nothing quarantined, a retry retries, publishes and writes nothing.
+    let stats_file = store_dir(&case)?.join("stats/last-run.json");
+    let before = listing(&store_dir(&case)?)?;
+    let (code, out, err) = cmd(&case, &["quarantine", "retry", &toml, "--json"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let r: Value = serde_json::from_str(out.trim())?;
+    assert!(r["publish"].is_null(), "nothing to publish: {r:#}");
+    assert_eq!(
+        listing(&store_dir(&case)?)?
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("state/"))
+            .collect::<BTreeMap<_, _>>(),
+        before
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("state/"))
+            .collect::<BTreeMap<_, _>>(),
+        "a retry of nothing leaves every published object and {} as they were",
+        stats_file.display()
+    );
+    Ok(())
+}
+
+#[test]
+fn operator_commands_on_a_store_never_run_say_so_and_exit_2() -> Result<()> {
+    let site = with_changelist(&[A])?;
+    let case = Case::new(
+        Store::file("never-run")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let toml = case.toml.to_string_lossy().into_owned();
+    let dir = store_dir(&case)?;
+    for args in [
+        vec!["audit", toml.as_str()],
+        vec!["audit", toml.as_str(), "--json"],
+        vec!["quarantine", "list", toml.as_str()],
+        vec!["quarantine", "list", toml.as_str(), "--json"],
+        vec!["quarantine", "retry", toml.as_str()],
+        vec!["gc", toml.as_str(), "--force"],
+    ] {
+        let (code, out, err) = cmd(&case, &args)?;
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            err.contains("store holds no rsagg collection (never run?)"),
+            "{args:?}: {err}"
+        );
+        assert!(out.is_empty(), "{args:?}: no report: {out}");
+        assert!(
+            !dir.join("state").exists(),
+            "{args:?} wrote a state to a store that had none"
+        );
+    }
+    // A dry run plans the first run, and says it is one.
+    let (code, out, err) = cmd(&case, &["run", &toml, "--dry-run"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("store holds no rsagg collection (never run?)"),
+        "{out}"
+    );
+    let (code, out, _) = cmd(&case, &["run", &toml, "--dry-run", "--json"])?;
+    assert_eq!(code, 0);
+    let plan: Value = serde_json::from_str(out.trim())?;
+    assert_eq!(plan["never_run"], true, "{plan:#}");
+    assert_eq!(plan["upstreams"][0]["create"], 1, "{plan:#}");
+    // Once run, the same commands answer as usual.
+    case.run()?.assert_ok();
+    let (code, out, err) = cmd(&case, &["audit", &toml])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = cmd(&case, &["run", &toml, "--dry-run", "--json"])?;
+    assert_eq!(code, 0);
+    let plan: Value = serde_json::from_str(out.trim())?;
+    assert_eq!(plan["never_run"], false, "{plan:#}");
     Ok(())
 }
 
@@ -822,9 +1034,9 @@ fn run_baseline_logs_no_event_when_the_change_list_runs_past_the_resource_list()
     let plan: Value = serde_json::from_str(out.trim())?;
     let up = &plan["upstreams"][0];
     assert_eq!(
-        (&up["create"], &up["delete"], &up["update"]),
-        (&0.into(), &0.into(), &20.into()),
-        "every resource fetched again, none created or deleted: {plan:#}"
+        (&up["create"], &up["delete"], &up["update"], &up["fetch"]),
+        (&0.into(), &0.into(), &0.into(), &20.into()),
+        "every resource fetched again, none created, updated or deleted: {plan:#}"
     );
 
     let run = case.run_with(&["--baseline"])?;
