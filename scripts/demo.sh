@@ -14,11 +14,15 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-export RSAGG_CACHE=${RSAGG_CACHE:-$HOME/.cache/rsagg}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$RSAGG_CACHE/target}
+# Absolute and normalised (no `.`, `..` or doubled `/`): the operator commands printed at
+# the end work from any directory, and every path printed is the plain path.
+abspath() { python3 -c 'import os, sys; print(os.path.abspath(sys.argv[1]))' "$1"; }
+RSAGG_CACHE=$(abspath "${RSAGG_CACHE:-$HOME/.cache/rsagg}")
+CARGO_TARGET_DIR=$(abspath "${CARGO_TARGET_DIR:-$RSAGG_CACHE/target}")
+export RSAGG_CACHE CARGO_TARGET_DIR
 cargo build --release --locked -p rsagg-cli
 rsagg=$CARGO_TARGET_DIR/release/rsagg
-out=${DEMO_DIR:-$RSAGG_CACHE/demo}
+out=$(abspath "${DEMO_DIR:-$RSAGG_CACHE/demo}")
 rm -rf "$out"
 mkdir -p "$out"
 
@@ -62,7 +66,8 @@ cat "$out/second-run.json"
 echo
 echo "== every document rsagg published, judged strictly"
 (cd "$out/store" && find . -name '*.xml' -not -path './state/*' | sort) | while read -r doc; do
-  printf '%-48s ' "${doc#./}"
+  doc=${doc#./}
+  printf '%-48s ' "$doc"
   "$rsagg" validate --strict "$out/store/$doc" | tail -1
 done
 echo
@@ -78,7 +83,7 @@ python3 - "$base" <<'PY'
 import sys, urllib.request
 base = sys.argv[1]
 origin = base.split("/demo/")[0]
-for url in [origin + "/.well-known/resourcesync", base + "capabilitylist.xml",
+for url in [origin + "/.well-known/resourcesync", base, base + "capabilitylist.xml",
             base + "resourcelist.xml", base + "changelist.xml"]:
     with urllib.request.urlopen(url) as r:
         print(f"  GET {url} -> {r.status} {r.headers['Content-Type']}, {len(r.read())} bytes")
@@ -108,6 +113,7 @@ else
   resync_cmd="python3 -m pip install resync==2.0.1 && resync-sync"
 fi
 echo "      $resync_cmd --baseline ${base%/} /tmp/demo-copy"
+echo "  ${base}$(printf '%21s')the collection's base URL: a page pointing to the documents below"
 echo "  ${base}capabilitylist.xml   what rsagg republishes of the collection"
 echo "  ${base}resourcelist.xml     its Resource List (own URIs, via links to the upstream)"
 echo "  ${base}changelist.xml       its Change List (changelist-open.xml: the open one)"
@@ -119,21 +125,25 @@ echo
 echo "Operator commands on the demo's store (docs/contract.md, Operator commands), from any"
 echo "directory; the pipeline reads RSAGG_DEMO_* from the environment, kept in $envfile:"
 echo
-echo "  set -a; . $envfile; set +a"
+# Quoted for the shell they are pasted into (a path with a space stays one word).
+q() { printf '%q' "$1"; }
+demo_toml=$(q "$PWD/pipelines/demo.toml")
+rsagg_cmd=$(q "$rsagg")
+echo "  set -a; . $(q "$envfile"); set +a"
 if [ "${DEMO_EXIT:-0}" = 1 ]; then
   echo "  # audit and --dry-run read the upstream's lists: start the sample upstream again (same port)"
-  echo "  python3 $PWD/scripts/demo_upstream.py $out/upstream --port ${RSAGG_DEMO_UPSTREAM##*:} >$out/upstream.log 2>&1 &"
+  echo "  python3 $(q "$PWD/scripts/demo_upstream.py") $(q "$out/upstream") --port ${RSAGG_DEMO_UPSTREAM##*:} >$(q "$out/upstream.log") 2>&1 & upstream=\$!"
 fi
-echo "  $rsagg audit $PWD/pipelines/demo.toml"
-echo "  $rsagg run $PWD/pipelines/demo.toml --dry-run"
-echo "  $rsagg quarantine list $PWD/pipelines/demo.toml"
-echo "  $rsagg gc $PWD/pipelines/demo.toml"
+echo "  $rsagg_cmd audit $demo_toml"
+echo "  $rsagg_cmd run $demo_toml --dry-run"
+echo "  $rsagg_cmd quarantine list $demo_toml"
+echo "  $rsagg_cmd gc $demo_toml"
 if [ "${DEMO_EXIT:-0}" = 1 ]; then
-  echo "  $rsagg serve $PWD/pipelines/demo.toml --listen 127.0.0.1:$RSAGG_DEMO_PORT   # Ctrl-C stops it"
-  echo "  kill %1   # the sample upstream"
+  echo "  $rsagg_cmd serve $demo_toml --listen 127.0.0.1:$RSAGG_DEMO_PORT   # Ctrl-C stops it"
+  echo "  kill \$upstream   # the sample upstream"
   exit 0
 fi
-echo "  $rsagg serve $PWD/pipelines/demo.toml --listen 127.0.0.1:$RSAGG_DEMO_PORT   # after this script stops serving"
+echo "  $rsagg_cmd serve $demo_toml --listen 127.0.0.1:$RSAGG_DEMO_PORT   # after this script stops serving"
 echo
 echo "Serving until Ctrl-C."
 wait "${pids[-1]}"

@@ -187,6 +187,14 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class Server(socketserver.ThreadingTCPServer):
+    # SO_REUSEADDR before bind: the demo prints a command that starts this server again on
+    # the port it had, and without it the connections it closed (in TIME_WAIT for a minute)
+    # would make that bind fail with `Address already in use`.
+    allow_reuse_address = True
+    daemon_threads = True
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -194,7 +202,7 @@ def main():
     port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
     os.makedirs(root, exist_ok=True)
     handler = lambda *a, **k: Handler(*a, directory=root, **k)
-    with socketserver.ThreadingTCPServer(("127.0.0.1", port), handler) as srv:
+    with Server(("127.0.0.1", port), handler) as srv:
         base = f"http://127.0.0.1:{srv.server_address[1]}"
         Handler.base = base
         build(root, base)
