@@ -222,7 +222,7 @@ pub async fn quarantine(args: QuarantineArgs) -> ExitCode {
                     eprintln!("rsagg quarantine retry: {e}");
                     ExitCode::from(3)
                 }
-                Err(e) if e.is_never_run() => {
+                Err(e) if e.is_config() => {
                     eprintln!("rsagg quarantine retry: {e}");
                     ExitCode::from(2)
                 }
@@ -260,7 +260,7 @@ pub async fn gc(args: GcArgs) -> ExitCode {
             eprintln!("rsagg gc: {e}");
             ExitCode::from(3)
         }
-        Err(e) if e.is_never_run() => {
+        Err(e) if e.is_config() => {
             eprintln!("rsagg gc: {e}");
             ExitCode::from(2)
         }

@@ -255,6 +255,10 @@ pub async fn run(args: RunArgs, terminal: bool) -> ExitCode {
             eprintln!("rsagg run: {e}");
             3
         }
+        Some(Err(e)) if e.is_config() => {
+            eprintln!("rsagg run: {e}");
+            2
+        }
         Some(Err(e)) => {
             eprintln!("rsagg run: {e}");
             1
@@ -343,6 +347,10 @@ async fn follow(
         Err(e) if e.is_fenced() => {
             eprintln!("rsagg run: {e}");
             3
+        }
+        Err(e) if e.is_config() => {
+            eprintln!("rsagg run: {e}");
+            2
         }
         Err(e) => {
             eprintln!("rsagg run: {e}");

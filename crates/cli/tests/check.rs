@@ -148,3 +148,44 @@ fn check_refuses_what_run_refuses_every_error_at_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\"file:///var/lib/rsagg/maps\""), "{err}");
 }
+
+/// An `s3://` store without credentials is a configuration error: said before any request
+/// (naming what was looked for), exit 2 for `run` and the operator commands alike.
+#[test]
+fn an_s3_store_without_credentials_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s3.toml");
+    std::fs::write(
+        &p,
+        "[collection]\nname = \"c\"\nbase_url = \"https://x.example/c/\"\n\n\
+         [store]\nurl = \"s3://rsagg-data/c\"\nopen_timeout = \"5s\"\n\n\
+         [[upstream]]\nname = \"one\"\nurl = \"https://u.example/\"\n",
+    )
+    .unwrap();
+    let path = p.to_str().unwrap();
+    for args in [
+        vec!["run", path, "--once"],
+        vec!["audit", path],
+        vec!["gc", path],
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rsagg"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("AWS_") {
+                cmd.env_remove(k);
+            }
+        }
+        let out = cmd
+            .args(&args)
+            // Loopback only, and never the instance-metadata service, whatever host runs this.
+            .env("AWS_ENDPOINT", "http://127.0.0.1:9")
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("RSAGG_S3_INSTANCE_METADATA", "0")
+            .env("RSAGG_LOG", "off")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("no S3 credentials"), "{args:?}: {err}");
+        assert!(err.contains("AWS_ACCESS_KEY_ID"), "{args:?}: {err}");
+    }
+}

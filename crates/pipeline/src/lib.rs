@@ -90,10 +90,17 @@ pub enum Error {
 }
 
 impl Error {
-    /// True for [`Error::NeverRun`]: the operator commands exit 2 on it (as on a config
-    /// error: the store URL names no collection).
-    pub fn is_never_run(&self) -> bool {
-        matches!(self, Error::NeverRun { .. })
+    /// True when the configuration is at fault, not the store or an upstream: an invalid
+    /// pipeline, a store URL that cannot be opened as given (no credentials for an `s3://`
+    /// store, a `file:` URL naming no directory), a store that holds no collection. Commands
+    /// exit 2 on it (a scheduler should not retry), not 1.
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            Error::Config(_)
+                | Error::NeverRun { .. }
+                | Error::Store(rsagg_store::Error::Url { .. })
+        )
     }
 }
 
