@@ -155,7 +155,14 @@ pub async fn discover(f: &Fetcher, entry: &Url, access: &Access) -> Result<Disco
         warnings: Vec::new(),
     };
     // Routes 1–5: what the entry itself is or points at.
-    match cx.probe(entry, 0).await {
+    let probed = cx.probe(entry, 0).await;
+    // An OAI-PMH base URL given without `kind = "oai-pmh"` would otherwise be read as a
+    // ResourceSync Source quietly (its host's well-known URI may well offer one): say so.
+    if let Some(hint) = oai_hint(&cx, entry, &probed).await {
+        tracing::warn!(url = %entry, "{hint}");
+        cx.warnings.insert(0, hint);
+    }
+    match probed {
         Ok(Probe::Document { url, reader }) => {
             let route = match reader.kind() {
                 DocumentKind::SourceDescription | DocumentKind::SourceDescriptionIndex => {
@@ -177,6 +184,7 @@ pub async fn discover(f: &Fetcher, entry: &Url, access: &Access) -> Result<Disco
             links,
             html_links,
             what,
+            ..
         }) => {
             let via_header: Vec<Url> = links
                 .iter()
@@ -236,6 +244,43 @@ pub async fn discover(f: &Fetcher, entry: &Url, access: &Access) -> Result<Disco
     })
 }
 
+/// What an OAI-PMH 2.0 response looks like in its first bytes (lowercased): the root
+/// element `OAI-PMH` in the protocol's namespace (OAI-PMH 2.0 section 3.2).
+fn looks_like_oai_pmh(head_lower: &str) -> bool {
+    head_lower.contains("<oai-pmh") && head_lower.contains("openarchives.org/oai/2.0")
+}
+
+/// Bytes of an `Identify` answer read to tell whether it is OAI-PMH.
+const IDENTIFY_SNIFF_BYTES: u64 = 64 << 10;
+
+/// The warning for an entry point that is an OAI-PMH base URL (OAI-PMH 2.0 section 4.2):
+/// its own answer is an OAI-PMH response (a `badVerb` error, typically), or, when it is no
+/// ResourceSync document and has no query, `{entry}?verb=Identify` answers one. `None`
+/// otherwise; a failed `Identify` request is no evidence either way.
+async fn oai_hint(cx: &Cx<'_>, entry: &Url, probed: &Result<Probe, Error>) -> Option<String> {
+    let hint = |how: &str| {
+        format!(
+            "{entry} {how}: it is an OAI-PMH base URL, but this upstream has no `kind = \"oai-pmh\"` and is read as a ResourceSync Source (discovery, spec 6.3); add `kind = \"oai-pmh\"` to harvest its records with ListRecords"
+        )
+    };
+    match probed {
+        Ok(Probe::Other { oai: true, .. }) => return Some(hint("answers OAI-PMH")),
+        Ok(Probe::Document { .. }) => return None,
+        _ => {}
+    }
+    if entry.query().is_some() {
+        return None;
+    }
+    let mut identify = entry.clone();
+    identify.set_query(Some("verb=Identify"));
+    let (_, body) =
+        cx.f.get_bytes(&identify, cx.access, IDENTIFY_SNIFF_BYTES)
+            .await
+            .ok()?;
+    let head = String::from_utf8_lossy(&body[..body.len().min(SNIFF_BYTES)]).to_ascii_lowercase();
+    looks_like_oai_pmh(&head).then(|| hint("answers OAI-PMH Identify (?verb=Identify)"))
+}
+
 /// `Sitemap:` directives of a robots.txt (field names are case-insensitive), resolved
 /// against the robots.txt URL.
 fn sitemap_directives(text: &str, base: &Url) -> Vec<Url> {
@@ -263,6 +308,8 @@ enum Probe {
         links: Vec<LinkValue>,
         html_links: Vec<Url>,
         what: String,
+        /// An OAI-PMH response (OAI-PMH 2.0 section 3.2), not a ResourceSync document.
+        oai: bool,
     },
 }
 
@@ -396,6 +443,15 @@ impl<'a> Cx<'a> {
             || (!trimmed.contains("<urlset")
                 && !trimmed.contains("<sitemapindex")
                 && trimmed.contains("<html"));
+        if looks_like_oai_pmh(trimmed) {
+            return Ok(Probe::Other {
+                url: final_url,
+                links: fetched.links,
+                html_links: Vec::new(),
+                what: "an OAI-PMH response (root <OAI-PMH>)".into(),
+                oai: true,
+            });
+        }
         if is_html {
             let mut page = head;
             (&mut reader)
@@ -409,6 +465,7 @@ impl<'a> Cx<'a> {
                 links: fetched.links,
                 html_links,
                 what: "an HTML page".into(),
+                oai: false,
             });
         }
         if !trimmed.starts_with('<') {
@@ -416,6 +473,7 @@ impl<'a> Cx<'a> {
                 url: final_url,
                 links: fetched.links,
                 html_links: Vec::new(),
+                oai: false,
                 what: format!(
                     "a {} document",
                     fetched.content_type.as_deref().unwrap_or("non-XML")
@@ -441,6 +499,7 @@ impl<'a> Cx<'a> {
                     links: fetched.links,
                     html_links: Vec::new(),
                     what,
+                    oai: false,
                 })
             }
         }

@@ -518,3 +518,83 @@ async fn an_unreachable_host_is_named_as_such_not_as_no_capability_list() {
     );
     assert!(msg.contains("DNS lookup failed"), "{msg}");
 }
+
+const BAD_VERB: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:schemaLocation="http://www.openarchives.org/OAI/2.0/ http://www.openarchives.org/OAI/2.0/OAI-PMH.xsd">
+  <responseDate>2026-12-06T12:00:00Z</responseDate>
+  <request>{base}/oai</request>
+  <error code="badVerb">Illegal OAI verb</error>
+</OAI-PMH>"#;
+
+/// An OAI-PMH base URL given as a ResourceSync upstream (no `kind = "oai-pmh"`): discovery
+/// goes on to the host's well-known URI as before, but says what the entry is.
+#[tokio::test]
+async fn an_oai_pmh_base_url_is_named_as_such() {
+    let mut files = full_source();
+    files.push(("/oai", "text/xml", BAD_VERB));
+    let base = site(&files, &[]).await;
+    let d = discover(&fetcher(), &u(format!("{base}/oai")), &open())
+        .await
+        .unwrap();
+    assert_eq!(d.route, Route::WellKnown);
+    assert!(
+        d.warnings[0].contains("is an OAI-PMH base URL")
+            && d.warnings[0].contains("kind = \"oai-pmh\""),
+        "{:?}",
+        d.warnings
+    );
+    // Without a Source beside it: discovery fails, and the failure says the same first.
+    let base = site(&[("/oai", "text/xml", BAD_VERB)], &[]).await;
+    let e = discover(&fetcher(), &u(format!("{base}/oai")), &open())
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("kind = \"oai-pmh\""), "{text}");
+    // A ResourceSync entry gets no such warning, and nothing more is asked.
+    let base = site(&full_source(), &[]).await;
+    let d = discover(&fetcher(), &u(format!("{base}/")), &open())
+        .await
+        .unwrap();
+    assert!(
+        d.warnings.iter().all(|w| !w.contains("OAI-PMH")),
+        "{:?}",
+        d.warnings
+    );
+}
+
+/// A base URL whose bare GET is an HTML page (or a 404) but whose `?verb=Identify` answers
+/// OAI-PMH: the Identify probe finds it.
+#[tokio::test]
+async fn an_oai_pmh_base_url_is_found_by_identify() {
+    use axum::extract::RawQuery;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    let body = BAD_VERB.replace("{base}", &base).replace(
+        r#"<error code="badVerb">Illegal OAI verb</error>"#,
+        "<Identify><repositoryName>R</repositoryName></Identify>",
+    );
+    let app = Router::new().route(
+        "/request",
+        axum::routing::get(move |RawQuery(q): RawQuery| async move {
+            match q.as_deref() {
+                Some("verb=Identify") => {
+                    ([(header::CONTENT_TYPE, "text/xml")], body.clone()).into_response()
+                }
+                _ => (
+                    [(header::CONTENT_TYPE, "text/html")],
+                    "<html><body>An OAI-PMH endpoint: ask with a verb</body></html>",
+                )
+                    .into_response(),
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let e = discover(&fetcher(), &u(format!("{base}/request")), &open())
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("answers OAI-PMH Identify") && text.contains("kind = \"oai-pmh\""),
+        "{text}"
+    );
+}
