@@ -301,7 +301,17 @@ impl Fetcher {
             timeout: Some(self.inner.cfg.document_timeout),
             ..Request::default()
         };
-        let mut f = self.get(url, access, &req).await?;
+        self.get_whole(url, access, &req).await
+    }
+
+    /// [`Fetcher::get_bytes`] with every option of `req` (its `max_bytes` bounds the body).
+    pub async fn get_whole(
+        &self,
+        url: &Url,
+        access: &Access,
+        req: &Request,
+    ) -> Result<(Fetched, Bytes), Error> {
+        let mut f = self.get(url, access, req).await?;
         let body = std::mem::replace(&mut f.body, Body::empty(f.url.clone()));
         let bytes = body.bytes().await?;
         Ok((f, bytes))
@@ -466,12 +476,12 @@ impl Fetcher {
         let counted = match &answer {
             Ok(resp) => Counted::of(resp.status().as_u16()),
             Err(e) if e.is_builder() || find_refusal(e).is_some() => {
-                return self.answer(url, answer, permits, attempt, waited);
+                return self.answer(url, answer, permits, attempt, waited, req.error_body);
             }
             Err(_) => Counted::Transport,
         };
         self.inner.counters.attempt(counted, waited, attempt);
-        self.answer(url, answer, permits, attempt, waited)
+        self.answer(url, answer, permits, attempt, waited, req.error_body)
     }
 
     /// The retry decision on what one attempt got (`waited`: how long its headers took).
@@ -482,11 +492,19 @@ impl Fetcher {
         permits: Permits,
         attempt: u32,
         waited: Duration,
+        error_body: bool,
     ) -> Outcome {
         match answer {
             Ok(resp) => {
                 let status = resp.status();
                 if status.is_success() || status.is_redirection() {
+                    return Outcome::Done(resp, permits, waited);
+                }
+                if error_body
+                    && status.is_client_error()
+                    && status != StatusCode::TOO_MANY_REQUESTS
+                    && status != StatusCode::REQUEST_TIMEOUT
+                {
                     return Outcome::Done(resp, permits, waited);
                 }
                 let code = status.as_u16();

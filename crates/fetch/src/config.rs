@@ -191,6 +191,11 @@ pub struct Request {
     /// The deadline of this response (headers and body); `None`: the client's
     /// [`FetchConfig::body_timeout`]. Documents have their own (`[deadlines] document`).
     pub timeout: Option<Duration>,
+    /// Return a 4xx answer that is not retried (all but 408 and 429) with its body, as
+    /// [`crate::Fetched::status`] says, instead of failing with [`crate::Error::Status`]:
+    /// for protocols whose errors are in the body whatever the status (OAI-PMH 2.0 section
+    /// 3.6; InvenioRDM answers `noRecordsMatch` with 422).
+    pub error_body: bool,
 }
 
 impl Default for Request {
@@ -201,6 +206,7 @@ impl Default for Request {
             if_none_match: None,
             if_modified_since: None,
             inflate_gzip: false,
+            error_body: false,
         }
     }
 }

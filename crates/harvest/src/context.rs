@@ -43,6 +43,57 @@ pub struct Ctx {
     /// Memory for the URIs a baseline or re-sync has seen listed (`[store]
     /// listed_memory_bytes`, `listed_filter_bytes`; the rest on local disk).
     pub listed: crate::SeenLimits,
+    /// What each OAI-PMH upstream's `Identify` said at its pass's discovery, so that the
+    /// pass's sets do not ask it again (OAI-PMH 2.0 section 4.2: once per pass).
+    pub identified: IdentifyCache,
+}
+
+/// The `Identify` answers of the OAI-PMH upstreams of a run, by upstream name: asked once
+/// at each pass's discovery and reused by its sets, with the provider's clock moved on by
+/// the time elapsed since (`Identify`'s `responseDate` is the pass's `until`).
+#[derive(Default)]
+pub struct IdentifyCache(
+    Mutex<
+        std::collections::HashMap<
+            String,
+            (
+                rsagg_oai::Identify,
+                rsagg_oai::Datestamp,
+                std::time::Instant,
+            ),
+        >,
+    >,
+);
+
+impl IdentifyCache {
+    /// Records `upstream`'s answer, asked just now.
+    pub(crate) fn put(
+        &self,
+        upstream: &str,
+        identify: rsagg_oai::Identify,
+        now: rsagg_oai::Datestamp,
+    ) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(
+                upstream.to_owned(),
+                (identify, now, std::time::Instant::now()),
+            );
+        }
+    }
+
+    /// `upstream`'s answer, with its clock moved on to now.
+    pub(crate) fn get(
+        &self,
+        upstream: &str,
+    ) -> Option<(rsagg_oai::Identify, rsagg_oai::Datestamp)> {
+        let m = self.0.lock().ok()?;
+        let (identify, now, at) = m.get(upstream)?;
+        let elapsed = i64::try_from(at.elapsed().as_secs()).unwrap_or(i64::MAX);
+        Some((
+            identify.clone(),
+            rsagg_oai::Datestamp::from_unix(now.unix().saturating_add(elapsed)),
+        ))
+    }
 }
 
 /// One upstream's harvest; cheap to clone, so each resource's work can run as its own task

@@ -67,7 +67,7 @@ mod seen;
 pub mod subscriptions;
 mod upstream;
 
-pub use context::{Ctx, Harvest};
+pub use context::{Ctx, Harvest, IdentifyCache};
 pub use progress::{Progress, Snapshot};
 pub use push::{Inbox, PushApplied};
 pub use retry::retry_quarantined;

@@ -52,6 +52,11 @@ const MAX_RESTARTS: usize = 3;
 /// Pages fetched ahead of the records being stored.
 const PAGES_AHEAD: usize = 2;
 
+/// Pages in a row with no record (and no record left out) after which a list that still
+/// hands out tokens is taken to be stuck (a provider paging over a window of deleted or
+/// filtered rows sends a few; one that never ends sends them forever).
+pub(crate) const MAX_EMPTY_PAGES: u32 = 100;
+
 /// The media type of a stored record: the metadata is an XML document of its own.
 const RECORD_TYPE: &str = "application/xml";
 
@@ -190,13 +195,33 @@ impl OaiClient<'_> {
         Ok((url, page))
     }
 
-    /// The page at `url` (a request already written as a URL: a record's URI).
+    /// The page at `url` (a request already written as a URL: a record's URI). An OAI-PMH
+    /// error is in the body whatever the HTTP status (section 3.6): a 4xx answer whose body
+    /// is an OAI-PMH error response is that response (InvenioRDM answers `noRecordsMatch`
+    /// with 422), any other 4xx the HTTP error it is.
     pub(crate) async fn page_at(&self, url: &Url) -> Result<Page, Error> {
-        let (fetched, body) = self
-            .fetcher
-            .get_bytes(url, self.access, self.max_bytes)
-            .await?;
-        Ok(rsagg_oai::parse(fetched.url.as_str(), &body)?)
+        let req = rsagg_fetch::Request {
+            max_bytes: self.max_bytes,
+            timeout: Some(self.fetcher.config().document_timeout),
+            error_body: true,
+            ..rsagg_fetch::Request::default()
+        };
+        let (fetched, body) = self.fetcher.get_whole(url, self.access, &req).await?;
+        let page = rsagg_oai::parse(fetched.url.as_str(), &body);
+        if !(200..300).contains(&fetched.status) {
+            return match page {
+                Ok(p) if matches!(p.response, Response::Errors(_)) => {
+                    tracing::debug!(upstream = %self.up.name, %url, status = fetched.status, "an OAI-PMH error in a non-2xx answer");
+                    Ok(p)
+                }
+                _ => Err(Error::Fetch(rsagg_fetch::Error::Status {
+                    url: fetched.url,
+                    status: fetched.status,
+                    attempts: 1,
+                })),
+            };
+        }
+        Ok(page?)
     }
 
     /// `Identify` (section 4.2) with the provider's clock (its `responseDate`, else ours).
@@ -238,8 +263,12 @@ impl OaiClient<'_> {
 
 /// Discovery of an OAI-PMH upstream: `Identify` answers and the metadata prefix is offered;
 /// then its sets of resources ([`oai_sets`]).
-pub(crate) async fn discover(client: &OaiClient<'_>) -> Result<Vec<CapabilitySet>, Error> {
-    let (identify, _) = client.identify().await?;
+pub(crate) async fn discover(
+    client: &OaiClient<'_>,
+    cache: &crate::context::IdentifyCache,
+) -> Result<Vec<CapabilitySet>, Error> {
+    let (identify, now) = client.identify().await?;
+    cache.put(&client.up.name, identify.clone(), now);
     tracing::info!(upstream = %client.up.name, repository = %identify.repository_name, granularity = ?identify.granularity, deleted = identify.deleted.as_str(), "OAI-PMH repository");
     client.check_prefix().await?;
     Ok(oai_sets(client.up))
@@ -277,7 +306,7 @@ impl Pass {
 impl Harvest {
     /// The next pass over `set`: `Identify`, the checkpoint, the scope, the first request.
     pub(crate) async fn oai_pass(&self, set: &CapabilitySet) -> Result<Pass, Error> {
-        let (identify, now) = self.oai().identify().await?;
+        let (identify, now) = self.identified().await?;
         let cp = self
             .ctx
             .state
@@ -304,6 +333,19 @@ impl Harvest {
             first,
             cp,
         })
+    }
+
+    /// What `Identify` said at this pass's discovery (asked again only when discovery did
+    /// not ask it), with the provider's clock moved on to now.
+    pub(crate) async fn identified(&self) -> Result<(Identify, Datestamp), Error> {
+        if let Some(known) = self.ctx.identified.get(&self.up.name) {
+            return Ok(known);
+        }
+        let (identify, now) = self.oai().identify().await?;
+        self.ctx
+            .identified
+            .put(&self.up.name, identify.clone(), now);
+        Ok((identify, now))
     }
 
     /// The client of this upstream's OAI-PMH requests.
@@ -434,6 +476,11 @@ impl Harvest {
         let mut req = first.clone();
         let mut restarts = 0;
         let mut tokens = 0u64;
+        // Every token of this list, by digest (16 bytes each: 10^6 records in pages of 100
+        // hold 160 KB): a token handed out twice is a loop (section 3.5: a token names the
+        // rest of one list; the same token again means the same pages again, forever).
+        let mut seen_tokens: std::collections::HashSet<[u8; 16]> = Default::default();
+        let mut empty_run = 0u32;
         loop {
             let (url, page) = match self.bounded(self.oai().page(&req)).await {
                 Ok(p) => p,
@@ -457,6 +504,9 @@ impl Harvest {
                     restarts += 1;
                     tracing::warn!(upstream = %self.up.name, %url, restarts, "badResumptionToken (an expired token, OAI-PMH 2.0 section 3.5): the list starts again from its first request");
                     req = first.clone();
+                    // A new list: its tokens may well be those of the one that expired.
+                    seen_tokens.clear();
+                    empty_run = 0;
                     if tx.send(Listing::Restart).await.is_err() {
                         return;
                     }
@@ -469,12 +519,38 @@ impl Harvest {
                     return;
                 }
             };
+            if records.is_empty() && problems.is_empty() && next.is_some() {
+                empty_run += 1;
+            } else {
+                empty_run = 0;
+            }
+            let stuck = match &next {
+                Some(token) if !seen_tokens.insert(token_digest(token)) => Some(format!(
+                    "resumptionToken `{}` was handed out before in this list (after {tokens} token(s)): the provider loops; the list stops here",
+                    rsagg_model::excerpt(token, 200)
+                )),
+                Some(token) if empty_run >= MAX_EMPTY_PAGES => Some(format!(
+                    "{empty_run} pages in a row without a record, the last with resumptionToken `{}`: the list stops here",
+                    rsagg_model::excerpt(token, 200)
+                )),
+                _ => None,
+            };
             let listing = Listing::Records {
-                url,
+                url: url.clone(),
                 records,
                 problems,
             };
             if tx.send(listing).await.is_err() {
+                return;
+            }
+            if let Some(message) = stuck {
+                let _ = tx
+                    .send(Listing::Failed(Error::Oai {
+                        url: url.to_string(),
+                        section: "3.5",
+                        message,
+                    }))
+                    .await;
                 return;
             }
             let Some(token) = next else {
@@ -541,7 +617,7 @@ impl Harvest {
     /// The first request of a whole list of `set`, up to the provider's clock: the
     /// upstream's current state of the set (`rsagg audit`).
     pub(crate) async fn oai_whole_list(&self, set: &CapabilitySet) -> Result<Request, Error> {
-        let (identify, now) = self.oai().identify().await?;
+        let (identify, now) = self.identified().await?;
         Ok(list_request(
             &self.up,
             set_spec(set),
@@ -631,6 +707,14 @@ impl Harvest {
             },
         }
     }
+}
+
+/// A token's digest, for telling a token seen before in a list.
+fn token_digest(token: &str) -> [u8; 16] {
+    let d = Sha256::digest(token.as_bytes());
+    let mut out = [0; 16];
+    out.copy_from_slice(&d[..16]);
+    out
 }
 
 /// The list entry a record stands for: its `GetRecord` URL, its datestamp as `lastmod`, the

@@ -137,6 +137,7 @@ impl Harvest {
                     .and_then(|p| p.upstream_meta.http_last_modified.clone()),
                 inflate_gzip: false,
                 timeout: None,
+                error_body: false,
             };
             // A request (its retries and their backoff included) is cut at the pass deadline.
             let fetching = self.ctx.fetcher.get(&url, &self.access, &req);

@@ -107,7 +107,13 @@ pub(crate) async fn discover_sets(
             up,
             max_bytes: ctx.fetch.max_document_bytes,
         };
-        let found = within(deadline, crate::oai::discover(&client), up, report).await?;
+        let found = within(
+            deadline,
+            crate::oai::discover(&client, &ctx.identified),
+            up,
+            report,
+        )
+        .await?;
         return match found {
             Err(e) => {
                 report.fail_at(

@@ -175,6 +175,7 @@ pub(crate) async fn open_as(
         deadlines: cfg.deadlines.clone(),
         run_deadline,
         listed: rsagg_harvest::SeenLimits::of(&cfg.store),
+        identified: rsagg_harvest::IdentifyCache::default(),
     });
     Ok((loc, state, ctx))
 }

@@ -51,6 +51,14 @@ struct Repo {
     token_requests: usize,
     /// `from` of every first `ListRecords` request.
     froms: Vec<Option<String>>,
+    /// `noRecordsMatch` answered with this HTTP status (InvenioRDM: 422).
+    no_records_status: u16,
+    /// Every token handed out names the page just sent again (a provider that loops).
+    loop_token: bool,
+    /// `Identify` requests answered.
+    identifies: usize,
+    /// Every page after the first is empty with a new token, forever.
+    endless_empty: bool,
 }
 
 impl Default for Repo {
@@ -67,6 +75,10 @@ impl Default for Repo {
             expire_token: None,
             token_requests: 0,
             froms: Vec::new(),
+            no_records_status: 200,
+            loop_token: false,
+            identifies: 0,
+            endless_empty: false,
         }
     }
 }
@@ -143,6 +155,7 @@ async fn oai(
     let verb = q.get("verb").map(String::as_str).unwrap_or("");
     match verb {
         "Identify" => {
+            repo.identifies += 1;
             let body = format!(
                 "<Identify><repositoryName>Fixture</repositoryName><baseURL>{base}oai</baseURL><protocolVersion>2.0</protocolVersion><adminEmail>a@example.org</adminEmail><earliestDatestamp>{}</earliestDatestamp><deletedRecord>{}</deletedRecord><granularity>{}</granularity></Identify>",
                 repo.written("2000-01-01T00:00:00Z"),
@@ -213,13 +226,29 @@ async fn oai(
                 .filter(|(_, r)| hi.as_ref().is_none_or(|hi| r.datestamp <= *hi))
                 .collect();
             if matching.is_empty() {
-                return envelope(&repo, &base, "<error code=\"noRecordsMatch\">none</error>");
+                let mut r = envelope(&repo, &base, "<error code=\"noRecordsMatch\">none</error>");
+                *r.status_mut() = StatusCode::from_u16(repo.no_records_status).unwrap();
+                return r;
+            }
+            if repo.endless_empty && offset > 0 {
+                return envelope(
+                    &repo,
+                    &base,
+                    &format!(
+                        "<ListRecords><resumptionToken>{}||</resumptionToken></ListRecords>",
+                        offset + 1
+                    ),
+                );
             }
             let mut body = String::from("<ListRecords>");
             for (id, r) in matching.iter().skip(offset).take(repo.batch) {
                 body.push_str(&record_xml(&repo, id, r));
             }
-            let next = offset + repo.batch;
+            let next = if repo.loop_token && offset > 0 {
+                offset
+            } else {
+                offset + repo.batch
+            };
             let size = matching.len();
             if next < size {
                 body.push_str(&format!(
@@ -598,4 +627,116 @@ async fn a_repository_without_persistent_deletions_is_relisted_to_find_them() {
     let froms = repo.lock().unwrap().froms.clone();
     assert_eq!(froms.len(), 3);
     assert_eq!(froms[2], None, "the re-list asks without from");
+}
+
+/// InenioRDM (Zenodo) answers a `from`/`until` range without records with HTTP 422 and
+/// `<error code="noRecordsMatch"/>`: an empty list, so a run with no change goes well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_records_match_in_a_422_is_an_empty_list() {
+    let repo = Arc::new(Mutex::new(Repo {
+        no_records_status: 422,
+        ..Repo::default()
+    }));
+    repo.lock()
+        .unwrap()
+        .put("oai:z:1", "2024-12-01T00:00:00Z", "Z 1");
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let opts = RunOptions::default();
+    assert_eq!(counts(&run_once(&p, &opts).await.unwrap()), (1, 0, 0, 0));
+    repo.lock().unwrap().now = "2025-01-02T00:00:00Z".into();
+    let r = run_once(&p, &opts).await.unwrap();
+    assert_eq!(counts(&r), (0, 0, 0, 0), "{r:?}");
+    assert!(repo.lock().unwrap().froms.last().unwrap().is_some());
+}
+
+/// A provider whose token names the same page again: the list stops with an error naming
+/// the token (not an endless harvest); what it gave is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_looping_resumption_token_stops_the_list_naming_the_token() {
+    let repo = Arc::new(Mutex::new(Repo {
+        loop_token: true,
+        ..Repo::default()
+    }));
+    for i in 1..=6 {
+        repo.lock()
+            .unwrap()
+            .put(&format!("oai:l:{i}"), "2024-12-01T00:00:00Z", "L");
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        run_once(&p, &RunOptions::default()),
+    )
+    .await
+    .expect("the harvest ends")
+    .unwrap();
+    let u = only(&r);
+    assert_eq!(u.verdict, Verdict::Failed, "{r:?}");
+    let error = u.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("resumptionToken `2|") && error.contains("handed out before"),
+        "{error}"
+    );
+    // The first two pages' records (2 + 2) are stored; no record twice.
+    assert_eq!(u.created, 4, "{r:?}");
+}
+
+/// `Identify` is asked once per run and repository, however many sets are harvested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identify_is_asked_once_per_run() {
+    let repo = Arc::new(Mutex::new(Repo::default()));
+    repo.lock()
+        .unwrap()
+        .put("oai:i:1", "2024-12-01T00:00:00Z", "I 1");
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "sets = [\"a\", \"b\", \"c\"]");
+    let r = run_once(&p, &RunOptions::default()).await.unwrap();
+    assert_eq!(only(&r).verdict, Verdict::Ok, "{r:?}");
+    assert_eq!(repo.lock().unwrap().identifies, 1);
+    let r = run_once(&p, &RunOptions::default()).await.unwrap();
+    assert_eq!(only(&r).verdict, Verdict::Ok, "{r:?}");
+    assert_eq!(
+        repo.lock().unwrap().identifies,
+        2,
+        "once more for the second run"
+    );
+}
+
+/// A provider that hands out new tokens with empty pages forever: the list stops after
+/// `MAX_EMPTY_PAGES` (100) pages in a row without a record, naming the last token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_of_empty_pages_stops_the_list() {
+    let repo = Arc::new(Mutex::new(Repo {
+        endless_empty: true,
+        ..Repo::default()
+    }));
+    for i in 1..=3 {
+        repo.lock()
+            .unwrap()
+            .put(&format!("oai:e:{i}"), "2024-12-01T00:00:00Z", "E");
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        run_once(&p, &RunOptions::default()),
+    )
+    .await
+    .expect("the harvest ends")
+    .unwrap();
+    let u = only(&r);
+    assert_eq!(u.verdict, Verdict::Failed, "{r:?}");
+    let error = u.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("100 pages in a row without a record"),
+        "{error}"
+    );
+    assert_eq!(repo.lock().unwrap().token_requests, 100, "{error}");
+    assert_eq!(u.created, 2, "{r:?}");
 }
