@@ -387,6 +387,8 @@ impl Harvest {
         let mut committer = Committer::new(&self.ctx, &self.up.name, set_url);
         let store = async {
             let mut all_ok = true;
+            // Each way datestamps depart from section 3.3.1, warned about once per list.
+            let mut quirks: Vec<&'static str> = Vec::new();
             while let Some(next) = rx.recv().await {
                 let (url, records, problems) = match next {
                     Listing::Records {
@@ -404,6 +406,20 @@ impl Harvest {
                 };
                 for p in problems {
                     all_ok &= committer.add(self.oai_problem(&url, p), report).await?;
+                }
+                for r in &records {
+                    let quirk = r.datestamp_quirk.or_else(|| {
+                        (g == Granularity::Day && r.header.datestamp.unix() % 86_400 != 0).then_some(
+                            "with a time of day although Identify's granularity is YYYY-MM-DD (`from` is asked in days)",
+                        )
+                    });
+                    if let Some(q) = quirk.filter(|q| !quirks.contains(q)) {
+                        quirks.push(q);
+                        report.warn(format!(
+                            "{set_url}: datestamps written {q}, e.g. of record {} (OAI-PMH 2.0 section 3.3.1 allows YYYY-MM-DD and YYYY-MM-DDThh:mm:ssZ): read leniently",
+                            rsagg_model::excerpt(&r.header.identifier, 200)
+                        ));
+                    }
                 }
                 self.ctx.progress.listed(records.len() as u64);
                 let mut outcomes = futures::stream::iter(records)

@@ -49,6 +49,47 @@ impl Datestamp {
     /// UTC) or with an offset (converted). Fractions of a second are dropped (no
     /// granularity has them). `None` for anything else.
     pub fn parse(text: &str) -> Option<Datestamp> {
+        Datestamp::read(text).map(|(d, _)| d)
+    }
+
+    /// [`Datestamp::parse`], saying how the text departs from the protocol's two forms
+    /// (section 3.3.1) when it does, for a warning. The forms read, each only where its
+    /// meaning is unambiguous (`docs/contract.md`, OAI-PMH upstreams, Quirks):
+    /// - `YYYY-MM-DDThh:mm:ss` without a zone: UTC (the protocol knows no other);
+    /// - a UTC offset (`+01:00`): converted to UTC;
+    /// - fractions of a second: dropped (no granularity has them);
+    /// - a space for the `T` (`YYYY-MM-DD hh:mm:ss`): as with `T`;
+    /// - `YYYYMMDD` (eight digits, a valid date, Harvard LibraryCloud): `YYYY-MM-DD`.
+    ///
+    /// Anything else (a year or month alone, other digit runs, words) is `None`.
+    pub fn read(text: &str) -> Option<(Datestamp, Option<&'static str>)> {
+        let t = text.trim();
+        let b = t.as_bytes();
+        if b.len() == 8 && b.iter().all(u8::is_ascii_digit) {
+            let day = format!("{}-{}-{}", &t[..4], &t[4..6], &t[6..]);
+            let d = Datestamp::strict(&day)?;
+            return Some((d, Some("in the compact form YYYYMMDD (read as YYYY-MM-DD)")));
+        }
+        if b.len() >= 19 && b[10] == b' ' && b[4] == b'-' && b[13] == b':' {
+            let with_t = format!("{}T{}", &t[..10], &t[11..]);
+            let (d, _) = Datestamp::read(&with_t)?;
+            return Some((d, Some("with a space for the `T`")));
+        }
+        let d = Datestamp::strict(t)?;
+        let quirk = if b.len() > 10 && !t.ends_with('Z') && !t[11..].contains(['+', '-']) {
+            Some("without a zone designator (taken as UTC)")
+        } else if b.len() > 10 && !t.ends_with('Z') {
+            Some("with a UTC offset (converted to UTC)")
+        } else if t.contains('.') {
+            Some("with fractions of a second (dropped)")
+        } else {
+            None
+        };
+        Some((d, quirk))
+    }
+
+    /// A W3C Datetime of at least day precision.
+    fn strict(text: &str) -> Option<Datestamp> {
         let parsed = W3cDateTime::parse(text).ok()?.value;
         match parsed.precision() {
             Precision::Year | Precision::Month => None,
@@ -119,6 +160,39 @@ mod tests {
         assert_eq!(z.floor(Granularity::Day), day);
         assert_eq!(Datestamp::parse("2024"), None);
         assert_eq!(Datestamp::parse("yesterday"), None);
+    }
+
+    #[test]
+    fn the_common_non_standard_forms_are_read_and_named() {
+        let day = Datestamp::parse("2021-03-11").unwrap();
+        let z = Datestamp::parse("2021-03-11T10:20:30Z").unwrap();
+        for (text, want, quirk) in [
+            ("2021-03-11", day, None),
+            ("2021-03-11T10:20:30Z", z, None),
+            ("20210311", day, Some("compact")),
+            ("2021-03-11T10:20:30", z, Some("without a zone")),
+            ("2021-03-11T11:20:30+01:00", z, Some("offset")),
+            ("2021-03-11T10:20:30.123Z", z, Some("fractions")),
+            ("2021-03-11 10:20:30Z", z, Some("space")),
+            ("2021-03-11 10:20:30", z, Some("space")),
+        ] {
+            let (got, q) = Datestamp::read(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(got, want, "{text}");
+            match quirk {
+                None => assert_eq!(q, None, "{text}"),
+                Some(w) => assert!(q.is_some_and(|q| q.contains(w)), "{text}: {q:?}"),
+            }
+        }
+        for bad in [
+            "20211311",
+            "2021031",
+            "202103111",
+            "2021-03",
+            "11/03/2021",
+            "yesterday",
+        ] {
+            assert_eq!(Datestamp::read(bad), None, "{bad}");
+        }
     }
 
     #[test]

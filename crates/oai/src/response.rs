@@ -89,6 +89,9 @@ pub struct Record {
     pub header: Header,
     /// The content of `<metadata>` as sent (none for a deleted record).
     pub metadata: Option<Vec<u8>>,
+    /// How its datestamp departs from the protocol's forms, when it was read leniently
+    /// ([`Datestamp::read`]): for one warning per list.
+    pub datestamp_quirk: Option<&'static str>,
 }
 
 /// A record left out of a page, and why.
@@ -596,20 +599,21 @@ impl<'a> Parser<'a> {
                 "its metadata {why} (XML 1.0 section 2.2); the record is left out"
             ))));
         }
-        let datestamp = match datestamp.as_deref().map(|d| (d, Datestamp::parse(d))) {
-            Some((_, Some(d))) => d,
-            Some((raw, None)) => {
-                return Ok(Err(problem_of(format!(
-                    "datestamp `{}` is not a UTC datestamp (OAI-PMH 2.0 section 3.3.1)",
-                    excerpt(raw)
-                ))));
-            }
-            None => {
-                return Ok(Err(problem_of(
-                    "a record header without a datestamp (OAI-PMH 2.0 section 2.5)".into(),
-                )));
-            }
-        };
+        let (datestamp, datestamp_quirk) =
+            match datestamp.as_deref().map(|d| (d, Datestamp::read(d))) {
+                Some((_, Some(d))) => d,
+                Some((raw, None)) => {
+                    return Ok(Err(problem_of(format!(
+                        "datestamp `{}` is not a UTC datestamp (OAI-PMH 2.0 section 3.3.1)",
+                        excerpt(raw)
+                    ))));
+                }
+                None => {
+                    return Ok(Err(problem_of(
+                        "a record header without a datestamp (OAI-PMH 2.0 section 2.5)".into(),
+                    )));
+                }
+            };
         if !deleted && metadata.is_none() {
             return Ok(Err(problem_of(
                 "a record that is not deleted has no metadata (OAI-PMH 2.0 section 2.5)".into(),
@@ -623,6 +627,7 @@ impl<'a> Parser<'a> {
                 deleted,
             },
             metadata: if deleted { None } else { metadata },
+            datestamp_quirk,
         }))
     }
 

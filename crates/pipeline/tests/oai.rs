@@ -59,6 +59,8 @@ struct Repo {
     identifies: usize,
     /// Every page after the first is empty with a new token, forever.
     endless_empty: bool,
+    /// Datestamps written `YYYYMMDD` (Harvard LibraryCloud), granularity `YYYY-MM-DD`.
+    compact: bool,
 }
 
 impl Default for Repo {
@@ -79,6 +81,7 @@ impl Default for Repo {
             loop_token: false,
             identifies: 0,
             endless_empty: false,
+            compact: false,
         }
     }
 }
@@ -103,7 +106,9 @@ impl Repo {
     }
 
     fn written(&self, datestamp: &str) -> String {
-        if self.day_granularity {
+        if self.compact {
+            datestamp[..10].replace('-', "")
+        } else if self.day_granularity {
             datestamp[..10].to_owned()
         } else if self.no_z {
             datestamp.trim_end_matches('Z').to_owned()
@@ -739,4 +744,33 @@ async fn a_run_of_empty_pages_stops_the_list() {
     );
     assert_eq!(repo.lock().unwrap().token_requests, 100, "{error}");
     assert_eq!(u.created, 2, "{r:?}");
+}
+
+/// Datestamps as Harvard LibraryCloud sends them (`20210311`): read as days, with one
+/// warning per list, not quarantined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_datestamps_are_read_with_a_warning() {
+    let repo = Arc::new(Mutex::new(Repo {
+        compact: true,
+        day_granularity: true,
+        ..Repo::default()
+    }));
+    for i in 1..=5 {
+        repo.lock()
+            .unwrap()
+            .put(&format!("oai:h:{i}"), "2021-03-11T00:00:00Z", "H");
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let r = run_once(&p, &RunOptions::default()).await.unwrap();
+    assert_eq!(counts(&r), (5, 0, 0, 0), "{r:?}");
+    let u = only(&r);
+    assert_eq!(u.quarantined, 0, "{r:?}");
+    let compact: Vec<&String> = u
+        .warnings
+        .iter()
+        .filter(|w| w.contains("compact form YYYYMMDD"))
+        .collect();
+    assert_eq!(compact.len(), 1, "one warning per list: {:?}", u.warnings);
 }
