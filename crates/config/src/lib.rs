@@ -661,7 +661,10 @@ impl Default for PublishConfig {
     }
 }
 
-/// `[publish.links]`: relations moved to another action than the default policy's.
+/// `[publish.links]`: relations moved to another action than the default policy's. Each
+/// entry is one relation type, compared by [`relation_key`]: case-insensitively, and a
+/// ResourceSync relation by its short name or its URI alike (`patch` is
+/// `http://www.openarchives.org/rs/terms/patch`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LinkPolicyConfig {
@@ -671,6 +674,39 @@ pub struct LinkPolicyConfig {
     pub rewrite: Vec<String>,
     /// Relations dropped.
     pub drop: Vec<String>,
+}
+
+/// The namespace under which ResourceSync writes its own relation types (spec 7).
+pub const RS_TERMS: &str = "http://www.openarchives.org/rs/terms/";
+
+/// ResourceSync's own relation types, by short name: written as URIs under [`RS_TERMS`]
+/// (spec 7 and 14.4: `rel="http://www.openarchives.org/rs/terms/patch"`); every other
+/// relation the spec uses is registered with IANA and written by its name (`duplicate`,
+/// `describedby`, …).
+pub const RS_RELATIONS: &[&str] = &["patch"];
+
+/// The key by which a relation type is compared: lowercase (RFC 8288 sections 2.1.1 and
+/// 2.1.2: relation types compare case-insensitively), and a ResourceSync relation by its
+/// short name whichever form it is given in, so `patch` and
+/// `http://www.openarchives.org/rs/terms/patch` are one relation. `[publish.links]`
+/// entries and the relation types of an inherited link's `rel` (each of its
+/// space-separated tokens) are both compared by this key. Other URIs under [`RS_TERMS`]
+/// stay URIs: the spec defines no other relation there.
+pub fn relation_key(rel: &str) -> String {
+    let lower = rel.trim().to_ascii_lowercase();
+    match lower.strip_prefix(RS_TERMS) {
+        Some(short) if RS_RELATIONS.contains(&short) => short.to_owned(),
+        _ => lower,
+    }
+}
+
+/// The URI a ResourceSync relation type is written as (spec 7), given by its short name
+/// or its URI in any case; `None` for any other relation type.
+pub fn relation_uri(rel: &str) -> Option<String> {
+    let key = relation_key(rel);
+    RS_RELATIONS
+        .contains(&key.as_str())
+        .then(|| format!("{RS_TERMS}{key}"))
 }
 
 /// Which publish request the hub understands.
@@ -1440,11 +1476,18 @@ impl PublishConfig {
             ("drop", &l.drop),
         ] {
             for (j, rel) in rels.iter().enumerate() {
+                let key = format!("publish.links.{action}[{j}]");
                 if let Some(m) = too_long(rel, MAX_STRING_BYTES) {
-                    err(&format!("publish.links.{action}[{j}]"), m);
-                } else if !seen.insert(rel.to_ascii_lowercase()) {
+                    err(&key, m);
+                } else if rel.split_ascii_whitespace().count() != 1 {
                     err(
-                        &format!("publish.links.{action}[{j}]"),
+                        &key,
+                        format!("`{rel}`: an entry names one relation type (list each on its own)"),
+                    );
+                } else if !seen.insert(relation_key(rel)) {
+                    // `patch` and `http://www.openarchives.org/rs/terms/patch` are one.
+                    err(
+                        &key,
                         format!("relation `{rel}` is given more than one action"),
                     );
                 }
@@ -1950,6 +1993,70 @@ poll_interval = "5m"
             .unwrap_err()
             .to_string();
         assert!(e.contains("publish.links"), "{e}");
+    }
+
+    /// `patch` and its URI (spec 14.4) are one relation: giving them two actions is the
+    /// same error as giving `license` two.
+    #[test]
+    fn a_resourcesync_relation_and_its_uri_are_one_relation() {
+        for (keep, drop) in [
+            ("patch", "http://www.openarchives.org/rs/terms/patch"),
+            ("HTTP://www.openarchives.org/rs/terms/patch", "Patch"),
+        ] {
+            let text =
+                format!("{GOOD}\n[publish.links]\nkeep = [\"{keep}\"]\ndrop = [\"{drop}\"]\n");
+            let e = Pipeline::parse(Path::new("p.toml"), &text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("publish.links.drop[0]"), "{e}");
+            assert!(e.contains("more than one action"), "{e}");
+        }
+        // Another URI under the same namespace is not a ResourceSync relation: no conflict.
+        let text = format!(
+            "{GOOD}\n[publish.links]\nkeep = [\"patch\"]\ndrop = [\"http://www.openarchives.org/rs/terms/other\"]\n"
+        );
+        Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+    }
+
+    /// A `[publish.links]` entry names one relation type: one holding several (as a `rel`
+    /// attribute may) or none would never match a link, and is refused rather than ignored.
+    #[test]
+    fn a_link_policy_entry_is_one_relation_type() {
+        for bad in ["up describedby", "", "  "] {
+            let text = format!("{GOOD}\n[publish.links]\nkeep = [\"{bad}\"]\n");
+            let e = Pipeline::parse(Path::new("p.toml"), &text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("publish.links.keep[0]"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn relation_keys_name_resourcesync_relations_by_their_short_name() {
+        assert_eq!(
+            relation_key("http://www.openarchives.org/rs/terms/patch"),
+            "patch"
+        );
+        assert_eq!(
+            relation_key("HTTP://WWW.OpenArchives.org/rs/terms/Patch"),
+            "patch"
+        );
+        assert_eq!(relation_key("Patch"), "patch");
+        assert_eq!(relation_key("DescribedBy"), "describedby");
+        assert_eq!(
+            relation_key("http://www.openarchives.org/rs/terms/describedby"),
+            "http://www.openarchives.org/rs/terms/describedby",
+            "only ResourceSync's own relations are written under its namespace"
+        );
+        assert_eq!(
+            relation_uri("patch").as_deref(),
+            Some("http://www.openarchives.org/rs/terms/patch")
+        );
+        assert_eq!(
+            relation_uri("http://www.openarchives.org/rs/terms/PATCH").as_deref(),
+            Some("http://www.openarchives.org/rs/terms/patch")
+        );
+        assert_eq!(relation_uri("describedby"), None);
     }
 
     #[test]

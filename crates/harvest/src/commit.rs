@@ -39,6 +39,19 @@ pub(crate) enum Outcome {
     /// A later change of the same resource in the same list supersedes this one.
     Superseded,
     Quarantined(QuarantineRecord),
+    /// The upstream's URI failed and a mirror (an `rs:ln rel="duplicate"` of the entry,
+    /// spec 14.2) served the announced bytes: `outcome` (stored or unchanged) is what they
+    /// came to, under the upstream's URI.
+    Mirrored {
+        /// The resource (the upstream's URI).
+        uri: String,
+        /// The mirror the bytes came from.
+        mirror: String,
+        /// How the upstream's URI failed, with its causes.
+        primary: String,
+        /// What the mirror's bytes came to.
+        outcome: Box<Outcome>,
+    },
     Failed {
         /// The resource (`None` when its task was lost before it could say).
         uri: Option<String>,
@@ -149,6 +162,21 @@ impl<'a> Committer<'a> {
                 );
                 self.commit.quarantine.push(q);
                 true
+            }
+            Outcome::Mirrored {
+                uri,
+                mirror,
+                primary,
+                outcome,
+            } => {
+                report.mirrored += 1;
+                report.warn_at(
+                    &uri,
+                    "the upstream's URI failed: copied from a mirror (rs:ln rel=\"duplicate\")",
+                    &format!("from {mirror}; the upstream: {primary}"),
+                );
+                // Counted as what it came to (created, updated or unchanged), once.
+                return Box::pin(self.add(*outcome, report)).await;
             }
             Outcome::Failed { uri, what, error } => {
                 report.failed += 1;

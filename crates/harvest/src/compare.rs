@@ -126,6 +126,63 @@ pub(crate) fn verify(e: &UrlEntry, info: &BlobInfo) -> Result<(), (String, Strin
     Ok(())
 }
 
+/// The mirror locations of an entry, in the order to try them (spec 14.2: its
+/// `rs:ln rel="duplicate"`): ascending `pri`, a link without one last (spec 7: absent is
+/// 999,999), document order among equals; only `http`/`https` URLs (the fetcher's), and
+/// neither the entry's own URI nor a repeat of one already listed.
+pub(crate) fn mirrors(e: &UrlEntry) -> Vec<url::Url> {
+    let own = url::Url::parse(e.loc.trim()).ok();
+    let mut found: Vec<(u32, url::Url)> = e
+        .links
+        .iter()
+        .filter(|l| l.has_rel("duplicate"))
+        .filter_map(|l| {
+            Some((
+                l.pri.unwrap_or(999_999),
+                url::Url::parse(l.href.trim()).ok()?,
+            ))
+        })
+        .filter(|(_, u)| matches!(u.scheme(), "http" | "https") && Some(u) != own.as_ref())
+        .collect();
+    // Stable: document order among equal priorities.
+    found.sort_by_key(|(pri, _)| *pri);
+    let mut out: Vec<url::Url> = Vec::with_capacity(found.len());
+    for (_, u) in found {
+        if !out.contains(&u) {
+            out.push(u);
+        }
+    }
+    out
+}
+
+/// True when the entry announces a hash rsagg can check (md5, sha-1 or sha-256, well
+/// formed): only then are a mirror's bytes known to be the resource's (a length alone, or
+/// nothing, would let any host's bytes stand for it).
+pub(crate) fn announces_fixity(e: &UrlEntry) -> bool {
+    e.md.as_ref()
+        .and_then(|m| m.hash.as_ref())
+        .is_some_and(|h| {
+            h.0.iter()
+                .any(|h| h.is_well_formed() && !matches!(h.algorithm, HashAlgorithm::Other(_)))
+        })
+}
+
+/// True when the upstream's own URI failed in a way a mirror may make up for: it could not
+/// be reached or did not answer in time (connection, DNS, TLS, timeouts, a body cut short or
+/// too slow), or it was unavailable after the retries (5xx, 408, 429). Not when it answered
+/// for the resource itself (404/410: gone, to be deleted by a later change; 401/403 and other
+/// 4xx: refused), nor when rsagg refused the request (the address guard, the scheme, a body
+/// over the cap): a mirror would serve what the upstream says is gone, or stand for a
+/// request rsagg does not make.
+pub(crate) fn mirror_may_serve(err: &rsagg_fetch::Error) -> bool {
+    use rsagg_fetch::Error as E;
+    match err {
+        E::Status { status, .. } => *status >= 500 || matches!(status, 408 | 429),
+        E::Http { .. } | E::Timeout { .. } | E::Deadline { .. } | E::Truncated { .. } => true,
+        _ => false,
+    }
+}
+
 /// A `Last-Modified` value as an instant: HTTP-date, or ISO 8601 as some servers send.
 pub(crate) fn http_time(v: &str) -> Option<W3cDateTime> {
     if let Ok(t) = httpdate::parse_http_date(v) {
@@ -228,6 +285,102 @@ mod tests {
         );
         // A malformed digest (lenient quirk) cannot be checked and is not a mismatch.
         assert!(verify(&entry("u", Some("xyz"), None, None), &info(h, 11)).is_ok());
+    }
+
+    fn with_links(links: Vec<rsagg_model::Link>) -> UrlEntry {
+        UrlEntry {
+            links,
+            ..entry("http://up.example/r", None, None, None)
+        }
+    }
+
+    fn dup(href: &str, pri: Option<u32>) -> rsagg_model::Link {
+        rsagg_model::Link {
+            pri,
+            ..rsagg_model::Link::new("duplicate", href)
+        }
+    }
+
+    #[test]
+    fn mirrors_in_pri_order_unranked_last_document_order_among_equals() {
+        let e = with_links(vec![
+            dup("http://m.example/none-a", None),
+            dup("http://m.example/three", Some(3)),
+            rsagg_model::Link::new("alternate", "http://m.example/alt"),
+            dup("gsiftp://grid.example/r", Some(1)),
+            dup("http://m.example/one", Some(1)),
+            dup("http://up.example/r", Some(1)),
+            dup("http://m.example/none-b", None),
+            dup("https://m.example/two-a", Some(2)),
+            rsagg_model::Link {
+                pri: Some(2),
+                ..rsagg_model::Link::new("Duplicate", "http://m.example/two-b")
+            },
+            dup("http://m.example/three", Some(1)),
+            dup("not a url", Some(1)),
+        ]);
+        let got: Vec<String> = mirrors(&e).iter().map(|u| u.to_string()).collect();
+        assert_eq!(
+            got,
+            [
+                "http://m.example/one",
+                "http://m.example/three",
+                "https://m.example/two-a",
+                "http://m.example/two-b",
+                "http://m.example/none-a",
+                "http://m.example/none-b",
+            ]
+        );
+        assert!(mirrors(&with_links(vec![])).is_empty());
+    }
+
+    #[test]
+    fn only_a_checkable_hash_lets_a_mirror_stand_for_the_resource() {
+        let h = "5eb63bbbe01eeed093cb22bb8f5acdc3";
+        assert!(announces_fixity(&entry("u", Some(h), Some(11), None)));
+        assert!(!announces_fixity(&entry("u", None, Some(11), None)));
+        assert!(!announces_fixity(&entry("u", Some("xyz"), None, None)));
+        let other = UrlEntry {
+            md: Some(Md {
+                hash: Some(Hashes::parse("sha-512:abcd", |_| {})),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        };
+        assert!(!announces_fixity(&other));
+    }
+
+    #[test]
+    fn only_an_unavailable_upstream_sends_to_a_mirror() {
+        let url = url::Url::parse("http://up.example/r").unwrap();
+        let status = |status| rsagg_fetch::Error::Status {
+            url: url.clone(),
+            status,
+            attempts: 3,
+        };
+        for s in [500, 502, 503, 504, 408, 429] {
+            assert!(mirror_may_serve(&status(s)), "{s}");
+        }
+        for s in [404, 410, 401, 403, 400, 451] {
+            assert!(!mirror_may_serve(&status(s)), "{s}");
+        }
+        assert!(mirror_may_serve(&rsagg_fetch::Error::Truncated {
+            url: url.clone(),
+            read: 1,
+            expected: 2,
+        }));
+        assert!(mirror_may_serve(&rsagg_fetch::Error::Deadline {
+            url: url.clone(),
+            reason: "slow".into(),
+        }));
+        assert!(!mirror_may_serve(&rsagg_fetch::Error::Refused {
+            url: url.clone(),
+            reason: "10.0.0.1 is private".into(),
+        }));
+        assert!(!mirror_may_serve(&rsagg_fetch::Error::TooLarge {
+            url,
+            limit: 1
+        }));
     }
 
     #[test]

@@ -135,7 +135,7 @@ impl RunReport {
         }
         for u in &self.upstreams {
             s.push_str(&format!(
-                "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} gone {} failed {}{}{}\n",
+                "  {:<16} {:<6} created {} updated {} deleted {} unchanged {} replayed {} quarantined {} gone {} failed {}{}{}{}\n",
                 u.name,
                 match u.verdict {
                     Verdict::Ok => "ok",
@@ -149,6 +149,11 @@ impl RunReport {
                 u.quarantined,
                 u.gone,
                 u.failed,
+                if u.mirrored > 0 {
+                    format!(" mirrored {}", u.mirrored)
+                } else {
+                    String::new()
+                },
                 if u.skipped > 0 {
                     format!(" skipped {}", u.skipped)
                 } else {
@@ -328,6 +333,11 @@ pub struct UpstreamReport {
     pub superseded: u64,
     /// Resources that could not be fetched.
     pub failed: u64,
+    /// Of the resources stored or found unchanged, those whose bytes came from a mirror (an
+    /// `rs:ln rel="duplicate"` of their entry, spec 14.2) because the upstream's own URI
+    /// failed; verified against the entry's hash and length like any copy. Not an outcome
+    /// of its own: each is also counted as created, updated or unchanged.
+    pub mirrored: u64,
     /// Entries of the upstream's lists passed over unread: a URI (`<loc>`, `<rs:ln href>`)
     /// longer than `[fetch] max_uri_bytes` (each logged with an excerpt, never whole).
     pub skipped: u64,
@@ -364,6 +374,7 @@ impl UpstreamReport {
             gone: 0,
             superseded: 0,
             failed: 0,
+            mirrored: 0,
             skipped: 0,
             resyncs: Vec::new(),
             warnings: Vec::new(),
@@ -723,6 +734,24 @@ mod tests {
             s.contains("2 resources, 2.0 KiB, 1 copied from the previous dump\n"),
             "{s}"
         );
+    }
+
+    /// `mirrored` is in the summary when a mirror was used, and a stats object written
+    /// before the counter existed still reads (as 0).
+    #[test]
+    fn mirrored_resources_are_counted_and_older_stats_still_read() {
+        let mut r = idle();
+        assert!(!r.summary().contains("mirrored"), "{}", r.summary());
+        r.upstreams[0].created = 2;
+        r.upstreams[0].mirrored = 1;
+        let s = r.summary();
+        assert!(s.contains("failed 0 mirrored 1\n"), "{s}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["upstreams"][0]["mirrored"], 1);
+        let old = r#"{"report": {"upstreams": [{"name": "up", "created": 3}]}}"#;
+        let stats: RunStats = serde_json::from_str(old).unwrap();
+        assert_eq!(stats.report.upstreams[0].mirrored, 0);
+        assert_eq!(stats.report.upstreams[0].created, 3);
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //! - Relation types compare case-insensitively everywhere (RFC 8288 section 2.1.1: an
 //!   upstream's `describedBy` is `describedby`, and so are `[publish.links]` keys), and are
 //!   written as their lowercase registered names ([`Link::normalised_rel`]).
+//! - ResourceSync's own relation types are URIs (spec 7, 14.4:
+//!   `http://www.openarchives.org/rs/terms/patch`); the policy and `[publish.links]` name
+//!   them by that URI or by the short name alike (`patch`; [`rsagg_config::relation_key`]),
+//!   each token of a `rel` with several, and rsagg writes them as the URI.
 //! - Datetimes an upstream wrote (`modified`) are written in UTC with `Z`
 //!   ([`rsagg_model::W3cDateTime::to_utc`]): a zone-less `2018-11-06T17:41:16.901455`
 //!   republished verbatim would make rsagg's own documents fail strict validation (spec 7).
@@ -24,7 +28,7 @@ use std::collections::HashMap;
 use rsagg_model::Link;
 use rsagg_store::UpstreamMeta;
 
-use rsagg_config::LinkPolicyConfig;
+use rsagg_config::{LinkPolicyConfig, relation_key, relation_uri};
 
 /// What happens to an inherited link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +85,7 @@ impl LinkPolicy {
             (&cfg.drop, LinkAction::Drop),
         ] {
             for rel in rels {
-                p.actions.insert(rel.to_ascii_lowercase(), action);
+                p.actions.insert(relation_key(rel), action);
             }
         }
         p
@@ -99,14 +103,16 @@ impl LinkPolicy {
             .join(",")
     }
 
-    /// The action for a `rel` value. Relation types compare case-insensitively (RFC 8288);
-    /// a value with several types takes the most permissive of their actions.
+    /// The action for a `rel` value. Relation types compare by [`relation_key`]:
+    /// case-insensitively (RFC 8288), and a ResourceSync relation by its short name or its
+    /// URI alike (`http://www.openarchives.org/rs/terms/patch` is `patch`); a value with
+    /// several types takes the most permissive of their actions.
     pub fn action(&self, rel: &str) -> LinkAction {
         let mut best = LinkAction::Drop;
         for token in rel.split_ascii_whitespace() {
             match self
                 .actions
-                .get(&token.to_ascii_lowercase())
+                .get(&relation_key(token))
                 .copied()
                 .unwrap_or(LinkAction::Drop)
             {
@@ -139,11 +145,18 @@ impl LinkPolicy {
 }
 
 /// An upstream link as rsagg writes it: `rel` as lowercase registered names
-/// ([`Link::normalised_rel`]) and `modified` in UTC with `Z`
-/// ([`rsagg_model::W3cDateTime::to_utc`], same instant and precision), so rsagg's own
-/// documents stay strictly valid whatever the upstream wrote (spec 7; RFC 8288 2.1.1).
+/// ([`Link::normalised_rel`]), ResourceSync's own relations as the spec writes them (its
+/// URI, `http://www.openarchives.org/rs/terms/patch`, also for an upstream's `patch`;
+/// spec 7, 14.4), and `modified` in UTC with `Z` ([`rsagg_model::W3cDateTime::to_utc`],
+/// same instant and precision), so rsagg's own documents stay strictly valid whatever the
+/// upstream wrote (spec 7; RFC 8288 2.1.1).
 pub fn republished(mut link: Link) -> Link {
-    link.rel = link.normalised_rel();
+    link.rel = link
+        .normalised_rel()
+        .split(' ')
+        .map(|t| relation_uri(t).unwrap_or_else(|| t.to_owned()))
+        .collect::<Vec<_>>()
+        .join(" ");
     link.modified = link.modified.map(|m| m.to_utc());
     link
 }
@@ -318,6 +331,72 @@ mod tests {
         assert_eq!(one(&p, "describedby", TARGET).unwrap().rel, "describedby");
         assert!(one(&p, "memento", TARGET).is_none());
         assert_eq!(one(&p, "LICENSE", TARGET).unwrap().href, OURS);
+    }
+
+    const PATCH: &str = "http://www.openarchives.org/rs/terms/patch";
+
+    /// `[publish.links]` names a ResourceSync relation by its short name or its URI alike
+    /// (spec 14.4 writes `rel="http://www.openarchives.org/rs/terms/patch"`).
+    #[test]
+    fn patch_and_its_uri_are_one_relation() {
+        let short = LinkPolicy::new(&LinkPolicyConfig {
+            keep: vec!["patch".into()],
+            ..LinkPolicyConfig::default()
+        });
+        let long = LinkPolicy::new(&LinkPolicyConfig {
+            keep: vec![PATCH.into()],
+            ..LinkPolicyConfig::default()
+        });
+        for p in [&short, &long] {
+            for rel in [PATCH, "patch", "HTTP://WWW.OPENARCHIVES.ORG/rs/terms/Patch"] {
+                let l = one(p, rel, TARGET).unwrap_or_else(|| panic!("{rel} dropped"));
+                assert_eq!(l.rel, PATCH, "written as the spec writes it");
+                assert_eq!(l.href, TARGET);
+            }
+        }
+        assert_eq!(short.fingerprint(), long.fingerprint());
+        // The default drops it in either form.
+        assert!(one(&LinkPolicy::default(), PATCH, TARGET).is_none());
+        assert!(one(&LinkPolicy::default(), "patch", TARGET).is_none());
+        // `rewrite` by URI reaches a short `rel`, `drop` by name a URI `rel`.
+        let p = LinkPolicy::new(&LinkPolicyConfig {
+            rewrite: vec![PATCH.into()],
+            ..LinkPolicyConfig::default()
+        });
+        assert_eq!(one(&p, "patch", TARGET).unwrap().href, OURS);
+        let p = LinkPolicy::new(&LinkPolicyConfig {
+            keep: vec!["duplicate".into()],
+            drop: vec!["patch".into()],
+            ..LinkPolicyConfig::default()
+        });
+        assert!(one(&p, PATCH, TARGET).is_none());
+    }
+
+    /// A `rel` holding several relation types is matched token by token, a ResourceSync URI
+    /// among them included, and written with each in its written form.
+    #[test]
+    fn several_relation_types_in_one_rel_are_each_normalised() {
+        let p = LinkPolicy::new(&LinkPolicyConfig {
+            keep: vec!["patch".into()],
+            ..LinkPolicyConfig::default()
+        });
+        let l = one(&p, &format!("up {PATCH}"), TARGET).unwrap();
+        assert_eq!(l.rel, format!("up {PATCH}"));
+        let l = one(&p, "Patch  Canonical", TARGET).unwrap();
+        assert_eq!(l.rel, format!("{PATCH} canonical"));
+        let l = one(
+            &LinkPolicy::default(),
+            &format!("{PATCH} Alternate"),
+            TARGET,
+        )
+        .unwrap();
+        assert_eq!(
+            (l.rel, l.href.as_str()),
+            (format!("{PATCH} alternate"), OURS)
+        );
+        // Other URIs stay as the upstream wrote them.
+        let l = one(&p, "patch http://example.org/Rel/X", TARGET).unwrap();
+        assert_eq!(l.rel, format!("{PATCH} http://example.org/Rel/X"));
     }
 
     #[test]
