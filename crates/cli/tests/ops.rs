@@ -1,6 +1,6 @@
 //! The read-only operator commands on a store no run has written (contract: they write
-//! nothing, not even a `file://` store's directory; a store no run has written reads as
-//! empty), and the help of `quarantine` and `run` (exit codes, the summary's words).
+//! nothing, not even a `file://` store's directory; `audit` and `quarantine list` say the
+//! store holds no collection and exit 2, a dry run plans the first run), and the help of `quarantine` and `run` (exit codes, the summary's words).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -41,24 +41,28 @@ fn read_only_commands_create_nothing_and_an_empty_quarantine_is_json() {
     let store = dir.path().join("store/not/yet");
     let toml = pipeline(dir.path(), &store);
 
-    let out = rsagg(&["quarantine", "list", &toml, "--json"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("valid JSON");
-    assert_eq!(v, serde_json::json!([]), "{stdout}");
-    let out = rsagg(&["quarantine", "list", &toml]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "0 quarantined\n");
+    // Nothing to list from a store no run wrote: said so (exit 2), no empty listing that
+    // would read as "nothing quarantined".
+    for args in [
+        vec!["quarantine", "list", toml.as_str(), "--json"],
+        vec!["quarantine", "list", toml.as_str()],
+    ] {
+        let out = rsagg(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("store holds no rsagg collection (never run?)"),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 
     // --dry-run: the upstream cannot be planned (exit 1), the store is read, nothing written.
     let out = rsagg(&["run", &toml, "--dry-run", "--json"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a dry-run report");
+    assert_eq!(report["never_run"], true, "{report:#}");
     let error = report["upstreams"][0]["errors"][0].as_str().unwrap_or("");
     // And the upstream's error says what happened.
     assert!(error.contains("connection refused"), "{report:#}");
@@ -70,7 +74,7 @@ fn read_only_commands_create_nothing_and_an_empty_quarantine_is_json() {
     let out = rsagg(&["audit", &toml, "--json"]);
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(2),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

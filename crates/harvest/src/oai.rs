@@ -505,6 +505,15 @@ impl Harvest {
                     return;
                 }
             };
+            if let Some(damage) = &page.damage {
+                tracing::warn!(upstream = %self.up.name, %url, damage = %damage, "an OAI-PMH page that is not well-formed XML, read record by record");
+            }
+            let cut = page.token_unreadable.then(|| {
+                format!(
+                    "the page is not well-formed XML ({}) and its resumptionToken cannot be read: the list stops here; the records read from it are kept, the next run asks again",
+                    page.damage.as_deref().unwrap_or_default()
+                )
+            });
             let (records, problems, next) = match page.response {
                 Response::Records {
                     records,
@@ -541,6 +550,7 @@ impl Harvest {
                 empty_run = 0;
             }
             let stuck = match &next {
+                _ if cut.is_some() => cut,
                 Some(token) if !seen_tokens.insert(token_digest(token)) => Some(format!(
                     "resumptionToken `{}` was handed out before in this list (after {tokens} token(s)): the provider loops; the list stops here",
                     rsagg_model::excerpt(token, 200)

@@ -125,6 +125,9 @@ enum Planned {
     /// Fetch it again although the list shows it unchanged (`run --baseline`); the run then
     /// finds the same bytes and counts it `unchanged`, logging no change.
     Refetch,
+    /// Nothing, and nothing counted: a deletion of a resource the store has no present copy
+    /// of (the run counts it nowhere either).
+    Nothing,
 }
 
 impl PlanReport {
@@ -139,6 +142,7 @@ impl PlanReport {
                     uri,
                 },
             ),
+            Planned::Nothing => {}
             Planned::Unchanged | Planned::Refetch => {
                 if let Some(u) = self.upstreams.last_mut() {
                     u.unchanged += 1;
@@ -250,7 +254,7 @@ fn change_action(ctx: &Ctx, e: &UrlEntry, prior: Option<&ResourceRecord>) -> Pla
     match change_of(e) {
         Change::Deleted => match prior {
             Some(p) if p.status == ResourceStatus::Present => Planned::Act(Action::Delete),
-            _ => Planned::Unchanged,
+            _ => Planned::Nothing,
         },
         _ => listed_action(ctx, e, prior),
     }
@@ -439,7 +443,7 @@ async fn plan_oai_set(
             let action = if deleted {
                 match prior {
                     Some(p) if p.status == ResourceStatus::Present => Planned::Act(Action::Delete),
-                    _ => Planned::Unchanged,
+                    _ => Planned::Nothing,
                 }
             } else {
                 listed.insert(&upstream, &uri)?;

@@ -170,6 +170,13 @@ pub struct Page {
     pub response_date: Option<Datestamp>,
     /// The body.
     pub response: Response,
+    /// Why the page is not well-formed XML, when it is not and its records were salvaged
+    /// one by one ([`parse`]): the records read are in `response`, those that could not be
+    /// read are its problems.
+    pub damage: Option<String>,
+    /// True when the page is damaged and its `resumptionToken` could not be read (the page
+    /// was cut short, or the token itself is damaged): the list cannot go on from it.
+    pub token_unreadable: bool,
 }
 
 /// Longest provider text (a message, an identifier) kept in a problem.
@@ -201,6 +208,13 @@ pub fn parse(url: &str, page: &[u8]) -> Result<Page, Error> {
             message: "a second byte order mark: text before the root element".into(),
         });
     }
+    match strict(url, page) {
+        Err(e @ Error::Xml { .. }) => salvage(url, page, e),
+        other => other,
+    }
+}
+
+fn strict(url: &str, page: &[u8]) -> Result<Page, Error> {
     let mut p = Parser {
         r: NsReader::from_reader(page),
         url,
@@ -209,6 +223,135 @@ pub fn parse(url: &str, page: &[u8]) -> Result<Page, Error> {
     // Not `trim_text`: it trims each piece of text between references, so `a &amp; b` read
     // as `a&b` (found by fuzzing); `text` trims the whole instead.
     p.document()
+}
+
+/// Where `needle` occurs in `hay` from `from` on.
+fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    hay.get(from..)?
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|i| i + from)
+}
+
+/// Where a `<record>` element starts in `hay` from `from` on (`<record>` or `<record `).
+fn record_start(hay: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(i) = find(hay, b"<record", at) {
+        if matches!(hay.get(i + 7), Some(b'>' | b' ' | b'\t' | b'\r' | b'\n')) {
+            return Some(i);
+        }
+        at = i + 7;
+    }
+    None
+}
+
+/// A `ListRecords` page that is not well-formed XML (an illegal character outside any
+/// record's metadata, a body cut short, a broken tag), read record by record: each
+/// `<record>…</record>` is parsed on its own inside the page's own envelope (its start tags,
+/// so its namespace declarations hold), the records read are kept, and those that are not
+/// become problems under the identifier found in their bytes (else none). The
+/// `resumptionToken` is read the same way; when it cannot be, `token_unreadable` says so.
+/// Anything but a `ListRecords` page is the error it was.
+fn salvage(url: &str, page: &[u8], error: Error) -> Result<Page, Error> {
+    let Some(list) = find(page, b"<ListRecords", 0) else {
+        return Err(error);
+    };
+    let Some(head_end) = find(page, b">", list).map(|i| i + 1) else {
+        return Err(error);
+    };
+    let head = &page[..head_end];
+    const TAIL: &[u8] = b"</ListRecords></OAI-PMH>";
+    let wrapped = |fragment: &[u8]| -> Vec<u8> {
+        let mut doc = Vec::with_capacity(head.len() + fragment.len() + TAIL.len());
+        doc.extend_from_slice(head);
+        doc.extend_from_slice(fragment);
+        doc.extend_from_slice(TAIL);
+        doc
+    };
+    // The envelope alone must read: otherwise nothing on the page can be trusted.
+    let response_date = match strict(url, &wrapped(b"")) {
+        Ok(p) => p.response_date,
+        Err(_) => return Err(error),
+    };
+    let damage = error.to_string();
+    let token_at = find(page, b"<resumptionToken", head_end);
+    let records_end = token_at
+        .or_else(|| find(page, b"</ListRecords>", head_end))
+        .unwrap_or(page.len());
+    let mut records = Vec::new();
+    let mut problems = Vec::new();
+    let mut at = record_start(page, head_end).filter(|&i| i < records_end);
+    while let Some(start) = at {
+        let next = record_start(page, start + 7).filter(|&i| i < records_end);
+        let chunk = &page[start..next.unwrap_or(records_end)];
+        let read = find(chunk, b"</record>", 0)
+            .map(|end| &chunk[..end + b"</record>".len()])
+            .and_then(|whole| match strict(url, &wrapped(whole)) {
+                Ok(Page {
+                    response:
+                        Response::Records {
+                            records: r,
+                            problems: p,
+                            ..
+                        },
+                    ..
+                }) if r.len() + p.len() == 1 => Some((r, p)),
+                _ => None,
+            });
+        match read {
+            Some((r, p)) => {
+                records.extend(r);
+                problems.extend(p);
+            }
+            None => problems.push(RecordProblem {
+                identifier: identifier_in(chunk),
+                message: format!(
+                    "the page is not well-formed XML ({}); this record could not be read from it",
+                    excerpt(&damage)
+                ),
+            }),
+        }
+        at = next;
+    }
+    let (token, token_unreadable) = match token_at {
+        Some(t) => {
+            let end = find(page, b"</resumptionToken>", t)
+                .map(|e| e + b"</resumptionToken>".len())
+                .or_else(|| find(page, b"/>", t).map(|e| e + 2));
+            match end.map(|e| strict(url, &wrapped(&page[t..e]))) {
+                Some(Ok(Page {
+                    response:
+                        Response::Records {
+                            token: Some(tok), ..
+                        },
+                    ..
+                })) => (Some(tok), false),
+                _ => (None, true),
+            }
+        }
+        // No token: the last page of a list, unless the list was cut short before its end.
+        None => (None, find(page, b"</ListRecords>", head_end).is_none()),
+    };
+    Ok(Page {
+        response_date,
+        response: Response::Records {
+            records,
+            problems,
+            token,
+        },
+        damage: Some(damage),
+        token_unreadable,
+    })
+}
+
+/// The first `<identifier>` text in a record's bytes (its header's), for naming a record
+/// that could not be read; bounded and only when it is plain text.
+fn identifier_in(chunk: &[u8]) -> Option<String> {
+    let start = find(chunk, b"<identifier>", 0)? + b"<identifier>".len();
+    let end = find(chunk, b"</identifier>", start)?;
+    let text = std::str::from_utf8(&chunk[start..end]).ok()?.trim();
+    (!text.is_empty() && !text.contains(['<', '&']) && !text.chars().any(char::is_control))
+        .then(|| excerpt(text))
 }
 
 struct Parser<'a> {
@@ -406,6 +549,8 @@ impl<'a> Parser<'a> {
         Ok(Page {
             response_date,
             response,
+            damage: None,
+            token_unreadable: false,
         })
     }
 
@@ -783,6 +928,97 @@ mod tests {
 
     const DC: &str = r#"<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>A &amp; B</dc:title></oai_dc:dc>"#;
 
+    fn rec(id: &str, title: &str) -> String {
+        format!(
+            r#"<record><header><identifier>{id}</identifier><datestamp>2024-01-01</datestamp></header><metadata><oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>{title}</dc:title></oai_dc:dc></metadata></record>"#
+        )
+    }
+
+    fn ids(r: &Response) -> (Vec<String>, Vec<Option<String>>, Option<String>) {
+        match r {
+            Response::Records {
+                records,
+                problems,
+                token,
+            } => (
+                records
+                    .iter()
+                    .map(|r| r.header.identifier.clone())
+                    .collect(),
+                problems.iter().map(|p| p.identifier.clone()).collect(),
+                token.as_ref().map(|t| t.value.clone()),
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_page_that_is_not_well_formed_is_read_record_by_record() {
+        // An unescaped `&` in one record's title breaks the page as a whole: the records
+        // around it are read, it is a problem under its identifier, the token is read.
+        let page = oai(&format!(
+            "<ListRecords>{}{}{}<resumptionToken cursor=\"0\">next-1</resumptionToken></ListRecords>",
+            rec("oai:r:1", "one"),
+            rec("oai:r:2", "Tom & Jerry"),
+            rec("oai:r:3", "three")
+        ));
+        let p = parse(URL, page.as_bytes()).unwrap();
+        assert!(
+            p.damage
+                .as_deref()
+                .is_some_and(|d| d.contains("not well-formed")),
+            "{p:?}"
+        );
+        assert!(!p.token_unreadable);
+        assert_eq!(
+            ids(&p.response),
+            (
+                vec!["oai:r:1".to_owned(), "oai:r:3".to_owned()],
+                vec![Some("oai:r:2".to_owned())],
+                Some("next-1".to_owned())
+            )
+        );
+        // The metadata of a salvaged record is the same bytes as from a sound page.
+        let sound = oai(&format!(
+            "<ListRecords>{}</ListRecords>",
+            rec("oai:r:3", "three")
+        ));
+        let sound = parse(URL, sound.as_bytes()).unwrap();
+        let meta = |r: &Response| match r {
+            Response::Records { records, .. } => records.last().unwrap().metadata.clone(),
+            _ => None,
+        };
+        assert_eq!(meta(&p.response), meta(&sound.response));
+        assert!(sound.damage.is_none());
+    }
+
+    #[test]
+    fn a_page_cut_short_keeps_its_whole_records_and_says_its_token_is_unreadable() {
+        let whole = oai(&format!(
+            "<ListRecords>{}{}{}<resumptionToken>next-2</resumptionToken></ListRecords>",
+            rec("oai:c:1", "one"),
+            rec("oai:c:2", "two"),
+            rec("oai:c:3", "three")
+        ));
+        let cut = &whole.as_bytes()[..whole.find("three").unwrap()];
+        let p = parse(URL, cut).unwrap();
+        assert!(p.token_unreadable, "{p:?}");
+        assert_eq!(
+            ids(&p.response),
+            (
+                vec!["oai:c:1".to_owned(), "oai:c:2".to_owned()],
+                vec![Some("oai:c:3".to_owned())],
+                None
+            )
+        );
+        // A page that is not ListRecords stays the error it was.
+        let broken = oai("<Identify><repositoryName>A & B</repositoryName></Identify>");
+        assert!(matches!(
+            parse(URL, broken.as_bytes()),
+            Err(Error::Xml { .. })
+        ));
+    }
+
     #[test]
     fn identify_gives_granularity_deletions_and_earliest() {
         let page = oai(r#"<Identify>
@@ -966,8 +1202,10 @@ mod tests {
     fn not_an_oai_response() {
         let e = parse(URL, b"<html><body>503</body></html>").unwrap_err();
         assert!(e.to_string().contains("not <OAI-PMH>"), "{e}");
-        let e = parse(URL, oai("<ListRecords><record>").as_bytes()).unwrap_err();
-        assert!(matches!(e, Error::Xml { .. }), "{e}");
+        // A list that never closes: damaged, its one record unreadable, and whether a token
+        // would have followed cannot be known.
+        let p = parse(URL, oai("<ListRecords><record>").as_bytes()).unwrap();
+        assert!(p.damage.is_some() && p.token_unreadable, "{p:?}");
         let e = parse(URL, oai("").as_bytes()).unwrap_err();
         assert!(e.to_string().contains("neither a result"), "{e}");
     }

@@ -61,6 +61,8 @@ struct Repo {
     endless_empty: bool,
     /// Datestamps written `YYYYMMDD` (Harvard LibraryCloud), granularity `YYYY-MM-DD`.
     compact: bool,
+    /// The `ListRecords` page with a token at this cursor is cut short in its last record.
+    cut_at: Option<usize>,
 }
 
 impl Default for Repo {
@@ -82,6 +84,7 @@ impl Default for Repo {
             identifies: 0,
             endless_empty: false,
             compact: false,
+            cut_at: None,
         }
     }
 }
@@ -268,6 +271,19 @@ async fn oai(
                 ));
             }
             body.push_str("</ListRecords>");
+            if repo.cut_at == Some(offset) {
+                // The connection dropped in the page's last record: what arrived is a
+                // prefix, ending before the record's title.
+                let cut = body.rfind("<dc:title>").unwrap();
+                body.truncate(cut);
+                let xml = format!(
+                    r#"<?xml version="1.0" encoding="UTF-8"?>
+<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>{}</responseDate><request>{base}oai</request>
+{body}"#,
+                    repo.now
+                );
+                return ([(header::CONTENT_TYPE, "text/xml")], xml).into_response();
+            }
             envelope(&repo, &base, &body)
         }
         _ => envelope(&repo, &base, "<error code=\"badVerb\">no such verb</error>"),
@@ -773,4 +789,53 @@ async fn compact_datestamps_are_read_with_a_warning() {
         .filter(|w| w.contains("compact form YYYYMMDD"))
         .collect();
     assert_eq!(compact.len(), 1, "one warning per list: {:?}", u.warnings);
+}
+
+/// A page that is not well-formed XML: an unescaped `&` in one record's title (as real
+/// providers send from their databases) loses only that record, quarantined under its URI;
+/// the list goes on by the page's token. A page cut short in its last record keeps its whole
+/// records and stops the list (its token cannot be read), naming why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_that_are_not_well_formed_lose_only_what_cannot_be_read() {
+    let repo = Arc::new(Mutex::new(Repo::default()));
+    for i in 1..=6 {
+        repo.lock()
+            .unwrap()
+            .put(&format!("oai:w:{i}"), "2024-12-01T00:00:00Z", "W");
+    }
+    repo.lock()
+        .unwrap()
+        .records
+        .get_mut("oai:w:2")
+        .unwrap()
+        .title = "Tom & Jerry".into();
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let r = run_once(&p, &RunOptions::default()).await.unwrap();
+    let u = only(&r);
+    assert_eq!((u.created, u.quarantined), (5, 1), "{r:?}");
+    assert_eq!(u.verdict, Verdict::Ok, "{r:?}");
+
+    // Cut short: pages of two, the second page (cursor 2) cut in its last record.
+    let repo = Arc::new(Mutex::new(Repo {
+        cut_at: Some(2),
+        ..Repo::default()
+    }));
+    for i in 1..=6 {
+        repo.lock()
+            .unwrap()
+            .put(&format!("oai:t:{i}"), "2024-12-01T00:00:00Z", "T");
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let r = run_once(&p, &RunOptions::default()).await.unwrap();
+    let u = only(&r);
+    assert_eq!(u.verdict, Verdict::Failed, "{r:?}");
+    let error = u.error.as_deref().unwrap_or_default();
+    assert!(error.contains("resumptionToken cannot be read"), "{error}");
+    // Page one's two records and page two's whole one; the cut record is quarantined.
+    assert_eq!((u.created, u.quarantined), (3, 1), "{r:?}");
+    assert_eq!(u.checkpoint, None, "the checkpoint stays: {r:?}");
 }

@@ -541,6 +541,16 @@ fn dry_run_baseline_of_two_upstreams_plans_exactly_what_run_baseline_does() -> R
             counts,
             "{name}: {run:#?}"
         );
+        let planned = plan["upstreams"]
+            .as_array()
+            .and_then(|a| a.iter().find(|u| u["name"] == name))
+            .context("upstream")?;
+        let p = |k: &str| planned[k].as_u64().unwrap_or(u64::MAX);
+        assert_eq!(
+            (p("create"), p("update"), p("delete"), p("unchanged")),
+            counts,
+            "{name}: the plan's counts are the run's: {plan:#}"
+        );
     }
     Ok(())
 }
