@@ -126,6 +126,29 @@ pub struct ChangeDumpMeta {
     /// package: when Change Dumps began, a Resource Dump built in the same publish already
     /// held them (a collection's baseline; see `publish.change_dump_baseline`). 0: none.
     pub left_to_resource_dump: u64,
+    /// The parts of the Change Dump Index, in order, once the packages outgrow one document
+    /// (spec 13.1: `changedump.xml` is then a `<sitemapindex>` naming Change Dumps of
+    /// consecutive packages); empty while `changedump.xml` is the Change Dump itself.
+    pub parts: Vec<ChangeDumpPart>,
+    /// Generation counter for the parts' names: a part whose packages change is written
+    /// under a new name, so a reader of the previous index can still fetch the one it names.
+    pub generation: u64,
+}
+
+/// One part of the Change Dump Index: a Change Dump (spec 13.1) of consecutive packages,
+/// immutable once written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeDumpPart {
+    /// Object path (also its path under `collection.base_url`).
+    pub name: String,
+    /// [`PackageInfo::zip`] of its first package.
+    pub first: String,
+    /// [`PackageInfo::zip`] of its last package.
+    pub last: String,
+    /// How many packages it names.
+    pub packages: u64,
+    /// Written without `until`: the last part, which the next package would join.
+    pub open: bool,
 }
 
 /// The packages of one closed Change List.
@@ -168,7 +191,9 @@ pub struct ResourceDumpMeta {
     pub at: Option<W3cDateTime>,
     /// When it completed (`rs:md completed`).
     pub completed: Option<W3cDateTime>,
-    /// Its packages, in order.
+    /// Its packages, in order. When there are more than one document may name,
+    /// `resourcedump.xml` is a Resource Dump Index (spec 11.1) whose parts, under the
+    /// generation's folder, name consecutive runs of them.
     pub packages: Vec<DumpPackage>,
     /// True while `resourcedump.xml` may not yet reflect this meta (it is written after it).
     pub doc_pending: bool,
@@ -205,6 +230,11 @@ pub struct ResourceListMeta {
     /// Per part: object name (under `resourcelist/`) and entries; empty before the first
     /// publish.
     pub parts: Vec<(String, u64)>,
+    /// Per part (as `parts`): the `at` and `completed` its document carries, which the index
+    /// repeats in its entry for it (spec 10.2). Empty in metadata written before they were
+    /// recorded: every part is then rebuilt once.
+    #[serde(default)]
+    pub part_times: Vec<PartTimes>,
     /// Parts no longer named (by name, as in `parts`), with when they were retired (unix
     /// seconds).
     pub retired: Vec<(String, i64)>,
@@ -213,6 +243,15 @@ pub struct ResourceListMeta {
     /// patched. Empty in metadata written before parts were patched.
     #[serde(default)]
     pub rendered_with: String,
+}
+
+/// When a document's making began and ended: its `rs:md at` and `completed` (spec 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartTimes {
+    /// `rs:md at`.
+    pub at: W3cDateTime,
+    /// `rs:md completed`.
+    pub completed: W3cDateTime,
 }
 
 /// One package as published, kept in the dumps' meta objects.

@@ -30,6 +30,18 @@
 //! packages of lists dropped by retention leave the document and are deleted after
 //! `publish.grace`. `published/changedump.json` records what is out there; it is written
 //! before `changedump.xml`, which can be rewritten from it alone.
+//!
+//! With more packages than one document may name (spec 7: 50,000; the publish option
+//! `document_entries`), `changedump.xml` is a Change Dump Index (spec 13.1: "it must group
+//! them in a Change Dump Index"): a `<sitemapindex>` with `capability="changedump"` and the
+//! `from` of its first package, naming parts `changedump/dumps-g{gen}-{k}.xml` in forward
+//! chronological order, each with its `from` and (all but the last) `until`. A part is a
+//! Change Dump of consecutive packages (`rs:ln rel="up"` to the Capability List,
+//! `rel="index"` to the index), with the `from` of its first package and, unless it is the
+//! last, the `until` of its last one; the last part has none, as packages are added after
+//! it. A part is immutable: packages added, or dropped by retention, make new parts of what
+//! changed (the last part, the first), written under a new name, and the parts they
+//! replace are retired, so a publish rewrites the index and at most a few parts.
 
 use std::collections::HashSet;
 
@@ -51,10 +63,6 @@ use rsagg_layout::paths::*;
 use rsagg_layout::report::*;
 use rsagg_layout::uris::own_uri;
 
-/// Packages one Change Dump may name (spec 7: 50,000 entries per document); a Change Dump
-/// Index is not written, so a publish that would need one fails and says so.
-pub const MAX_PACKAGES: usize = MAX_DOCUMENT_ENTRIES as usize;
-
 /// Publishes the Change Dump of the collection at `base_url`: a package for every closed
 /// Change List that has none yet, `changedump.xml`, and the retention of packages whose
 /// list was dropped. With `cfg.change_dumps` off nothing is made or changed.
@@ -65,21 +73,31 @@ pub const MAX_PACKAGES: usize = MAX_DOCUMENT_ENTRIES as usize;
 /// lists that dump holds whole are left to it (see [`ChangeDumpMeta::left_to_resource_dump`]).
 ///
 /// A `file://` store's blobs are read as files on one thread (see `package::build`).
+///
+/// `document_entries` is the most packages one document names (clamped to 1..=50,000);
+/// beyond, `changedump.xml` is a Change Dump Index of parts of at most that many.
 pub async fn publish(
     state: &State,
     location: &StoreLocation,
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
+    document_entries: u64,
     resource_dump: oneshot::Receiver<u64>,
 ) -> Result<ChangeDumpReport, Error> {
     let objects = &location.objects;
     let store = objects.as_ref();
+    let per_document = document_entries.clamp(1, MAX_DOCUMENT_ENTRIES) as usize;
+    // An index names at most 50,000 parts (spec 7).
+    let most = per_document.saturating_mul(MAX_DOCUMENT_ENTRIES as usize);
+    let clock = state.clock();
     let stored: Option<ChangeDumpMeta> = get_json(store, CHANGE_DUMP_META).await?;
     let beginning = stored.is_none();
     // The very first publish writes the document even when there is nothing to list yet.
     let mut dirty = beginning;
     let mut meta = stored.unwrap_or_default();
+    // An interrupted publish may not have written every part its metadata names.
+    let recovering = meta.doc_pending;
     let mut report = ChangeDumpReport::default();
     if !cfg.change_dumps {
         report.packages_total = count(&meta);
@@ -101,7 +119,7 @@ pub async fn publish(
 
     // Retention: the Change List publisher dropped these lists; their packages follow.
     let retained: HashSet<&str> = lists.closed.iter().map(|c| c.name.as_str()).collect();
-    let now = package::unix_secs(&W3cDateTime::now());
+    let now = package::unix_secs(&clock.now());
     let mut kept = Vec::with_capacity(meta.lists.len());
     for l in std::mem::take(&mut meta.lists) {
         if retained.contains(l.name.as_str()) {
@@ -125,8 +143,8 @@ pub async fn publish(
         if meta.lists.iter().any(|l| l.name == list.name) {
             continue;
         }
-        if count(&meta) as usize >= MAX_PACKAGES {
-            return Err(too_many());
+        if count(&meta) as usize >= most {
+            return Err(too_many(most));
         }
         let (packages, skipped) = build_list(state, location, base_url, policy, cfg, list).await?;
         report.packages_now += packages.len() as u64;
@@ -145,17 +163,22 @@ pub async fn publish(
         dirty = true;
         put_json(store, CHANGE_DUMP_META, &meta).await?;
     }
-    if count(&meta) as usize > MAX_PACKAGES {
-        return Err(too_many());
+    if count(&meta) as usize > most {
+        return Err(too_many(most));
     }
 
     if dirty {
+        // The parts an index needs now, replacing those whose packages changed; recorded
+        // before any of them is written, so a publish interrupted on the way writes them
+        // again.
+        let now = package::unix_secs(&clock.now());
+        let write = plan_parts(&mut meta, per_document, now, recovering);
         meta.doc_pending = true;
         put_json(store, CHANGE_DUMP_META, &meta).await?;
-        write_document(store, base_url, &meta, &lists).await?;
+        write_document(store, base_url, &meta, &lists, &write).await?;
         meta.doc_pending = false;
     }
-    let now = package::unix_secs(&W3cDateTime::now());
+    let now = package::unix_secs(&clock.now());
     let swept = sweep_retired(store, &mut meta.retired, now, cfg.grace).await?;
     if dirty || swept > 0 {
         put_json(store, CHANGE_DUMP_META, &meta).await?;
@@ -174,15 +197,106 @@ fn count(meta: &ChangeDumpMeta) -> u64 {
     meta.lists.iter().map(|l| l.packages.len() as u64).sum()
 }
 
-fn too_many() -> Error {
+fn too_many(most: usize) -> Error {
     Error::Dump(rsagg_dump::Error::Invalid {
         package: CHANGE_DUMP.into(),
         section: "13.1",
         message: format!(
-            "more than {MAX_PACKAGES} Change Dump packages; retain fewer closed Change Lists \
+            "more than {most} Change Dump packages (a Change Dump Index of \
+             {MAX_DOCUMENT_ENTRIES} full parts); retain fewer closed Change Lists \
              (publish.changelist_retain)"
         ),
     })
+}
+
+/// Brings `meta.parts` in line with `meta.lists`: none while one document holds every
+/// package, else the parts of a Change Dump Index of at most `per_document` packages each.
+/// A part published before is kept when it still names the same consecutive packages and
+/// is still the last part, or still not (what its document says: with or without
+/// `until`); the packages between kept parts are cut into new parts, named with a new
+/// generation. Parts no longer kept are retired at `now`. Returns the indexes in
+/// `meta.parts` of the parts to write (every part when `all`: an interrupted publish may
+/// not have written those its metadata names).
+fn plan_parts(meta: &mut ChangeDumpMeta, per_document: usize, now: i64, all: bool) -> Vec<usize> {
+    let zips: Vec<&str> = meta
+        .lists
+        .iter()
+        .flat_map(|l| l.packages.iter().map(|p| p.info.zip.as_str()))
+        .collect();
+    let total = zips.len();
+    let old = std::mem::take(&mut meta.parts);
+    if total <= per_document {
+        meta.retired.extend(old.into_iter().map(|p| (p.name, now)));
+        return Vec::new();
+    }
+    let at: std::collections::HashMap<&str, usize> =
+        zips.iter().enumerate().map(|(i, z)| (*z, i)).collect();
+    // The parts kept, each with the position of its first package.
+    let mut kept = Vec::new();
+    let mut cursor = 0usize;
+    let mut retired = Vec::new();
+    for part in old {
+        let start = at.get(part.first.as_str()).copied();
+        let end = start.map(|s| s + part.packages as usize);
+        let keep = match (start, end) {
+            (Some(start), Some(end)) => {
+                part.packages > 0
+                    && part.packages as usize <= per_document
+                    && start >= cursor
+                    && end <= total
+                    && zips[end - 1] == part.last
+                    && part.open == (end == total)
+            }
+            _ => false,
+        };
+        match (keep, start, end) {
+            (true, Some(start), Some(end)) => {
+                kept.push((start, part));
+                cursor = end;
+            }
+            _ => retired.push(part),
+        }
+    }
+    meta.retired
+        .extend(retired.into_iter().map(|p| (p.name, now)));
+    // New parts for the runs of packages between kept parts.
+    let generation = meta.generation + 1;
+    let mut fresh = 0usize;
+    let mut parts = Vec::new();
+    let mut write = Vec::new();
+    let mut next = 0usize;
+    let mut cut =
+        |from: usize, to: usize, parts: &mut Vec<ChangeDumpPart>, write: &mut Vec<usize>| {
+            let mut a = from;
+            while a < to {
+                let b = (a + per_document).min(to);
+                fresh += 1;
+                write.push(parts.len());
+                parts.push(ChangeDumpPart {
+                    name: format!("{CHANGE_DUMP_DIR}/dumps-g{generation:06}-{fresh:05}.xml"),
+                    first: zips[a].to_owned(),
+                    last: zips[b - 1].to_owned(),
+                    packages: (b - a) as u64,
+                    open: b == total,
+                });
+                a = b;
+            }
+        };
+    for (start, part) in kept {
+        cut(next, start, &mut parts, &mut write);
+        next = start + part.packages as usize;
+        if all {
+            write.push(parts.len());
+        }
+        parts.push(part);
+    }
+    cut(next, total, &mut parts, &mut write);
+    if fresh > 0 {
+        meta.generation = generation;
+    }
+    write.sort_unstable();
+    meta.parts = parts;
+    write
 }
 
 /// Makes the packages of closed list `list`: its log entries in order, cut at the package
@@ -274,7 +388,12 @@ async fn make(
         location,
         None,
         None,
-        header,
+        package::ManifestHeader {
+            header,
+            // Read for a manifest's `completed` only, which a Change Dump Manifest
+            // (from/until) has not.
+            clock: rsagg_model::Clock::system(),
+        },
         futures::stream::iter(items.into_iter().map(Ok)),
         &zip,
         &manifest,
@@ -343,6 +462,7 @@ async fn write_document(
     base_url: &str,
     meta: &ChangeDumpMeta,
     lists: &ChangeListsMeta,
+    write: &[usize],
 ) -> Result<(), Error> {
     let packages = || meta.lists.iter().flat_map(|l| l.packages.iter());
     let from = packages()
@@ -360,13 +480,49 @@ async fn write_document(
         until,
         ..Md::default()
     };
-    package::write_dump_document(
+    if meta.parts.is_empty() {
+        return package::write_dump_document(
+            store,
+            base_url,
+            CHANGE_DUMP,
+            Capability::ChangeDump,
+            md(from, None),
+            None,
+            packages().map(|p| (&p.info, md(p.from, Some(p.until)))),
+        )
+        .await;
+    }
+    // A Change Dump Index: its parts first (those `write` names), each with its packages.
+    let all: Vec<&ChangePackage> = packages().collect();
+    let mut intervals = Vec::with_capacity(meta.parts.len());
+    let mut start = 0usize;
+    for (k, part) in meta.parts.iter().enumerate() {
+        let end = start + part.packages as usize;
+        let run = &all[start..end];
+        let (first, last) = (run[0], run[run.len() - 1]);
+        let interval = md(first.from, (!part.open).then_some(last.until));
+        if write.binary_search(&k).is_ok() {
+            package::write_dump_document(
+                store,
+                base_url,
+                &part.name,
+                Capability::ChangeDump,
+                interval.clone(),
+                Some(CHANGE_DUMP),
+                run.iter().map(|p| (&p.info, md(p.from, Some(p.until)))),
+            )
+            .await?;
+        }
+        intervals.push((part.name.clone(), interval));
+        start = end;
+    }
+    package::write_dump_index(
         store,
         base_url,
         CHANGE_DUMP,
         Capability::ChangeDump,
         md(from, None),
-        packages().map(|p| (&p.info, md(p.from, Some(p.until)))),
+        intervals.into_iter(),
     )
     .await
 }
@@ -456,10 +612,29 @@ mod tests {
         cfg: &PublishConfig,
         resource_dump: oneshot::Receiver<u64>,
     ) -> ChangeDumpReport {
+        run_bounded(location, state, cfg, MAX_DOCUMENT_ENTRIES, resource_dump).await
+    }
+
+    /// A publish naming at most `per_document` packages in one document.
+    async fn run_bounded(
+        location: &StoreLocation,
+        state: &State,
+        cfg: &PublishConfig,
+        per_document: u64,
+        resource_dump: oneshot::Receiver<u64>,
+    ) -> ChangeDumpReport {
         let policy = LinkPolicy::default();
-        publish(state, location, BASE, &policy, cfg, resource_dump)
-            .await
-            .unwrap()
+        publish(
+            state,
+            location,
+            BASE,
+            &policy,
+            cfg,
+            per_document,
+            resource_dump,
+        )
+        .await
+        .unwrap()
     }
 
     /// A package of the Change Dump as read back: its interval and its manifest entries
@@ -860,6 +1035,206 @@ mod tests {
         assert_eq!((report.packages_now, report.left_to_resource_dump), (1, 0));
         let (doc_from, packages) = dump(&objects).await;
         assert_eq!((doc_from, packages.len()), (t0, 1));
+    }
+
+    /// `changedump.xml` as a Change Dump Index, strictly valid, with every part checked
+    /// (strictly valid Change Dumps with `up` and `index` links, the `from` of their first
+    /// package and, all but the last, the `until` of their last, as their index entries
+    /// say) and every package read back: the parts' names and package counts, and the
+    /// packages' names in order.
+    async fn index(objects: &Arc<dyn ObjectStore>) -> (Vec<(String, usize)>, Vec<String>) {
+        let (header, entries) = strict(&get(objects, CHANGE_DUMP).await);
+        assert_eq!(header.root, Root::Sitemapindex);
+        assert_eq!(header.capability(), Some(&Capability::ChangeDump));
+        let md = header.md.as_ref().unwrap();
+        assert!(md.until.is_none(), "the Change Dump Index stays open");
+        assert_eq!(
+            header.link("up").unwrap().href,
+            format!("{BASE}capabilitylist.xml")
+        );
+        let (mut parts, mut zips) = (Vec::new(), Vec::new());
+        for (k, e) in entries.iter().enumerate() {
+            let name = e.loc.strip_prefix(BASE).unwrap().to_owned();
+            let (part, packages) = strict(&get(objects, &name).await);
+            assert_eq!(part.root, Root::Urlset);
+            assert_eq!(part.capability(), Some(&Capability::ChangeDump));
+            assert_eq!(
+                part.link("index").unwrap().href,
+                format!("{BASE}{CHANGE_DUMP}")
+            );
+            assert!(part.link("up").is_some());
+            let (pmd, emd) = (part.md.as_ref().unwrap(), e.md.as_ref().unwrap());
+            assert_eq!((emd.from, emd.until), (pmd.from, pmd.until), "{name}");
+            let first = packages[0].md.as_ref().unwrap();
+            let last = packages[packages.len() - 1].md.as_ref().unwrap();
+            assert_eq!(pmd.from, first.from, "{name}");
+            if k == 0 {
+                assert_eq!(md.from, first.from, "the index starts at its first package");
+            }
+            if k + 1 == entries.len() {
+                assert_eq!(pmd.until, None, "{name}: the last part stays open");
+            } else {
+                assert_eq!(pmd.until, last.until, "{name}");
+            }
+            for p in &packages {
+                let back = read_package(objects, p).await;
+                let bmd = back.header.md.as_ref().unwrap();
+                assert_eq!(
+                    (bmd.from, bmd.until),
+                    (p.md.as_ref().unwrap().from, p.md.as_ref().unwrap().until)
+                );
+                zips.push(p.loc.strip_prefix(BASE).unwrap().to_owned());
+            }
+            parts.push((name, packages.len()));
+        }
+        (parts, zips)
+    }
+
+    /// The packages `changedump.json` records, in order.
+    async fn recorded(objects: &Arc<dyn ObjectStore>) -> Vec<String> {
+        let meta: ChangeDumpMeta = get_json(objects.as_ref(), CHANGE_DUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        meta.lists
+            .iter()
+            .flat_map(|l| l.packages.iter().map(|p| p.info.zip.clone()))
+            .collect()
+    }
+
+    /// Spec 13.1: more packages than one document may name make a Change Dump Index of
+    /// Change Dumps of consecutive packages, in forward chronological order, the last one
+    /// open. A publish keeps the parts whose packages are unchanged (not rewritten) and
+    /// writes new ones for what changed (a package added joins a new last part; retention
+    /// dropping packages of the first part re-cuts it); replaced parts stay for the grace
+    /// period. Within one document's bound again, `changedump.xml` is a Change Dump.
+    #[tokio::test]
+    async fn more_packages_than_one_document_names_make_a_change_dump_index() {
+        let (objects, state) = store().await;
+        let location = StoreLocation::new("memory://", objects.clone());
+        // One package per change; at most four packages a document.
+        let c = cfg(1, 1 << 20, 3600);
+        let publish = |lists: Vec<ClosedList>| {
+            let (objects, state, location, c) = (&objects, &state, &location, &c);
+            async move {
+                set_closed(objects, lists).await;
+                // No Resource Dump beside it (its sender dropped here, not held across).
+                let resource_dump = oneshot::channel().1;
+                run_bounded(location, state, c, 4, resource_dump).await
+            }
+        };
+        let mut lists = Vec::new();
+        let mut t = W3cDateTime::now();
+        for n in 0..3 {
+            let changes = vec![
+                change(&objects, &state, &format!("{n}a"), Change::Created, b"a").await,
+                change(&objects, &state, &format!("{n}b"), Change::Created, b"b").await,
+            ];
+            let until = W3cDateTime::now();
+            lists.push(closed(&format!("changelist-{n}.xml"), &changes, t, until));
+            t = until;
+        }
+        let report = publish(lists.clone()).await;
+        assert_eq!((report.packages_now, report.packages_total), (6, 6));
+        let (parts, zips) = index(&objects).await;
+        assert_eq!(
+            zips,
+            recorded(&objects).await,
+            "every package once, in order"
+        );
+        let sizes: Vec<usize> = parts.iter().map(|p| p.1).collect();
+        assert_eq!(sizes, [4, 2]);
+        let first_part = get(&objects, &parts[0].0).await;
+
+        // Two more packages: the first part is kept as it is, the open one is replaced by
+        // a new last part holding its packages and the new ones.
+        let changes = vec![
+            change(&objects, &state, "3a", Change::Created, b"a").await,
+            change(&objects, &state, "3b", Change::Created, b"b").await,
+        ];
+        let until = W3cDateTime::now();
+        lists.push(closed("changelist-3.xml", &changes, t, until));
+        let report = publish(lists.clone()).await;
+        assert_eq!((report.packages_now, report.packages_total), (2, 8));
+        let (grown, zips) = index(&objects).await;
+        assert_eq!(zips, recorded(&objects).await);
+        assert_eq!(grown[0], parts[0], "kept");
+        assert_eq!(
+            get(&objects, &grown[0].0).await,
+            first_part,
+            "not rewritten"
+        );
+        assert_eq!(grown[1].1, 4);
+        assert_ne!(grown[1].0, parts[1].0, "a new name");
+        assert!(
+            exists(&objects, &parts[1].0).await,
+            "the replaced part stays a while"
+        );
+
+        // Retention drops the first list: the first part is cut again from what is left of
+        // it, the last is kept.
+        let report = publish(lists[1..].to_vec()).await;
+        assert_eq!((report.dropped, report.packages_total), (2, 6));
+        let (trimmed, zips) = index(&objects).await;
+        assert_eq!(zips, recorded(&objects).await);
+        let sizes: Vec<usize> = trimmed.iter().map(|p| p.1).collect();
+        assert_eq!(sizes, [2, 4]);
+        assert_ne!(trimmed[0].0, grown[0].0);
+        assert_eq!(trimmed[1], grown[1], "kept");
+
+        // Four packages fit one document: a Change Dump again, the parts retired.
+        publish(lists[2..].to_vec()).await;
+        let (_, packages) = dump(&objects).await;
+        assert_eq!(packages.len(), 4);
+        let meta: ChangeDumpMeta = get_json(objects.as_ref(), CHANGE_DUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(meta.parts.is_empty() && !meta.doc_pending);
+        for (name, _) in &trimmed {
+            assert!(
+                meta.retired.iter().any(|(r, _)| r == name),
+                "{name} retired"
+            );
+        }
+    }
+
+    /// A publish interrupted after it recorded the parts of its index but before it wrote
+    /// them: the next publish writes them (and the index) although nothing else changed.
+    #[tokio::test]
+    async fn parts_an_interrupted_publish_did_not_write_are_written_by_the_next() {
+        let (objects, state) = store().await;
+        let location = StoreLocation::new("memory://", objects.clone());
+        let c = cfg(1, 1 << 20, 3600);
+        let from = W3cDateTime::now();
+        let mut changes = Vec::new();
+        for i in 0..3 {
+            changes.push(change(&objects, &state, &i.to_string(), Change::Created, b"x").await);
+        }
+        let until = W3cDateTime::now();
+        set_closed(
+            &objects,
+            vec![closed("changelist-1.xml", &changes, from, until)],
+        )
+        .await;
+        let resource_dump = oneshot::channel().1;
+        run_bounded(&location, &state, &c, 2, resource_dump).await;
+        let (parts, _) = index(&objects).await;
+        let mut meta: ChangeDumpMeta = get_json(objects.as_ref(), CHANGE_DUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        // As left by a publish that died after recording its metadata.
+        meta.doc_pending = true;
+        put_json(objects.as_ref(), CHANGE_DUMP_META, &meta)
+            .await
+            .unwrap();
+        for (name, _) in &parts {
+            objects.delete(&Path::from(name.as_str())).await.unwrap();
+        }
+        let resource_dump = oneshot::channel().1;
+        run_bounded(&location, &state, &c, 2, resource_dump).await;
+        assert_eq!(index(&objects).await.0, parts);
     }
 
     #[tokio::test]

@@ -97,7 +97,7 @@ use rsagg_layout::report::{PublishReport, StageSeconds};
 use crate::links::LinkPolicy;
 
 /// Options of [`publish`].
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct PublishOptions {
     /// Rebuild the Resource Dump and collect garbage whatever their intervals say.
     pub force: bool,
@@ -115,6 +115,23 @@ pub struct PublishOptions {
     /// publish then overlaps it. For `run --once`, which closes the state right after;
     /// `run --follow` keeps the state open and leaves flushing to slatedb.
     pub flush_state: bool,
+    /// Most packages one Resource Dump or Change Dump document names: a dump with more is
+    /// published as a Resource Dump Index or Change Dump Index (spec 11.1, 13.1) of parts of
+    /// at most this many. The spec's limit by default (spec 7: 50,000 entries a document,
+    /// [`entry::MAX_DOCUMENT_ENTRIES`]); clamped to 1..=50,000, and lowered only by tests,
+    /// which reach an index with a handful of packages.
+    pub document_entries: u64,
+}
+
+impl Default for PublishOptions {
+    fn default() -> Self {
+        PublishOptions {
+            force: false,
+            lists_only: false,
+            flush_state: false,
+            document_entries: entry::MAX_DOCUMENT_ENTRIES,
+        }
+    }
 }
 
 /// Publishes every document of `p`'s collection from `state` into `store`.
@@ -190,10 +207,16 @@ pub async fn publish(
         })
         .await;
         let dumps = (cfg.change_dumps && !opts.lists_only).then(|| {
-            let s = shared.clone();
+            let (s, per_document) = (shared.clone(), opts.document_entries);
             branch("change dumps", async move {
                 crate::changedump::publish(
-                    &s.state, &s.store, &s.base, &s.policy, &s.cfg, dump_holds,
+                    &s.state,
+                    &s.store,
+                    &s.base,
+                    &s.policy,
+                    &s.cfg,
+                    per_document,
+                    dump_holds,
                 )
                 .await
             })
@@ -201,7 +224,11 @@ pub async fn publish(
         (lists, OptionFuture::from(dumps).await)
     };
     let resource_dump = OptionFuture::from((cfg.resource_dump && !opts.lists_only).then(|| {
-        let (s, force) = (shared.clone(), opts.force);
+        let s = shared.clone();
+        let dump = crate::resourcedump::DumpOptions {
+            force: opts.force,
+            document_entries: opts.document_entries,
+        };
         branch("resource dump", async move {
             crate::resourcedump::publish(
                 &s.state,
@@ -209,7 +236,7 @@ pub async fn publish(
                 &s.base,
                 &s.policy,
                 &s.cfg,
-                force,
+                dump,
                 crate::resourcedump::Signals {
                     listed: dump_listed,
                     holds,

@@ -32,7 +32,7 @@ use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use rsagg_dump::{Compression, CopySource, PackageWriter};
 use rsagg_layout::capability::up_link;
 use rsagg_model::{
-    Capability, HashAlgorithm, HashValue, Header, Link, Md, Root, UrlEntry, W3cDateTime,
+    Capability, Clock, HashAlgorithm, HashValue, Header, Link, Md, Root, UrlEntry, W3cDateTime,
 };
 use rsagg_sitemap::writer::document;
 use rsagg_store::documents::put;
@@ -103,6 +103,14 @@ pub(crate) struct Body {
     pub slot: Option<u16>,
 }
 
+/// The header of a package's manifest, and the clock its `completed` is read from (when it
+/// has `at`: a Resource Dump Manifest, spec 11.2).
+#[derive(Debug, Clone)]
+pub(crate) struct ManifestHeader {
+    pub header: Header,
+    pub clock: Clock,
+}
+
 /// A finished, uploaded package.
 #[derive(Debug, Clone)]
 pub(crate) struct Built {
@@ -163,15 +171,15 @@ struct Written {
 /// compresses what it was given.
 ///
 /// When the header has `at` (a Resource Dump Manifest, spec 11.2), its `completed` is set to
-/// when the last bitstream had been read. Items whose blob is missing or does not hash to
-/// its address, or for which neither `path` is usable, are left out with a warning and
+/// when the last bitstream had been read, by the header's clock. Items whose blob is
+/// missing or does not hash to its address, or for which neither `path` is usable, are left out with a warning and
 /// counted in [`PackageInfo::skipped`]; anything else that fails (the store, local I/O, a
 /// manifest entry the writer's strict validation refuses) fails the package.
 pub(crate) async fn build(
     store: &StoreLocation,
     spool: Option<&SpoolReader>,
     previous: Option<&tokio::sync::Mutex<Previous>>,
-    header: Header,
+    header: ManifestHeader,
     items: impl Stream<Item = Result<Item, Error>> + Send,
     zip: &Path,
     manifest: &Path,
@@ -180,8 +188,10 @@ pub(crate) async fn build(
     let copy_file = temp_file(manifest)?;
     let (tx, rx) = mpsc::channel(QUEUE);
     let name = zip.to_string();
-    let writer =
-        tokio::task::spawn_blocking(move || write_package(zip_file, copy_file, &name, header, rx));
+    let ManifestHeader { header, clock } = header;
+    let writer = tokio::task::spawn_blocking(move || {
+        write_package(zip_file, copy_file, &name, header, rx, &clock)
+    });
     let objects = &store.objects;
     // Where each item's bitstream is found first, one item after the other (in slot order,
     // as `Previous` needs them): a previous package, memory, the spool.
@@ -431,6 +441,7 @@ fn write_package(
     name: &str,
     mut header: Header,
     mut rx: mpsc::Receiver<Msg>,
+    clock: &Clock,
 ) -> Result<Written, Error> {
     let mut writer = PackageWriter::with_name(zip, name);
     let mut names = Names::default();
@@ -473,7 +484,7 @@ fn write_package(
             }
         }
     }
-    let mut completed = W3cDateTime::now();
+    let mut completed = clock.now();
     if let Some(md) = header.md.as_mut()
         && let Some(at) = md.at
     {
@@ -690,18 +701,18 @@ pub(crate) fn dump_entry(base_url: &str, p: &PackageInfo, md: Md) -> UrlEntry {
     }
 }
 
-/// Writes the dump document at `path` (`resourcedump.xml`, spec 11.1, or `changedump.xml`,
-/// 13.1): a `capability` header with the document's times in `md` and the `up` link to the
-/// Capability List, then one [`dump_entry`] per package with that package's times.
-pub(crate) async fn write_dump_document<'a>(
-    store: &dyn ObjectStore,
+/// The header of a dump document (`root` `<urlset>`) or of a dump index (`<sitemapindex>`):
+/// `capability` with the document's times in `md` and the `up` link to the Capability
+/// List, and for a part of an index (`index`: the index's path) the `index` link to it
+/// (spec 11.1, 13.1).
+fn dump_header(
     base_url: &str,
-    path: &str,
+    root: Root,
     capability: Capability,
     md: Md,
-    packages: impl Iterator<Item = (&'a PackageInfo, Md)>,
-) -> Result<(), Error> {
-    let mut header = Header::new(Root::Urlset, capability);
+    index: Option<&str>,
+) -> Header {
+    let mut header = Header::new(root, capability);
     if let Some(h) = header.md.as_mut() {
         h.at = md.at;
         h.completed = md.completed;
@@ -709,7 +720,50 @@ pub(crate) async fn write_dump_document<'a>(
         h.until = md.until;
     }
     header.links.push(up_link(base_url));
+    if let Some(index) = index {
+        header
+            .links
+            .push(Link::new("index", format!("{base_url}{index}")));
+    }
+    header
+}
+
+/// Writes the dump document at `path` (`resourcedump.xml`, spec 11.1, or `changedump.xml`,
+/// 13.1, or a part of their index, which `index` then names): a `capability` header with
+/// the document's times in `md` and the `up` link to the Capability List (and the `index`
+/// link), then one [`dump_entry`] per package with that package's times.
+pub(crate) async fn write_dump_document<'a>(
+    store: &dyn ObjectStore,
+    base_url: &str,
+    path: &str,
+    capability: Capability,
+    md: Md,
+    index: Option<&str>,
+    packages: impl Iterator<Item = (&'a PackageInfo, Md)>,
+) -> Result<(), Error> {
+    let header = dump_header(base_url, Root::Urlset, capability, md, index);
     let entries = packages.map(|(p, md)| dump_entry(base_url, p, md));
+    put(store, path, document(&header, entries)).await?;
+    Ok(())
+}
+
+/// Writes the dump index at `path` (a Resource Dump Index, spec 11.1, or a Change Dump
+/// Index, 13.1): a `<sitemapindex>` with `capability`, the index's times in `md` and the
+/// `up` link, then one `<sitemap>` per part (its object path) with that part's times.
+pub(crate) async fn write_dump_index(
+    store: &dyn ObjectStore,
+    base_url: &str,
+    path: &str,
+    capability: Capability,
+    md: Md,
+    parts: impl Iterator<Item = (String, Md)>,
+) -> Result<(), Error> {
+    let header = dump_header(base_url, Root::Sitemapindex, capability, md, None);
+    let entries = parts.map(|(part, md)| UrlEntry {
+        loc: format!("{base_url}{part}"),
+        md: Some(md),
+        ..UrlEntry::default()
+    });
     put(store, path, document(&header, entries)).await?;
     Ok(())
 }
@@ -727,6 +781,8 @@ pub(crate) mod testing {
     use std::io::{Read, Write};
 
     use bytes::Bytes;
+    use futures::future::BoxFuture;
+    use futures::stream::BoxStream;
     use rsagg_dump::{Limits, Package};
     use rsagg_model::Change;
     use rsagg_store::{
@@ -847,6 +903,122 @@ pub(crate) mod testing {
             Ok(_) => true,
             Err(object_store::Error::NotFound { .. }) => false,
             Err(e) => panic!("{path}: {e}"),
+        }
+    }
+
+    /// A real store (`inner`) on which every write takes `step` of a manual `clock`: the
+    /// clock is moved on before each PUT (and each multipart upload) goes to `inner`, so a
+    /// publish that writes several objects takes measurable time on the clock its times are
+    /// read from, whatever the speed of the machine.
+    #[derive(Debug)]
+    pub struct Ticking {
+        pub inner: Arc<dyn ObjectStore>,
+        pub clock: rsagg_model::Clock,
+        pub step: std::time::Duration,
+    }
+
+    impl std::fmt::Display for Ticking {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "Ticking({})", self.inner)
+        }
+    }
+
+    impl Ticking {
+        fn tick(&self) {
+            assert!(self.clock.advance(self.step), "a manual clock");
+        }
+    }
+
+    // The trait's methods as `async_trait` declares them (this crate does not depend on it).
+    impl ObjectStore for Ticking {
+        fn put_opts<'life0, 'life1, 'async_trait>(
+            &'life0 self,
+            location: &'life1 Path,
+            payload: object_store::PutPayload,
+            opts: object_store::PutOptions,
+        ) -> BoxFuture<'async_trait, object_store::Result<object_store::PutResult>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            Self: 'async_trait,
+        {
+            Box::pin(async move {
+                self.tick();
+                self.inner.put_opts(location, payload, opts).await
+            })
+        }
+
+        fn put_multipart_opts<'life0, 'life1, 'async_trait>(
+            &'life0 self,
+            location: &'life1 Path,
+            opts: object_store::PutMultipartOptions,
+        ) -> BoxFuture<'async_trait, object_store::Result<Box<dyn object_store::MultipartUpload>>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            Self: 'async_trait,
+        {
+            Box::pin(async move {
+                self.tick();
+                self.inner.put_multipart_opts(location, opts).await
+            })
+        }
+
+        fn get_opts<'life0, 'life1, 'async_trait>(
+            &'life0 self,
+            location: &'life1 Path,
+            options: object_store::GetOptions,
+        ) -> BoxFuture<'async_trait, object_store::Result<object_store::GetResult>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            Self: 'async_trait,
+        {
+            self.inner.get_opts(location, options)
+        }
+
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, object_store::Result<Path>>,
+        ) -> BoxStream<'static, object_store::Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+
+        fn list(
+            &self,
+            prefix: Option<&Path>,
+        ) -> BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+
+        fn list_with_delimiter<'life0, 'life1, 'async_trait>(
+            &'life0 self,
+            prefix: Option<&'life1 Path>,
+        ) -> BoxFuture<'async_trait, object_store::Result<object_store::ListResult>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            Self: 'async_trait,
+        {
+            self.inner.list_with_delimiter(prefix)
+        }
+
+        fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
+            &'life0 self,
+            from: &'life1 Path,
+            to: &'life2 Path,
+            options: object_store::CopyOptions,
+        ) -> BoxFuture<'async_trait, object_store::Result<()>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            'life2: 'async_trait,
+            Self: 'async_trait,
+        {
+            Box::pin(async move {
+                self.tick();
+                self.inner.copy_opts(from, to, options).await
+            })
         }
     }
 

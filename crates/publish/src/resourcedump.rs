@@ -15,6 +15,21 @@
 //! `publish.grace` (a Destination may be half-way through it) and is deleted by a later
 //! publish. `published/resourcedump.json` keeps what is out there; `resourcedump.xml` can be
 //! rewritten from it alone, which is how a publish interrupted between the two recovers.
+//!
+//! A dump of more packages than one document may name (spec 7: 50,000;
+//! [`DumpOptions::document_entries`]) is published as a Resource Dump Index (spec 11.1:
+//! "it must group them using a Resource Dump Index"): `resourcedump.xml` is then a
+//! `<sitemapindex>` with `capability="resourcedump"`, naming the generation's parts
+//! `resourcedump/g{gen}/resourcedump-00001.xml`, … , each a Resource Dump of consecutive
+//! packages with `rs:ln rel="up"` to the Capability List and `rel="index"` to the index.
+//! The parts go up before the index, with the packages' generation, and are retired with it.
+//!
+//! Times (spec 11.1, Appendix A), all from the state's clock: the dump's (or index's) `at`
+//! is when the rebuild began, before its listing of the collection started; a package's
+//! `at` is when its first item was planned and its `completed` when its last bitstream had
+//! been read; a part's `at` and `completed` are those of its first and last package (which
+//! its index entry repeats); the dump's `completed` is taken once every package and part
+//! was stored. So every package's and part's interval lies within the dump's.
 
 use futures::TryStreamExt;
 use object_store::ObjectStore;
@@ -37,18 +52,42 @@ use rsagg_layout::paths::*;
 use rsagg_layout::report::*;
 use rsagg_layout::uris::own_uri;
 
-/// Packages one Resource Dump may name (spec 7: 50,000 entries per document). Beyond it a
-/// Resource Dump Index would be needed; larger packages are the simpler answer, so a
-/// publish that gets there fails and says so.
-pub const MAX_PACKAGES: usize = MAX_DOCUMENT_ENTRIES as usize;
+/// How [`publish`] goes about a dump.
+#[derive(Debug, Clone, Copy)]
+pub struct DumpOptions {
+    /// Rebuild it whatever `publish.resource_dump_interval` says.
+    pub force: bool,
+    /// Most packages one document names (clamped to 1..=50,000, spec 7); a dump with more is
+    /// published as a Resource Dump Index of parts of at most this many packages.
+    pub document_entries: u64,
+}
+
+impl DumpOptions {
+    /// The spec's bound, rebuilt when `force` or due.
+    pub fn new(force: bool) -> Self {
+        DumpOptions {
+            force,
+            document_entries: MAX_DOCUMENT_ENTRIES,
+        }
+    }
+
+    fn per_document(&self) -> usize {
+        self.document_entries.clamp(1, MAX_DOCUMENT_ENTRIES) as usize
+    }
+}
 
 fn generation_prefix(generation: u64) -> String {
     format!("resourcedump/g{generation}/")
 }
 
+/// The object path of part `k` (from 1) of generation `generation`'s Resource Dump Index.
+fn part_path(generation: u64, k: usize) -> String {
+    format!("{}resourcedump-{k:05}.xml", generation_prefix(generation))
+}
+
 /// Publishes the Resource Dump of the collection at `base_url` from `state` into `objects`
-/// when it is due: `None` when `cfg.resource_dump` is off or (unless `force`) the last dump
-/// is younger than `cfg.resource_dump_interval`. Retired generations past `cfg.grace` are
+/// when it is due: `None` when `cfg.resource_dump` is off or (unless `opts.force`) the last
+/// dump is younger than `cfg.resource_dump_interval` (by the state's clock). Retired generations past `cfg.grace` are
 /// deleted either way. Blobs are read as `crate::package` reads them from `store`: kept ones
 /// from memory, a `file://` store's as files. What it tells the publish steps beside it
 /// (when it stops reading the state, which changes it holds) goes through `signals`.
@@ -58,25 +97,28 @@ pub async fn publish(
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
-    force: bool,
+    opts: DumpOptions,
     signals: Signals,
 ) -> Result<Option<ResourceDumpReport>, Error> {
     let Signals { listed, holds } = signals;
     if !cfg.resource_dump {
         return Ok(None);
     }
+    let per_document = opts.per_document();
     let store = location.objects.as_ref();
     let mut meta: ResourceDumpMeta = get_json(store, RESOURCE_DUMP_META)
         .await?
         .unwrap_or_default();
-    let start = W3cDateTime::now();
+    let clock = state.clock();
+    let start = clock.now();
     let mut dirty = false;
     if meta.doc_pending {
-        write_document(store, base_url, &meta).await?;
+        write_parts(store, base_url, &meta, per_document).await?;
+        write_top(store, base_url, &meta, per_document).await?;
         meta.doc_pending = false;
         dirty = true;
     }
-    let due = force
+    let due = opts.force
         || meta.current.is_none()
         || meta.at.is_none_or(|at| {
             start.unix_nanos() - at.unix_nanos() >= cfg.resource_dump_interval.as_nanos() as i128
@@ -112,25 +154,42 @@ pub async fn publish(
     let _ = holds.send(state.last_seq().await);
 
     let (packages, report) = build(state, location, base_url, policy, cfg, &meta, listed).await?;
+    // An index names at most 50,000 parts (spec 7) of `per_document` packages each.
+    let most = per_document.saturating_mul(MAX_DOCUMENT_ENTRIES as usize);
+    if packages.len() > most {
+        return Err(Error::Dump(rsagg_dump::Error::Invalid {
+            package: RESOURCE_DUMP.into(),
+            section: "11.1",
+            message: format!(
+                "the collection needs more than {most} packages (a Resource Dump Index of \
+                 {MAX_DOCUMENT_ENTRIES} full parts); raise publish.dump_package_bytes or \
+                 publish.dump_package_entries"
+            ),
+        }));
+    }
     // The spool served this dump; the next one is a day away (`resource_dump_interval`),
     // and the spool is bounded: it keeps what is stored from now on instead.
     location.spool.clear().await;
-    let done = W3cDateTime::now();
-    if let Some(old) = meta.current.replace(generation) {
+    let old = meta.current.replace(generation);
+    meta.clean_upto = generation - 1;
+    meta.at = Some(start);
+    meta.packages = packages;
+    // An index's parts, under the new generation (which no document names yet); then the
+    // dump's making has ended.
+    write_parts(store, base_url, &meta, per_document).await?;
+    let done = clock.now();
+    if let Some(old) = old {
         meta.retired
             .push((generation_prefix(old), package::unix_secs(&done)));
     }
-    meta.clean_upto = generation - 1;
-    meta.at = Some(start);
     meta.completed = Some(if done.cmp_instant(&start).is_lt() {
         start
     } else {
         done
     });
-    meta.packages = packages;
     meta.doc_pending = true;
     put_json(store, RESOURCE_DUMP_META, &meta).await?;
-    write_document(store, base_url, &meta).await?;
+    write_top(store, base_url, &meta, per_document).await?;
     meta.doc_pending = false;
     sweep_retired(
         store,
@@ -183,8 +242,10 @@ async fn build(
     listed: oneshot::Sender<()>,
 ) -> Result<(Vec<DumpPackage>, ResourceDumpReport), Error> {
     let previous = Previous::new(location.objects.clone(), &meta.packages);
+    let clock = state.clock();
     let mut out = Packages {
         location,
+        clock,
         // What the harvest before spooled.
         spool: location.spool.reader().await,
         previous: previous.map(tokio::sync::Mutex::new),
@@ -195,7 +256,7 @@ async fn build(
     };
     let (tx, rx) = mpsc::channel(PLAN_QUEUE);
     let listing = async {
-        let planned = plan(state, base_url, policy, cfg, tx).await;
+        let planned = plan(state, base_url, policy, cfg, clock, tx).await;
         drop(listed);
         planned
     };
@@ -239,6 +300,7 @@ async fn plan(
     base_url: &str,
     policy: &LinkPolicy,
     cfg: &PublishConfig,
+    clock: &rsagg_model::Clock,
     tx: mpsc::Sender<Planned>,
 ) -> Result<(), Error> {
     let mut count = 0u64;
@@ -260,7 +322,7 @@ async fn plan(
         let full = count >= cfg.dump_package_entries.max(1)
             || bytes.saturating_add(copy.length) > cfg.dump_package_bytes;
         if count == 0 || full {
-            if tx.send(Planned::Package(W3cDateTime::now())).await.is_err() {
+            if tx.send(Planned::Package(clock.now())).await.is_err() {
                 // The builder failed; its error is reported.
                 return Ok(());
             }
@@ -338,6 +400,8 @@ impl futures::Stream for PackageItems<'_> {
 /// The packages of one generation as they are made.
 struct Packages<'a> {
     location: &'a StoreLocation,
+    /// The state's clock, which the packages' times are read from.
+    clock: &'a rsagg_model::Clock,
     /// The bodies the run spooled, read in slot order.
     spool: Option<rsagg_store::SpoolReader>,
     /// The previous dump's packages, copied from where they hold a bitstream.
@@ -382,16 +446,6 @@ impl Packages<'_> {
         at: W3cDateTime,
     ) -> Result<DumpPackage, Error> {
         let k = self.packages.len() + 1;
-        if k > MAX_PACKAGES {
-            return Err(Error::Dump(rsagg_dump::Error::Invalid {
-                package: RESOURCE_DUMP.into(),
-                section: "11.1",
-                message: format!(
-                    "the collection needs more than {MAX_PACKAGES} packages; raise \
-                     publish.dump_package_bytes or publish.dump_package_entries"
-                ),
-            }));
-        }
         let mut header = Header::new(Root::Urlset, Capability::ResourceDumpManifest);
         if let Some(md) = header.md.as_mut() {
             md.at = Some(at);
@@ -405,7 +459,10 @@ impl Packages<'_> {
             self.location,
             self.spool.as_ref(),
             self.previous.as_ref(),
-            header,
+            package::ManifestHeader {
+                header,
+                clock: self.clock.clone(),
+            },
             items,
             &zip,
             &manifest,
@@ -432,30 +489,100 @@ impl Packages<'_> {
     }
 }
 
-/// `resourcedump.xml` from `meta` (spec 11.1): `at`/`completed` of the snapshot, one entry
-/// per package with its `at`, `completed`, `length`, `type`, `hash` and the link to its
-/// manifest copy.
-async fn write_document(
-    store: &dyn ObjectStore,
-    base_url: &str,
-    meta: &ResourceDumpMeta,
-) -> Result<(), Error> {
-    let md = |at, completed| Md {
+fn md(at: Option<W3cDateTime>, completed: Option<W3cDateTime>) -> Md {
+    Md {
         at,
         completed,
         ..Md::default()
+    }
+}
+
+/// The packages of `meta` cut into the parts of a Resource Dump Index, with each part's
+/// `at` (its first package's) and `completed` (its last package's); empty when one document
+/// holds them all.
+fn parts_of(meta: &ResourceDumpMeta, per_document: usize) -> Vec<(&[DumpPackage], Md)> {
+    if meta.packages.len() <= per_document {
+        return Vec::new();
+    }
+    meta.packages
+        .chunks(per_document)
+        .map(|c| {
+            let (first, last) = (&c[0], &c[c.len() - 1]);
+            (c, md(Some(first.at), Some(last.completed)))
+        })
+        .collect()
+}
+
+/// When `meta`'s packages are more than one document may name, the parts of its Resource
+/// Dump Index (spec 11.1), under its generation's folder: each a Resource Dump of
+/// consecutive packages, with `up` and `index` links; nothing otherwise.
+async fn write_parts(
+    store: &dyn ObjectStore,
+    base_url: &str,
+    meta: &ResourceDumpMeta,
+    per_document: usize,
+) -> Result<(), Error> {
+    let Some(generation) = meta.current else {
+        return Ok(());
     };
-    package::write_dump_document(
-        store,
-        base_url,
-        RESOURCE_DUMP,
-        Capability::ResourceDump,
-        md(meta.at, meta.completed),
-        meta.packages
-            .iter()
-            .map(|p| (&p.info, md(Some(p.at), Some(p.completed)))),
-    )
-    .await
+    for (k, (packages, times)) in parts_of(meta, per_document).into_iter().enumerate() {
+        package::write_dump_document(
+            store,
+            base_url,
+            &part_path(generation, k + 1),
+            Capability::ResourceDump,
+            times,
+            Some(RESOURCE_DUMP),
+            packages
+                .iter()
+                .map(|p| (&p.info, md(Some(p.at), Some(p.completed)))),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// `resourcedump.xml` from `meta` (spec 11.1): `at`/`completed` of the snapshot, then one
+/// entry per package with its `at`, `completed`, `length`, `type`, `hash` and the link to its
+/// manifest copy; or, with more packages than one document may name, the Resource Dump
+/// Index naming the parts [`write_parts`] wrote, each with its `at` and `completed`.
+async fn write_top(
+    store: &dyn ObjectStore,
+    base_url: &str,
+    meta: &ResourceDumpMeta,
+    per_document: usize,
+) -> Result<(), Error> {
+    let parts = parts_of(meta, per_document);
+    match meta.current {
+        Some(generation) if !parts.is_empty() => {
+            package::write_dump_index(
+                store,
+                base_url,
+                RESOURCE_DUMP,
+                Capability::ResourceDump,
+                md(meta.at, meta.completed),
+                parts
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, (_, times))| (part_path(generation, k + 1), times)),
+            )
+            .await
+        }
+        _ => {
+            package::write_dump_document(
+                store,
+                base_url,
+                RESOURCE_DUMP,
+                Capability::ResourceDump,
+                md(meta.at, meta.completed),
+                None,
+                meta.packages
+                    .iter()
+                    .map(|p| (&p.info, md(Some(p.at), Some(p.completed)))),
+            )
+            .await
+        }
+    }
 }
 
 #[cfg(test)]
@@ -491,7 +618,7 @@ mod tests {
             BASE,
             &LinkPolicy::default(),
             cfg,
-            force,
+            DumpOptions::new(force),
             Signals { listed, holds },
         )
         .await
@@ -528,7 +655,7 @@ mod tests {
             BASE,
             &LinkPolicy::default(),
             cfg,
-            true,
+            DumpOptions::new(true),
             Signals::unheard(),
         )
         .await
@@ -570,7 +697,7 @@ mod tests {
             BASE,
             &LinkPolicy::default(),
             &cfg(entries, 1 << 30),
-            true,
+            DumpOptions::new(true),
             Signals::unheard(),
         )
         .await
@@ -628,6 +755,152 @@ mod tests {
         let mut b = format!("resource {i} ").into_bytes();
         b.resize(len.max(b.len()), b'0' + (i % 10) as u8);
         b
+    }
+
+    fn times(md: Option<&Md>) -> (W3cDateTime, W3cDateTime) {
+        let md = md.expect("an rs:md");
+        (md.at.expect("at"), md.completed.expect("completed"))
+    }
+
+    /// `a` lies within `b` (both `(at, completed)`), and each is `at` to a later `completed`.
+    fn within(a: (W3cDateTime, W3cDateTime), b: (W3cDateTime, W3cDateTime), what: &str) {
+        assert!(a.1.cmp_instant(&a.0).is_ge(), "{what}: {a:?}");
+        assert!(b.1.cmp_instant(&b.0).is_ge(), "{what}: {b:?}");
+        assert!(
+            a.0.cmp_instant(&b.0).is_ge() && a.1.cmp_instant(&b.1).is_le(),
+            "{what}: {a:?} not within {b:?}"
+        );
+    }
+
+    /// Spec 11.1: a dump of more packages than one document may name is a Resource Dump
+    /// Index (`<sitemapindex>`, `capability="resourcedump"`) of Resource Dumps of consecutive
+    /// packages, each with `up` to the Capability List and `index` to the index, strictly
+    /// valid; every package is read back whole. Times: the index's `at` is when the rebuild
+    /// began, its `completed` after every package and part was stored (every write takes a
+    /// second of the state's clock, so it is later); each index entry says what its part
+    /// says, and each package's interval lies within its part's, each part's within the
+    /// index's. A rebuild that fits one document is a plain Resource Dump again.
+    #[tokio::test]
+    async fn more_packages_than_one_document_names_make_a_resource_dump_index() {
+        let (inner, mut state) = store().await;
+        let clock = rsagg_model::Clock::manual(W3cDateTime::now());
+        state.set_clock(clock.clone());
+        let objects: Arc<dyn ObjectStore> = Arc::new(Ticking {
+            inner: inner.clone(),
+            clock: clock.clone(),
+            step: Duration::from_secs(1),
+        });
+        let mut bodies = Vec::new();
+        for i in 0..7 {
+            change(
+                &inner,
+                &state,
+                &i.to_string(),
+                Change::Created,
+                &body(i, 20),
+            )
+            .await;
+            bodies.push(body(i, 20));
+        }
+        let location = StoreLocation::new("memory://", objects.clone());
+        let opts = DumpOptions {
+            force: true,
+            document_entries: 3,
+        };
+        let started = clock.now();
+        let report = publish(
+            &state,
+            &location,
+            BASE,
+            &LinkPolicy::default(),
+            &cfg(1, 1 << 20),
+            opts,
+            Signals::unheard(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!((report.packages, report.resources), (7, 7));
+
+        let (header, parts) = strict(&get(&objects, RESOURCE_DUMP).await);
+        assert_eq!(header.root, Root::Sitemapindex);
+        assert_eq!(header.capability(), Some(&Capability::ResourceDump));
+        assert_eq!(
+            header.link("up").unwrap().href,
+            format!("{BASE}capabilitylist.xml")
+        );
+        let index = times(header.md.as_ref());
+        assert_eq!(index.0, started, "`at`: when the rebuild began");
+        assert!(
+            index.1.cmp_instant(&index.0).is_gt(),
+            "{index:?}: it took time"
+        );
+        let names: Vec<&str> = parts
+            .iter()
+            .map(|e| e.loc.strip_prefix(BASE).unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "resourcedump/g1/resourcedump-00001.xml",
+                "resourcedump/g1/resourcedump-00002.xml",
+                "resourcedump/g1/resourcedump-00003.xml"
+            ]
+        );
+        let mut got = Vec::new();
+        let mut sizes = Vec::new();
+        for (e, name) in parts.iter().zip(&names) {
+            let (part, packages) = strict(&get(&objects, name).await);
+            assert_eq!(part.root, Root::Urlset);
+            assert_eq!(part.capability(), Some(&Capability::ResourceDump));
+            assert_eq!(
+                part.link("up").unwrap().href,
+                format!("{BASE}capabilitylist.xml")
+            );
+            assert_eq!(
+                part.link("index").unwrap().href,
+                format!("{BASE}{RESOURCE_DUMP}")
+            );
+            let part_times = times(part.md.as_ref());
+            assert_eq!(times(e.md.as_ref()), part_times, "{name}: as the part says");
+            within(part_times, index, name);
+            sizes.push(packages.len());
+            for p in &packages {
+                let back = read_package(&objects, p).await;
+                let package_times = times(back.header.md.as_ref());
+                assert_eq!(times(p.md.as_ref()), package_times, "{}", p.loc);
+                within(package_times, part_times, &p.loc);
+                got.extend(back.bodies.into_iter().map(Option::unwrap));
+            }
+        }
+        assert_eq!(sizes, [3, 3, 1]);
+        got.sort();
+        bodies.sort();
+        assert_eq!(got, bodies, "every resource once");
+
+        // Rebuilt within one document's bound: a Resource Dump again, its parts' generation
+        // retired with the packages.
+        let report = publish(
+            &state,
+            &location,
+            BASE,
+            &LinkPolicy::default(),
+            &cfg(10, 1 << 20),
+            opts,
+            Signals::unheard(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(report.packages, 1);
+        let (names, _) = dump(&objects).await;
+        assert_eq!(names, ["resourcedump/g2/part-00001.zip"]);
+        let meta: ResourceDumpMeta = get_json(objects.as_ref(), RESOURCE_DUMP_META)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(meta.retired[0].0, "resourcedump/g1/");
+        state.close().await.unwrap();
     }
 
     #[tokio::test]

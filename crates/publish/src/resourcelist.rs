@@ -25,6 +25,20 @@
 //! when the entries were rendered under another base URL or link policy, when more resources
 //! changed than a patch holds in memory ([`PATCH_MAX_CHANGED`]), or when a part outgrew its
 //! bound (the collection is then re-cut into more parts).
+//!
+//! # Times (spec 10.2, Appendix A)
+//!
+//! Every time is read from the state's clock (the one its commit times come from). A
+//! publish takes `at` before it reads the change log, so every change committed before `at`
+//! is in what it reads. Each part it writes carries that `at` and, as `completed`, the time
+//! its last entry had been written; the index it writes carries that `at` and, as
+//! `completed`, the time after its last part was stored. Each `<sitemap>` entry of the index
+//! repeats the `at` and `completed` of the part it names, as that part's document has them
+//! (kept in [`ResourceListMeta::part_times`]): a part a publish left alone keeps its older
+//! times, and stays true as of the index's `at`, since the publish read the change log from
+//! the previous publish on and none of the part's resources changed. So the index's `at` is
+//! the latest `at` of its parts (that of every part the publish wrote), its `completed` is
+//! at or after the `completed` of every part, and `completed` is never before `at`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -32,7 +46,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, ObjectStoreExt};
-use rsagg_model::{Capability, Header, Link, Md, Root, UrlEntry, W3cDateTime};
+use rsagg_model::{Capability, Clock, Header, Link, Md, Root, UrlEntry, W3cDateTime};
 use rsagg_store::documents::{get_json, put, put_json, sweep_retired};
 use rsagg_store::{State, slot_of};
 
@@ -99,6 +113,10 @@ pub async fn publish_with(
     let mut meta: ResourceListMeta = get_json(store, RESOURCE_LIST_META)
         .await?
         .unwrap_or_default();
+    // When taking the snapshot starts (spec 10.2 `at`): before the change log is read, so
+    // that every change committed before it is in what this publish reads.
+    let clock = state.clock();
+    let at = clock.now();
     let last = state.last_seq().await;
     let rendered_with = format!("{base_url} {}", policy.fingerprint());
     let r = Render {
@@ -106,13 +124,18 @@ pub async fn publish_with(
         objects,
         base_url,
         policy,
-        now: W3cDateTime::now(),
+        at,
+        clock,
         generation: meta.generation + 1,
     };
     meta.generation = r.generation;
     // The parts holding a resource changed since the last publish, with those resources;
-    // `None` when every part is rebuilt instead.
-    let patch = if meta.parts.is_empty() || meta.rendered_with != rendered_with {
+    // `None` when every part is rebuilt instead (also when the parts' times were not
+    // recorded: the index could not say them).
+    let patch = if meta.parts.is_empty()
+        || meta.rendered_with != rendered_with
+        || meta.part_times.len() != meta.parts.len()
+    {
         None
     } else {
         changed_by_part(state, meta.seq + 1, meta.parts.len()).await?
@@ -129,12 +152,13 @@ pub async fn publish_with(
                 async move { r.patch_part(k, n, old, keys).await.map(|w| (k, w)) }
             })
             .buffer_unordered(PARTS_AT_ONCE);
-        while let Some((k, (name, count, xml))) = done.try_next().await? {
+        while let Some((k, (name, count, xml, times))) = done.try_next().await? {
             if n == 1 {
                 single = Some(xml);
             }
             recut |= count > part_max && n < MAX_PARTS;
-            retire(&mut meta, k, name, count, r.now, grace);
+            retire(&mut meta, k, name, count, at, grace);
+            meta.part_times[k] = times;
             rewritten.push(k);
         }
     }
@@ -143,21 +167,26 @@ pub async fn publish_with(
         let count = state.count_present().await?;
         let n = parts_for(count, part_max);
         for k in 0..meta.parts.len() {
-            retire(&mut meta, k, String::new(), 0, r.now, grace);
+            retire(&mut meta, k, String::new(), 0, at, grace);
         }
         meta.parts = vec![(String::new(), 0); n];
-        for (k, (name, count, xml)) in r.write_all_parts(n).await? {
+        meta.part_times = vec![PartTimes { at, completed: at }; n];
+        for (k, (name, count, xml, times)) in r.write_all_parts(n).await? {
             if n == 1 {
                 single = Some(xml);
             }
             meta.parts[k] = (name, count);
+            meta.part_times[k] = times;
         }
         rewritten = (0..n).collect();
         meta.rendered_with = rendered_with;
     }
     rewritten.sort_unstable();
     if !rewritten.is_empty() {
-        write_top(store, base_url, &meta, r.now, single).await?;
+        // Every part is stored: the index's making ends here.
+        let completed = latest(at, clock.now());
+        let times = PartTimes { at, completed };
+        write_top(store, base_url, &meta, times, single).await?;
     }
     let moved = meta.seq != last;
     meta.seq = last;
@@ -168,7 +197,7 @@ pub async fn publish_with(
         .drain(..)
         .map(|(name, t)| (part_path(&name), t))
         .collect();
-    let swept = sweep_retired(store, &mut retired, r.now.instant().0, grace).await?;
+    let swept = sweep_retired(store, &mut retired, clock.now().instant().0, grace).await?;
     meta.retired = retired
         .into_iter()
         .map(|(path, t)| (part_name(path), t))
@@ -237,27 +266,36 @@ async fn changed_by_part(
     Ok(Some(dirty))
 }
 
+/// `b` unless it is before `a` (a clock stepping back must not give `completed` before
+/// `at`).
+fn latest(a: W3cDateTime, b: W3cDateTime) -> W3cDateTime {
+    if b.cmp_instant(&a).is_lt() { a } else { b }
+}
+
 /// What rendering a part needs.
 struct Render<'a> {
     state: &'a State,
     objects: &'a Arc<dyn ObjectStore>,
     base_url: &'a str,
     policy: &'a LinkPolicy,
-    now: W3cDateTime,
+    /// When this publish began (every part it writes has this `at`).
+    at: W3cDateTime,
+    /// The state's clock, which says when a part's making ended.
+    clock: &'a Clock,
     generation: u64,
 }
 
-/// A written part: its object name, its entries and its document.
-type Written = (String, u64, bytes::Bytes);
+/// A written part: its object name, its entries, its document and its times.
+type Written = (String, u64, bytes::Bytes, PartTimes);
 
 impl Render<'_> {
-    /// The part's document up to its first entry: `rs:md` with this publish's `at` and
-    /// `completed`, `up` to the Capability List, `index` when there are several parts.
-    fn header(&self, parts: usize) -> Vec<u8> {
+    /// The part's document up to its first entry: `rs:md` with `times`, `up` to the
+    /// Capability List, `index` when there are several parts.
+    fn header(&self, parts: usize, times: PartTimes) -> Vec<u8> {
         let mut header = Header::new(Root::Urlset, Capability::ResourceList);
         if let Some(md) = header.md.as_mut() {
-            md.at = Some(self.now);
-            md.completed = Some(self.now);
+            md.at = Some(times.at);
+            md.completed = Some(times.completed);
         }
         header.links.push(up_link(self.base_url));
         if parts > 1 {
@@ -289,18 +327,34 @@ impl Render<'_> {
         }
     }
 
-    /// Stores a finished part document as part `k` of this generation.
-    async fn put_part(&self, k: usize, mut xml: Vec<u8>, count: u64) -> Result<Written, Error> {
+    /// Stores part `k` of `parts` of this generation, its encoded `entries` (`count` of
+    /// them) under its header: its making ended once the last entry was written, which its
+    /// `completed` says.
+    async fn put_part(
+        &self,
+        k: usize,
+        parts: usize,
+        entries: Vec<u8>,
+        count: u64,
+    ) -> Result<Written, Error> {
+        let times = PartTimes {
+            at: self.at,
+            completed: latest(self.at, self.clock.now()),
+        };
+        let mut xml = self.header(parts, times);
+        xml.reserve(entries.len() + end_tag(Root::Urlset).len());
+        xml.extend_from_slice(&entries);
+        drop(entries);
         xml.extend_from_slice(end_tag(Root::Urlset));
         let name = format!("part-{k:05}-g{}.xml", self.generation);
         let xml = bytes::Bytes::from(xml);
         put(self.objects.as_ref(), &part_path(&name), xml.clone()).await?;
-        Ok((name, count, xml))
+        Ok((name, count, xml, times))
     }
 
     /// Builds part `k` of `parts` from the state: every present resource of its slots.
     async fn write_part(&self, k: usize, parts: usize) -> Result<Written, Error> {
-        let mut xml = self.header(parts);
+        let mut xml = Vec::new();
         // Looked up LOOKUPS_AHEAD at a time, in slot order.
         let mut records = std::pin::pin!(
             self.state
@@ -311,7 +365,7 @@ impl Render<'_> {
         while let Some((upstream, record)) = records.try_next().await? {
             count += u64::from(self.encode(&upstream, &record, &mut xml));
         }
-        self.put_part(k, xml, count).await
+        self.put_part(k, parts, xml, count).await
     }
 
     /// Builds all `parts` parts from one scan of the state in slot order (each part is a
@@ -329,7 +383,7 @@ impl Render<'_> {
         );
         let mut written = Vec::with_capacity(parts);
         let mut puts = futures::stream::FuturesUnordered::new();
-        let (mut k, mut xml, mut count) = (0usize, self.header(parts), 0u64);
+        let (mut k, mut xml, mut count) = (0usize, Vec::new(), 0u64);
         loop {
             let next = records.try_next().await?;
             // The part the next record belongs to (past the last one at the end): every
@@ -339,16 +393,16 @@ impl Render<'_> {
                 None => parts,
             };
             while k < upto {
-                let done = std::mem::replace(&mut xml, self.header(parts));
+                let done = std::mem::take(&mut xml);
                 let n = std::mem::take(&mut count);
                 let at = k;
                 // A part's document is kept only when it is the only one (it is then
                 // `resourcelist.xml` too): held for every part, a 10^6 rebuild held them all.
                 let keep = parts == 1;
                 puts.push(async move {
-                    let (name, n, xml) = self.put_part(at, done, n).await?;
+                    let (name, n, xml, times) = self.put_part(at, parts, done, n).await?;
                     let xml = if keep { xml } else { bytes::Bytes::new() };
-                    Ok::<_, Error>((at, (name, n, xml)))
+                    Ok::<_, Error>((at, (name, n, xml, times)))
                 });
                 while puts.len() >= PARTS_AT_ONCE {
                     if let Some(w) = puts.try_next().await? {
@@ -418,7 +472,7 @@ impl Render<'_> {
             let listed = record.is_some_and(|r| self.encode(&upstream, &r, &mut entry));
             fresh.insert(loc, listed.then_some(entry));
         }
-        let mut xml = self.header(parts);
+        let mut xml = Vec::with_capacity(old_xml.len());
         let Some(count) = patch_entries(&old_xml, &mut fresh, &mut xml) else {
             tracing::warn!(part = %path, "published part not in rsagg's form: rebuilt from the state");
             return self.write_part(k, parts).await;
@@ -429,7 +483,7 @@ impl Render<'_> {
             xml.extend_from_slice(&entry);
             count += 1;
         }
-        self.put_part(k, xml, count).await
+        self.put_part(k, parts, xml, count).await
     }
 }
 
@@ -485,12 +539,12 @@ fn slot_range(k: usize, parts: usize) -> std::ops::RangeInclusive<u16> {
 }
 
 /// `resourcelist.xml`: the single part's document (`single`, just written) when there is
-/// one part, else the index.
+/// one part, else the index, with `times` and, in each part's entry, that part's own times.
 async fn write_top(
     store: &dyn ObjectStore,
     base_url: &str,
     meta: &ResourceListMeta,
-    now: W3cDateTime,
+    times: PartTimes,
     single: Option<bytes::Bytes>,
 ) -> Result<(), Error> {
     let body = if let (1, Some(xml)) = (meta.parts.len(), single) {
@@ -498,18 +552,23 @@ async fn write_top(
     } else {
         let mut header = Header::new(Root::Sitemapindex, Capability::ResourceList);
         if let Some(md) = header.md.as_mut() {
-            md.at = Some(now);
-            md.completed = Some(now);
+            md.at = Some(times.at);
+            md.completed = Some(times.completed);
         }
         header.links.push(up_link(base_url));
-        let entries = meta.parts.iter().map(|(name, _)| UrlEntry {
-            loc: format!("{base_url}{}", part_path(name)),
-            md: Some(Md {
-                at: Some(now),
-                ..Md::default()
-            }),
-            ..UrlEntry::default()
-        });
+        let entries = meta
+            .parts
+            .iter()
+            .zip(&meta.part_times)
+            .map(|((name, _), t)| UrlEntry {
+                loc: format!("{base_url}{}", part_path(name)),
+                md: Some(Md {
+                    at: Some(t.at),
+                    completed: Some(t.completed),
+                    ..Md::default()
+                }),
+                ..UrlEntry::default()
+            });
         bytes::Bytes::from(document(&header, entries))
     };
     put(store, "resourcelist.xml", body).await?;
@@ -519,6 +578,127 @@ async fn write_top(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::package::testing::{Ticking, change, get, store, strict};
+    use rsagg_model::Change;
+
+    /// A document's `at` and `completed`.
+    fn times_of(md: Option<&Md>) -> (W3cDateTime, W3cDateTime) {
+        let md = md.expect("an rs:md");
+        (md.at.expect("at"), md.completed.expect("completed"))
+    }
+
+    /// `resourcelist.xml` as an index (strictly valid) and its parts: per part, its name,
+    /// the times its index entry gives and the times its own document gives.
+    type Parts = Vec<(
+        String,
+        (W3cDateTime, W3cDateTime),
+        (W3cDateTime, W3cDateTime),
+    )>;
+    async fn index_and_parts(
+        objects: &Arc<dyn ObjectStore>,
+    ) -> ((W3cDateTime, W3cDateTime), Parts) {
+        let (header, entries) = strict(&get(objects, RESOURCE_LIST).await);
+        assert_eq!(header.root, Root::Sitemapindex);
+        let mut parts = Vec::new();
+        for e in &entries {
+            let name = e.loc.strip_prefix(BASE).unwrap().to_owned();
+            let (part, _) = strict(&get(objects, &name).await);
+            assert_eq!(part.root, Root::Urlset);
+            assert_eq!(
+                part.link("index").unwrap().href,
+                format!("{BASE}{RESOURCE_LIST}")
+            );
+            parts.push((name, times_of(e.md.as_ref()), times_of(part.md.as_ref())));
+        }
+        (times_of(header.md.as_ref()), parts)
+    }
+
+    const BASE: &str = crate::package::testing::BASE;
+
+    /// Spec 10.2: an index's `at` is when the publish that wrote it began (before it read
+    /// the change log), its `completed` when its last part was stored; each entry of it
+    /// says what the part's own document says; a part a patch left alone keeps its older
+    /// times, one it rewrote has the index's `at`. Every write takes a second of the state's
+    /// clock, so a publish takes time on it and `completed` is after `at`.
+    #[tokio::test]
+    async fn a_patched_index_and_its_parts_agree_on_their_times() {
+        let (inner, mut state) = store().await;
+        let clock = Clock::manual(W3cDateTime::now());
+        state.set_clock(clock.clone());
+        let objects: Arc<dyn ObjectStore> = Arc::new(Ticking {
+            inner: inner.clone(),
+            clock: clock.clone(),
+            step: Duration::from_secs(1),
+        });
+        for i in 0..40 {
+            change(&inner, &state, &i.to_string(), Change::Created, b"v1").await;
+        }
+        let policy = LinkPolicy::default();
+        let grace = Duration::from_secs(3600);
+        let started = clock.now();
+        let written = publish_with(&state, &objects, BASE, &policy, 10, grace)
+            .await
+            .unwrap();
+        assert!(written.len() >= 4, "{written:?}");
+        let ((at1, done1), parts) = index_and_parts(&objects).await;
+        assert_eq!(at1, started, "`at`: when the publish began");
+        assert!(
+            done1.cmp_instant(&at1).is_gt(),
+            "{done1} after {at1}: the parts took time"
+        );
+        for (name, entry, doc) in &parts {
+            assert_eq!(entry, doc, "{name}: the index says what the part says");
+            assert_eq!(doc.0, at1, "{name}");
+            assert!(doc.1.cmp_instant(&doc.0).is_ge(), "{name}");
+            assert!(
+                doc.1.cmp_instant(&done1).is_le(),
+                "{name} ended before the index"
+            );
+        }
+        // Parts made after others were stored ended later than they began.
+        assert!(
+            parts
+                .iter()
+                .any(|(_, _, doc)| doc.1.cmp_instant(&at1).is_gt())
+        );
+
+        // An hour later one resource changes: the patch rewrites the one part holding it.
+        clock.advance(Duration::from_secs(3600));
+        change(&inner, &state, "7", Change::Updated, b"v2").await;
+        let started = clock.now();
+        let written = publish_with(&state, &objects, BASE, &policy, 10, grace)
+            .await
+            .unwrap();
+        assert_eq!(written.len(), 1, "{written:?}");
+        let ((at2, done2), patched) = index_and_parts(&objects).await;
+        assert_eq!(at2, started);
+        assert!(done2.cmp_instant(&at2).is_gt(), "{done2} after {at2}");
+        assert_eq!(patched.len(), parts.len());
+        let mut latest = None::<W3cDateTime>;
+        for (k, ((name, entry, doc), (old_name, _, old_doc))) in
+            patched.iter().zip(&parts).enumerate()
+        {
+            assert_eq!(entry, doc, "{name}: the index says what the part says");
+            assert!(doc.1.cmp_instant(&doc.0).is_ge() && doc.1.cmp_instant(&done2).is_le());
+            if k == written[0] {
+                assert_ne!(name, old_name);
+                assert_eq!(doc.0, at2, "rewritten by this publish: its `at`");
+            } else {
+                assert_eq!(
+                    (name, doc),
+                    (old_name, old_doc),
+                    "left alone: its older times"
+                );
+                assert!(doc.0.cmp_instant(&at2).is_lt());
+            }
+            latest = Some(match latest {
+                Some(t) if t.cmp_instant(&doc.0).is_ge() => t,
+                _ => doc.0,
+            });
+        }
+        assert_eq!(latest, Some(at2), "the index's `at` is its latest part's");
+        state.close().await.unwrap();
+    }
 
     #[test]
     fn slot_ranges_cover_every_slot_once() {

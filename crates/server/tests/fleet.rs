@@ -139,6 +139,7 @@ async fn write_runs(objects: &Arc<dyn ObjectStore>, name: &str, failed: bool, cr
         parts: vec![("part-00000-g1.xml".into(), RESOURCES)],
         retired: vec![],
         rendered_with: String::new(),
+        part_times: vec![],
     };
     put_json(objects, RESOURCE_LIST_META, &meta).await;
 }
