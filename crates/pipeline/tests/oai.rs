@@ -676,25 +676,15 @@ async fn no_records_match_in_a_422_is_an_empty_list() {
 /// the token (not an endless harvest); what it gave is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_looping_resumption_token_stops_the_list_naming_the_token() {
-    let repo = Arc::new(Mutex::new(Repo {
-        loop_token: true,
-        ..Repo::default()
-    }));
-    for i in 1..=6 {
-        repo.lock()
-            .unwrap()
-            .put(&format!("oai:l:{i}"), "2024-12-01T00:00:00Z", "L");
-    }
-    let base = serve(repo.clone()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let p = pipeline(&base, dir.path(), "");
-    let r = tokio::time::timeout(
-        std::time::Duration::from_secs(60),
-        run_once(&p, &RunOptions::default()),
+    let (_, r) = one_bounded_run(
+        Repo {
+            loop_token: true,
+            ..Repo::default()
+        },
+        "l",
+        6,
     )
-    .await
-    .expect("the harvest ends")
-    .unwrap();
+    .await;
     let u = only(&r);
     assert_eq!(u.verdict, Verdict::Failed, "{r:?}");
     let error = u.error.as_deref().unwrap_or_default();
@@ -732,25 +722,15 @@ async fn identify_is_asked_once_per_run() {
 /// `MAX_EMPTY_PAGES` (100) pages in a row without a record, naming the last token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_of_empty_pages_stops_the_list() {
-    let repo = Arc::new(Mutex::new(Repo {
-        endless_empty: true,
-        ..Repo::default()
-    }));
-    for i in 1..=3 {
-        repo.lock()
-            .unwrap()
-            .put(&format!("oai:e:{i}"), "2024-12-01T00:00:00Z", "E");
-    }
-    let base = serve(repo.clone()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let p = pipeline(&base, dir.path(), "");
-    let r = tokio::time::timeout(
-        std::time::Duration::from_secs(60),
-        run_once(&p, &RunOptions::default()),
+    let (repo, r) = one_bounded_run(
+        Repo {
+            endless_empty: true,
+            ..Repo::default()
+        },
+        "e",
+        3,
     )
-    .await
-    .expect("the harvest ends")
-    .unwrap();
+    .await;
     let u = only(&r);
     assert_eq!(u.verdict, Verdict::Failed, "{r:?}");
     let error = u.error.as_deref().unwrap_or_default();
@@ -838,4 +818,26 @@ async fn pages_that_are_not_well_formed_lose_only_what_cannot_be_read() {
     // Page one's two records and page two's whole one; the cut record is quarantined.
     assert_eq!((u.created, u.quarantined), (3, 1), "{r:?}");
     assert_eq!(u.checkpoint, None, "the checkpoint stays: {r:?}");
+}
+
+/// A provider behaving as `repo` says, holding records `oai:{prefix}:1..=n` of 2024-12-01,
+/// served and harvested once (bounded: a harvest that never ends fails the test).
+async fn one_bounded_run(repo: Repo, prefix: &str, n: usize) -> (Arc<Mutex<Repo>>, RunReport) {
+    let repo = Arc::new(Mutex::new(repo));
+    for i in 1..=n {
+        repo.lock()
+            .unwrap()
+            .put(&format!("oai:{prefix}:{i}"), "2024-12-01T00:00:00Z", "R");
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        run_once(&p, &RunOptions::default()),
+    )
+    .await
+    .expect("the harvest ends")
+    .unwrap();
+    (repo, r)
 }
