@@ -1,11 +1,16 @@
 //! Baseline and incremental from the upstream's dumps (spec 11, 13): packages are
 //! downloaded, checked and their bitstreams stored as if fetched one by one.
+//!
+//! A dump may be a Resource Dump Index or a Change Dump Index (spec 11.1, 13.1): its parts
+//! are read one after the other ([`crate::lists::DumpDocuments`]), each part's packages
+//! taken before the next part is fetched, so a dump of any size is followed holding one
+//! part's entries at a time; a Change Dump Index's parts are read in `from` order, and those
+//! that end before the checkpoint are not fetched.
 
 use futures::StreamExt;
 use rsagg_fetch::CapabilitySet;
 use rsagg_model::{Capability, Change, HashAlgorithm, UrlEntry, W3cDateTime};
 use rsagg_store::{Checkpoint, ResourceRecord};
-use tokio::sync::mpsc;
 use url::Url;
 
 use crate::Error;
@@ -18,24 +23,6 @@ use crate::seen::{Seen, key};
 use rsagg_layout::report::UpstreamReport;
 
 impl Harvest {
-    /// Reads every package entry of a dump document (or index) at `url`: packages are few
-    /// (each holds many resources), so their entries are kept.
-    pub(crate) async fn dump_packages(
-        &self,
-        url: &Url,
-    ) -> Result<(rsagg_model::Header, Vec<(Url, UrlEntry)>), Error> {
-        let (tx, mut rx) = mpsc::channel::<(Url, UrlEntry)>(64);
-        let docs = self.docs();
-        let (header, packages) = futures::join!(docs.stream_entries(url, tx), async {
-            let mut v = Vec::new();
-            while let Some(p) = rx.recv().await {
-                v.push(p);
-            }
-            v
-        });
-        Ok((header?, packages))
-    }
-
     /// Downloads, checks and opens one package of a dump.
     pub(crate) async fn open_package(
         &self,
@@ -67,11 +54,49 @@ impl Harvest {
             });
         };
         let started = W3cDateTime::now();
-        let (header, packages) = self.bounded(self.dump_packages(&dump_url)).await?;
+        let docs = self.docs();
+        let mut dump = self.bounded(docs.dump_documents(&dump_url)).await?;
         let mut listed = Seen::new(self.ctx.listed);
         let mut committer = Committer::new(&self.ctx, &self.up.name, set.url.as_str());
         let mut all_ok = true;
-        for (base, entry) in &packages {
+        // The dump's documents one after the other: the next part of an index only once
+        // the packages of the one before are stored.
+        loop {
+            let next = match self.bounded(dump.next(&docs, |_| false)).await {
+                Ok(next) => next,
+                Err(e) if e.is_deadline() => {
+                    committer.flush().await?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
+            let Some((base, packages)) = next else {
+                break;
+            };
+            all_ok &= self
+                .baseline_packages(set, &base, &packages, &mut listed, &mut committer, report)
+                .await?;
+        }
+        let at = dump.header.md.as_ref().and_then(|m| m.at);
+        self.finish_sync(
+            set, &dump_url, listed, committer, all_ok, at, started, false, false, report,
+        )
+        .await
+    }
+
+    /// The packages `packages` of one Resource Dump document (at `base`) into `committer`,
+    /// each listed in `listed`; false when some resource failed.
+    async fn baseline_packages(
+        &self,
+        set: &CapabilitySet,
+        base: &Url,
+        packages: &[UrlEntry],
+        listed: &mut Seen,
+        committer: &mut Committer<'_>,
+        report: &mut UpstreamReport,
+    ) -> Result<bool, Error> {
+        let mut all_ok = true;
+        for entry in packages {
             if self.past_deadline() {
                 // What was stored is committed; no deletions, no checkpoint (as for a list
                 // not read to its end): the next run takes the dump up again.
@@ -106,11 +131,7 @@ impl Harvest {
                 });
             }
         }
-        let at = header.md.as_ref().and_then(|m| m.at);
-        self.finish_sync(
-            set, &dump_url, listed, committer, all_ok, at, started, false, false, report,
-        )
-        .await
+        Ok(all_ok)
     }
 
     /// Incremental from the Change Dump (spec 13) when there is no Change List: packages
@@ -123,18 +144,26 @@ impl Harvest {
         check_gap: bool,
         report: &mut UpstreamReport,
     ) -> Result<Incremental, Error> {
-        let (header, mut packages) = self.bounded(self.dump_packages(cd)).await?;
+        let docs = self.docs();
+        let mut dump = self.bounded(docs.dump_documents(cd)).await?;
         let key = |e: &UrlEntry| e.md.as_ref().and_then(|m| m.from);
-        packages.sort_by(|a, b| match (key(&a.1), key(&b.1)) {
-            (Some(x), Some(y)) => x.cmp_instant(&y),
-            _ => std::cmp::Ordering::Equal,
-        });
+        let by_from = |packages: &mut Vec<UrlEntry>| {
+            packages.sort_by(|a, b| match (key(a), key(b)) {
+                (Some(x), Some(y)) => x.cmp_instant(&y),
+                _ => std::cmp::Ordering::Equal,
+            })
+        };
+        // The first document, when the gap check needs its first package.
+        let mut first = None;
         if check_gap {
-            let oldest = header
-                .md
-                .as_ref()
-                .and_then(|m| m.from)
-                .or_else(|| packages.first().and_then(|p| key(&p.1)));
+            let mut oldest = dump.header.md.as_ref().and_then(|m| m.from);
+            if oldest.is_none() {
+                first = self.bounded(dump.next(&docs, |_| false)).await?;
+                if let Some((_, packages)) = first.as_mut() {
+                    by_from(packages);
+                    oldest = packages.first().and_then(key);
+                }
+            }
             if let (Some(oldest), Some(done)) = (oldest, cp.instant)
                 && oldest.cmp_instant(&done).is_gt()
             {
@@ -143,7 +172,44 @@ impl Harvest {
                 )));
             }
         }
-        for (base, entry) in &packages {
+        loop {
+            // A part of an index that ends before the checkpoint is not fetched.
+            let done = cp.instant;
+            let before = move |e: &UrlEntry| {
+                let until = e.md.as_ref().and_then(|m| m.until);
+                matches!((until, done), (Some(u), Some(c)) if u.cmp_instant(&c).is_lt())
+            };
+            let next = match first.take() {
+                Some(first) => Some(first),
+                // Every earlier package's changes are committed with the checkpoint.
+                None => self.bounded(dump.next(&docs, before)).await?,
+            };
+            let Some((base, mut packages)) = next else {
+                break;
+            };
+            by_from(&mut packages);
+            if let Some(done) = self
+                .incremental_packages(set, cd, &base, &packages, cp, report)
+                .await?
+            {
+                return Ok(done);
+            }
+        }
+        Ok(Incremental::Done)
+    }
+
+    /// The packages `packages` of one Change Dump document (at `base`) after the checkpoint,
+    /// in order, moving `cp` per change; `Some` when the pass ends here.
+    async fn incremental_packages(
+        &self,
+        set: &CapabilitySet,
+        cd: &Url,
+        base: &Url,
+        packages: &[UrlEntry],
+        cp: &mut Checkpoint,
+        report: &mut UpstreamReport,
+    ) -> Result<Option<Incremental>, Error> {
+        for entry in packages {
             let until = entry.md.as_ref().and_then(|m| m.until);
             if let (Some(u), Some(c)) = (until, cp.instant)
                 && u.cmp_instant(&c).is_lt()
@@ -177,7 +243,7 @@ impl Harvest {
                 };
                 if !committer.add(outcome, report).await? {
                     committer.flush().await?;
-                    return Ok(Incremental::Done);
+                    return Ok(Some(Incremental::Done));
                 }
                 cp.advance(t.as_ref(), k);
                 cp.changelist = Some(cd.to_string());
@@ -192,7 +258,7 @@ impl Harvest {
                 });
             }
         }
-        Ok(Incremental::Done)
+        Ok(None)
     }
 
     /// Stores one item of a package, verified against its manifest entry; an item whose bytes

@@ -9,7 +9,14 @@
 //! them, in `from` order; an archive of Resource Lists (Resource Dumps), which lists
 //! snapshots over time rather than parts of one, by its newest snapshot alone (reading them
 //! all would bring back resources deleted since).
+//!
+//! Dumps (spec 11.1, 13.1) are read by document ([`Docs::dump_documents`]): the dump, or the
+//! parts of a Resource Dump Index or Change Dump Index one after the other, each part's
+//! package entries held (at most [`MAX_DUMP_ENTRIES`]) while its packages are taken, and the
+//! next part fetched only then, so a pass over a dump of any size holds one index and one
+//! part of it.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -45,6 +52,116 @@ impl Stream for Entries {
 
 /// Documents one archive may list (its own entries, or those of its parts).
 pub(crate) const MAX_ARCHIVE_ENTRIES: usize = 100_000;
+
+/// Most entries read from one dump document or dump index (twice the spec's 50,000 per
+/// document, spec 7): the bound on what a pass over a dump holds of it at once.
+pub(crate) const MAX_DUMP_ENTRIES: usize = 100_000;
+
+/// A document a dump is made of, in the order it is read ([`DumpDocuments`]).
+#[derive(Debug)]
+enum DumpDoc {
+    /// Read already: its URL and its entries (the packages).
+    Read(Url, Vec<UrlEntry>),
+    /// Listed by an index, or by a legacy archive (then it may be an index itself), with its
+    /// entry there; opened when its turn comes.
+    Listed {
+        url: Url,
+        entry: Box<UrlEntry>,
+        may_be_index: bool,
+    },
+}
+
+/// The documents of packages a dump's URL leads to, read one after the other
+/// ([`DumpDocuments::next`]): the dump itself, or the parts of its index (spec 11.1: a
+/// Resource Dump Index; 13.1: a Change Dump Index) in `from` order (document order when
+/// they have none), or what a legacy archive stands for.
+#[derive(Debug)]
+pub(crate) struct DumpDocuments {
+    /// The header of the document at the dump's URL (an index's, when it is one; the newest
+    /// snapshot's, for a legacy archive of snapshots).
+    pub header: Header,
+    queue: VecDeque<DumpDoc>,
+}
+
+impl DumpDocuments {
+    /// The next document of packages: its URL (which its entries are resolved against) and
+    /// its entries; `None` after the last. A part for which `skip` says so (from its entry
+    /// in the index) is not fetched.
+    pub async fn next(
+        &mut self,
+        docs: &Docs<'_>,
+        skip: impl Fn(&UrlEntry) -> bool,
+    ) -> Result<Option<(Url, Vec<UrlEntry>)>, Error> {
+        while let Some(d) = self.queue.pop_front() {
+            match d {
+                DumpDoc::Read(url, entries) => return Ok(Some((url, entries))),
+                DumpDoc::Listed {
+                    url,
+                    entry,
+                    may_be_index,
+                } => {
+                    if skip(&entry) {
+                        continue;
+                    }
+                    let doc = docs.open(&url).await?;
+                    if archive_of(doc.header()).is_some() {
+                        return Err(Error::Upstream {
+                            url: url.to_string(),
+                            section: "7",
+                            message: "listed as a part of a dump but is an archive".into(),
+                        });
+                    }
+                    for d in read_dump_doc(doc, may_be_index).await?.into_iter().rev() {
+                        self.queue.push_front(d);
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Reads the open dump document `doc` whole: a `<urlset>` as its package entries, an index
+/// (refused unless `may_be_index`: an index lists dumps, not indexes) as its parts, in
+/// `from` order. More than [`MAX_DUMP_ENTRIES`] entries is an error of the document.
+async fn read_dump_doc(mut doc: OpenDoc, may_be_index: bool) -> Result<Vec<DumpDoc>, Error> {
+    let root = doc.header().root;
+    let url = doc.url.clone();
+    if root == Root::Sitemapindex && !may_be_index {
+        return Err(Error::Upstream {
+            url: url.to_string(),
+            section: "11.1",
+            message: "a part of a dump index must be a <urlset>, not another index".into(),
+        });
+    }
+    let mut entries = Vec::new();
+    while let Some(e) = doc.next().await? {
+        if entries.len() == MAX_DUMP_ENTRIES {
+            return Err(Error::Upstream {
+                url: url.to_string(),
+                section: "7",
+                message: format!("more than {MAX_DUMP_ENTRIES} entries in one document"),
+            });
+        }
+        entries.push(e);
+    }
+    if root == Root::Urlset {
+        return Ok(vec![DumpDoc::Read(url, entries)]);
+    }
+    let mut parts = entries
+        .into_iter()
+        .map(|e| Ok((entry_url(&url, &e, "11.1", "part ")?, e)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    by_from(&mut parts);
+    Ok(parts
+        .into_iter()
+        .map(|(url, entry)| DumpDoc::Listed {
+            url,
+            entry: Box::new(entry),
+            may_be_index: false,
+        })
+        .collect())
+}
 
 /// The archive capability of a document header, if it has one ([`Legacy::is_archive`]).
 pub(crate) fn archive_of(h: &Header) -> Option<Legacy> {
@@ -258,6 +375,47 @@ impl Docs<'_> {
             });
         }
         Ok(doc)
+    }
+
+    /// The documents of packages the dump at `url` is made of (see [`DumpDocuments`]): the
+    /// dump document or its index is read now, the parts of an index when their turn comes.
+    /// A legacy archive (see the module documentation) is read as its 1.1 equivalent: an
+    /// archive of Change Dumps as an index of them, an archive of Resource Dumps by its
+    /// newest snapshot.
+    pub async fn dump_documents(&self, url: &Url) -> Result<DumpDocuments, Error> {
+        let doc = self.open(url).await?;
+        let Some(legacy) = archive_of(doc.header()) else {
+            let header = doc.header().clone();
+            let queue = read_dump_doc(doc, true).await?.into();
+            return Ok(DumpDocuments { header, queue });
+        };
+        let header = doc.header().clone();
+        let archive = doc.url.clone();
+        let mut listed = self.archive_entries(doc).await?;
+        tracing::info!(url = %archive, documents = listed.len(), "{}", legacy.message());
+        if legacy.is_snapshot_archive() {
+            let Some(latest) = newest(&listed).cloned() else {
+                return Err(Error::Upstream {
+                    url: archive.to_string(),
+                    section: "7",
+                    message: format!("the `{}` lists no document", legacy.as_str()),
+                });
+            };
+            let doc = self.open_archived(&latest, &archive).await?;
+            let header = doc.header().clone();
+            let queue = read_dump_doc(doc, true).await?.into();
+            return Ok(DumpDocuments { header, queue });
+        }
+        by_from(&mut listed);
+        let queue = listed
+            .into_iter()
+            .map(|(url, entry)| DumpDoc::Listed {
+                url,
+                entry: Box::new(entry),
+                may_be_index: true,
+            })
+            .collect();
+        Ok(DumpDocuments { header, queue })
     }
 
     /// The list at `url` as two halves to run together (`futures::join!`): the reader, which

@@ -552,8 +552,326 @@ fn resource_dump_item_that_does_not_match_is_fetched() -> Result<()> {
     Ok(())
 }
 
+/// Spec 11.1: a Resource Dump Index (`<sitemapindex>`, `capability="resourcedump"`) of two
+/// Resource Dumps. A baseline from it stores every resource from the packages, and reads
+/// the parts one after the other: the second part is fetched only once the packages of the
+/// first are stored (not every part's entries first, then the packages).
+#[test]
+fn resource_dump_index_baseline_reads_its_parts_one_after_the_other() -> Result<()> {
+    let site = Site::new()?;
+    let all: Resources = vec![
+        ("/res/a.txt", b"alpha"),
+        ("/res/b.txt", b"bravo"),
+        ("/res/c.txt", b"charlie"),
+        ("/res/d.txt", b"delta"),
+    ];
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("resourcedump", "/resourcedump-index.xml"),
+        ],
+        &all,
+    )?;
+    let md = Md {
+        capability: Some(Capability::ResourceDumpManifest),
+        at: Some(W3cDateTime::parse(T0)?.value),
+        ..Md::default()
+    };
+    let cap = site.url("/capabilitylist.xml");
+    let index = site.url("/resourcedump-index.xml");
+    // Part 1: one package (a, b); part 2: two packages (c | d).
+    let mut n = 0;
+    for (part, packages) in [
+        ("/dump/rd1.xml", vec![&all[..2]]),
+        ("/dump/rd2.xml", vec![&all[2..3], &all[3..]]),
+    ] {
+        let mut items = Vec::new();
+        for resources in packages {
+            n += 1;
+            let (zip, manifest) = package(
+                &site,
+                md.clone(),
+                &resources
+                    .iter()
+                    .map(|(p, b)| (*p, Some(*b), None))
+                    .collect::<Vec<_>>(),
+            )?;
+            let (zp, mp) = (
+                format!("/dump/part{n}.zip"),
+                format!("/dump/manifest{n}.xml"),
+            );
+            site.write(&zp, &zip)?;
+            site.write(&mp, &manifest)?;
+            items.push(package_item(
+                &site,
+                &zp,
+                &zip,
+                &mp,
+                &format!(r#"at="{T0}""#),
+            ));
+        }
+        site.write(
+            part,
+            doc(
+                "urlset",
+                &format!(r#"capability="resourcedump" at="{T0}""#),
+                &[("up", &cap), ("index", &index)],
+                &items,
+            ),
+        )?;
+    }
+    site.write(
+        "/resourcedump-index.xml",
+        doc(
+            "sitemapindex",
+            &format!(r#"capability="resourcedump" at="{T0}""#),
+            &[("up", &cap)],
+            &[
+                sitemap_item(&site.url("/dump/rd1.xml"), &format!(r#"at="{T0}""#)),
+                sitemap_item(&site.url("/dump/rd2.xml"), &format!(r#"at="{T0}""#)),
+            ],
+        ),
+    )?;
+    let case = Case::new(
+        Store::file("rdump-index")?,
+        &site.url("/.well-known/resourcesync"),
+        r#"baseline = "dump""#,
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (4, 0, 0), "{run:#?}");
+    assert!(run.warnings().is_empty(), "{run:#?}");
+    for p in [
+        "/resourcedump-index.xml",
+        "/dump/rd1.xml",
+        "/dump/rd2.xml",
+        "/dump/part1.zip",
+        "/dump/part2.zip",
+        "/dump/part3.zip",
+    ] {
+        assert_eq!(site.fx.hits(p), 1, "{p}");
+    }
+    for (p, _) in &all {
+        assert_eq!(
+            site.fx.hits(p),
+            0,
+            "{p} fetched one by one despite the dump"
+        );
+    }
+    assert_eq!(
+        site.fx.hits("/resourcelist.xml"),
+        0,
+        "no fallback to the list"
+    );
+    let order: Vec<String> = site
+        .fx
+        .requests()
+        .into_iter()
+        .map(|r| r.path)
+        .filter(|p| p.starts_with("/dump/") || p == "/resourcedump-index.xml")
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "/resourcedump-index.xml",
+            "/dump/rd1.xml",
+            "/dump/part1.zip",
+            "/dump/rd2.xml",
+            "/dump/part2.zip",
+            "/dump/part3.zip",
+        ],
+        "one part after the other"
+    );
+    let snap = case.assert_state(UP, &expect(&site, &all), &[])?;
+    snap.assert_log_sane();
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------
 // 4. Change Dump incremental (no Change List)
+
+/// Spec 13.1: a Change Dump Index (`<sitemapindex>`, `capability="changedump"`) of Change
+/// Dumps, the last one open. Incremental runs take the packages of each part in order, and
+/// a part that ends before the checkpoint is not fetched at all.
+#[test]
+fn change_dump_index_parts_before_the_checkpoint_are_not_fetched() -> Result<()> {
+    let site = Site::new()?;
+    let v1 = res(&[
+        ("/res/a.txt", "alpha"),
+        ("/res/b.txt", "bravo"),
+        ("/res/c.txt", "charlie"),
+    ]);
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changedump", "/changedump-index.xml"),
+        ],
+        &v1,
+    )?;
+    let cap = site.url("/capabilitylist.xml");
+    let index_url = site.url("/changedump-index.xml");
+    // A part at `path` from `from` (open without `until`) listing `items`.
+    let part = |path: &str, from: &str, until: Option<&str>, items: &[String]| {
+        let until = until
+            .map(|u| format!(r#" until="{u}""#))
+            .unwrap_or_default();
+        site.write(
+            path,
+            doc(
+                "urlset",
+                &format!(r#"capability="changedump" from="{from}"{until}"#),
+                &[("up", &cap), ("index", &index_url)],
+                items,
+            ),
+        )
+    };
+    // The index naming `parts` ((path, from, until)).
+    let index = |parts: &[(&str, &str, Option<&str>)]| {
+        let items: Vec<String> = parts
+            .iter()
+            .map(|(p, from, until)| {
+                let until = until
+                    .map(|u| format!(r#" until="{u}""#))
+                    .unwrap_or_default();
+                sitemap_item(&site.url(p), &format!(r#"from="{from}"{until}"#))
+            })
+            .collect();
+        site.write(
+            "/changedump-index.xml",
+            doc(
+                "sitemapindex",
+                r#"capability="changedump" from="2026-01-02T00:00:00Z""#,
+                &[("up", &cap)],
+                &items,
+            ),
+        )
+    };
+    let md = |from: &str, until: &str| -> Result<Md> {
+        Ok(Md {
+            capability: Some(Capability::ChangeDumpManifest),
+            from: Some(W3cDateTime::parse(from)?.value),
+            until: Some(W3cDateTime::parse(until)?.value),
+            ..Md::default()
+        })
+    };
+    // Run 1: the baseline from the list; the index's one part has no package yet.
+    part("/cd/part1.xml", "2026-01-02T00:00:00Z", None, &[])?;
+    index(&[("/cd/part1.xml", "2026-01-02T00:00:00Z", None)])?;
+    let case = Case::new(
+        Store::file("cdump-index")?,
+        &site.url("/.well-known/resourcesync"),
+        "",
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+
+    // Run 2: part 1 gets a package (b updated, d created, c deleted).
+    site.write("/res/b.txt", "bravo-2")?;
+    site.write("/res/d.txt", "delta")?;
+    site.fx.remove("/res/c.txt")?;
+    let (zip1, man1) = package(
+        &site,
+        md("2026-01-02T00:00:00Z", "2026-01-02T03:00:00Z")?,
+        &[
+            (
+                "/res/b.txt",
+                Some(b"bravo-2"),
+                Some(("updated", "2026-01-02T00:30:00Z")),
+            ),
+            (
+                "/res/d.txt",
+                Some(b"delta"),
+                Some(("created", "2026-01-02T01:00:00Z")),
+            ),
+            (
+                "/res/c.txt",
+                None,
+                Some(("deleted", "2026-01-02T02:00:00Z")),
+            ),
+        ],
+    )?;
+    site.write("/cd/1.zip", &zip1)?;
+    site.write("/cd/1.xml", &man1)?;
+    let item1 = package_item(
+        &site,
+        "/cd/1.zip",
+        &zip1,
+        "/cd/1.xml",
+        r#"from="2026-01-02T00:00:00Z" until="2026-01-02T03:00:00Z""#,
+    );
+    part(
+        "/cd/part1.xml",
+        "2026-01-02T00:00:00Z",
+        None,
+        std::slice::from_ref(&item1),
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
+
+    // Run 3: part 1 is closed, part 2 holds the next package (a updated).
+    site.write("/res/a.txt", "alpha-2")?;
+    let (zip2, man2) = package(
+        &site,
+        md("2026-01-03T00:00:00Z", "2026-01-03T01:00:00Z")?,
+        &[(
+            "/res/a.txt",
+            Some(b"alpha-2"),
+            Some(("updated", "2026-01-03T00:30:00Z")),
+        )],
+    )?;
+    site.write("/cd/2.zip", &zip2)?;
+    site.write("/cd/2.xml", &man2)?;
+    let item2 = package_item(
+        &site,
+        "/cd/2.zip",
+        &zip2,
+        "/cd/2.xml",
+        r#"from="2026-01-03T00:00:00Z" until="2026-01-03T01:00:00Z""#,
+    );
+    part(
+        "/cd/part1.xml",
+        "2026-01-02T00:00:00Z",
+        Some("2026-01-02T03:00:00Z"),
+        std::slice::from_ref(&item1),
+    )?;
+    part("/cd/part2.xml", "2026-01-02T03:00:00Z", None, &[item2])?;
+    index(&[
+        (
+            "/cd/part1.xml",
+            "2026-01-02T00:00:00Z",
+            Some("2026-01-02T03:00:00Z"),
+        ),
+        ("/cd/part2.xml", "2026-01-02T03:00:00Z", None),
+    ])?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 1, 0), "{run:#?}");
+
+    // Run 4: the checkpoint (2026-01-03T00:30) is past part 1's `until`: part 1 is not
+    // fetched, part 2 is.
+    site.fx.reset_counters();
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    assert_eq!(
+        site.fx.hits("/cd/part1.xml"),
+        0,
+        "part 1 ends before the checkpoint"
+    );
+    assert_eq!(site.fx.hits("/cd/1.zip"), 0);
+    assert_eq!(site.fx.hits("/cd/part2.xml"), 1);
+    let v3 = res(&[
+        ("/res/a.txt", "alpha-2"),
+        ("/res/b.txt", "bravo-2"),
+        ("/res/d.txt", "delta"),
+    ]);
+    let snap = case.assert_state(UP, &expect(&site, &v3), &urls(&site, &["/res/c.txt"]))?;
+    assert_eq!(snap.log.len(), 7, "{:#?}", snap.log);
+    snap.assert_log_sane();
+    Ok(())
+}
 
 #[test]
 fn change_dump_incremental() -> Result<()> {
