@@ -364,6 +364,24 @@ impl Docs<'_> {
         Ok(out)
     }
 
+    /// The newest snapshot an archive of snapshots lists (its `at`, else its `lastmod`),
+    /// opened: what a legacy `*-archive` of Resource Lists or Resource Dumps stands for.
+    async fn open_newest(
+        &self,
+        listed: &[(Url, UrlEntry)],
+        archive: &Url,
+        legacy: Legacy,
+    ) -> Result<OpenDoc, Error> {
+        let Some(latest) = newest(listed).cloned() else {
+            return Err(Error::Upstream {
+                url: archive.to_string(),
+                section: "7",
+                message: format!("the `{}` lists no document", legacy.as_str()),
+            });
+        };
+        self.open_archived(&latest, archive).await
+    }
+
     /// Opens a document an archive lists; it must be a list or an index, not another archive.
     async fn open_archived(&self, url: &Url, archive: &Url) -> Result<OpenDoc, Error> {
         let doc = self.open(url).await?;
@@ -394,14 +412,7 @@ impl Docs<'_> {
         let mut listed = self.archive_entries(doc).await?;
         tracing::info!(url = %archive, documents = listed.len(), "{}", legacy.message());
         if legacy.is_snapshot_archive() {
-            let Some(latest) = newest(&listed).cloned() else {
-                return Err(Error::Upstream {
-                    url: archive.to_string(),
-                    section: "7",
-                    message: format!("the `{}` lists no document", legacy.as_str()),
-                });
-            };
-            let doc = self.open_archived(&latest, &archive).await?;
+            let doc = self.open_newest(&listed, &archive, legacy).await?;
             let header = doc.header().clone();
             let queue = read_dump_doc(doc, true).await?.into();
             return Ok(DumpDocuments { header, queue });
@@ -451,14 +462,7 @@ impl Docs<'_> {
         let mut listed = self.archive_entries(doc).await?;
         tracing::info!(url = %archive, documents = listed.len(), "{}", legacy.message());
         if legacy.is_snapshot_archive() {
-            let Some(latest) = newest(&listed).cloned() else {
-                return Err(Error::Upstream {
-                    url: archive.to_string(),
-                    section: "7",
-                    message: format!("the `{}` lists no document", legacy.as_str()),
-                });
-            };
-            let doc = self.open_archived(&latest, &archive).await?;
+            let doc = self.open_newest(&listed, &archive, legacy).await?;
             return self.stream_doc(doc, &tx).await;
         }
         by_from(&mut listed);

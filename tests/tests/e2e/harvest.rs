@@ -690,6 +690,47 @@ fn resource_dump_index_baseline_reads_its_parts_one_after_the_other() -> Result<
 // ---------------------------------------------------------------------------------------
 // 4. Change Dump incremental (no Change List)
 
+/// The first Change Dump package of the change-dump tests (b updated, d created, c deleted,
+/// 2026-01-02T00:00–03:00), written to the site as `/cd/1.zip` with its manifest
+/// `/cd/1.xml`; returns its entry for a Change Dump.
+fn first_change_package(site: &Site) -> Result<String> {
+    let (zip1, man1) = package(
+        site,
+        Md {
+            capability: Some(Capability::ChangeDumpManifest),
+            from: Some(W3cDateTime::parse("2026-01-02T00:00:00Z")?.value),
+            until: Some(W3cDateTime::parse("2026-01-02T03:00:00Z")?.value),
+            ..Md::default()
+        },
+        &[
+            (
+                "/res/b.txt",
+                Some(b"bravo-2"),
+                Some(("updated", "2026-01-02T00:30:00Z")),
+            ),
+            (
+                "/res/d.txt",
+                Some(b"delta"),
+                Some(("created", "2026-01-02T01:00:00Z")),
+            ),
+            (
+                "/res/c.txt",
+                None,
+                Some(("deleted", "2026-01-02T02:00:00Z")),
+            ),
+        ],
+    )?;
+    site.write("/cd/1.zip", &zip1)?;
+    site.write("/cd/1.xml", &man1)?;
+    Ok(package_item(
+        site,
+        "/cd/1.zip",
+        &zip1,
+        "/cd/1.xml",
+        r#"from="2026-01-02T00:00:00Z" until="2026-01-02T03:00:00Z""#,
+    ))
+}
+
 /// Spec 13.1: a Change Dump Index (`<sitemapindex>`, `capability="changedump"`) of Change
 /// Dumps, the last one open. Incremental runs take the packages of each part in order, and
 /// a part that ends before the checkpoint is not fetched at all.
@@ -770,36 +811,7 @@ fn change_dump_index_parts_before_the_checkpoint_are_not_fetched() -> Result<()>
     site.write("/res/b.txt", "bravo-2")?;
     site.write("/res/d.txt", "delta")?;
     site.fx.remove("/res/c.txt")?;
-    let (zip1, man1) = package(
-        &site,
-        md("2026-01-02T00:00:00Z", "2026-01-02T03:00:00Z")?,
-        &[
-            (
-                "/res/b.txt",
-                Some(b"bravo-2"),
-                Some(("updated", "2026-01-02T00:30:00Z")),
-            ),
-            (
-                "/res/d.txt",
-                Some(b"delta"),
-                Some(("created", "2026-01-02T01:00:00Z")),
-            ),
-            (
-                "/res/c.txt",
-                None,
-                Some(("deleted", "2026-01-02T02:00:00Z")),
-            ),
-        ],
-    )?;
-    site.write("/cd/1.zip", &zip1)?;
-    site.write("/cd/1.xml", &man1)?;
-    let item1 = package_item(
-        &site,
-        "/cd/1.zip",
-        &zip1,
-        "/cd/1.xml",
-        r#"from="2026-01-02T00:00:00Z" until="2026-01-02T03:00:00Z""#,
-    );
+    let item1 = first_change_package(&site)?;
     part(
         "/cd/part1.xml",
         "2026-01-02T00:00:00Z",
@@ -918,36 +930,7 @@ fn change_dump_incremental() -> Result<()> {
             ..Md::default()
         })
     };
-    let (zip1, man1) = package(
-        &site,
-        md("2026-01-02T00:00:00Z", "2026-01-02T03:00:00Z")?,
-        &[
-            (
-                "/res/b.txt",
-                Some(b"bravo-2"),
-                Some(("updated", "2026-01-02T00:30:00Z")),
-            ),
-            (
-                "/res/d.txt",
-                Some(b"delta"),
-                Some(("created", "2026-01-02T01:00:00Z")),
-            ),
-            (
-                "/res/c.txt",
-                None,
-                Some(("deleted", "2026-01-02T02:00:00Z")),
-            ),
-        ],
-    )?;
-    site.write("/cd/1.zip", &zip1)?;
-    site.write("/cd/1.xml", &man1)?;
-    let item1 = package_item(
-        &site,
-        "/cd/1.zip",
-        &zip1,
-        "/cd/1.xml",
-        r#"from="2026-01-02T00:00:00Z" until="2026-01-02T03:00:00Z""#,
-    );
+    let item1 = first_change_package(&site)?;
     changedump(std::slice::from_ref(&item1))?;
     site.fx.reset_counters();
     let run = case.run()?;
