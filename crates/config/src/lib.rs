@@ -389,6 +389,54 @@ pub struct UpstreamConfig {
     /// incremental harvest and is never re-listed.
     #[serde(default, with = "humantime_serde_opt")]
     pub relist_every: Option<Duration>,
+    /// `kind = "oai-pmh"`: the date windows a long or first harvest is cut into (each a
+    /// selective harvest by `from`/`until`, OAI-PMH 2.0 section 3.4, done, committed and
+    /// resumed on its own, so a lost token re-lists one window, not the whole list): a
+    /// duration of at least `1d` (default `365d`), or `"none"` for a provider that refuses
+    /// date ranges (one list, as metha's `-no-intervals`).
+    #[serde(default)]
+    pub window: Option<OaiWindowSize>,
+    /// `kind = "oai-pmh"`: how records are harvested: `records` (default, `ListRecords`) or
+    /// `identifiers` (`ListIdentifiers`, then `GetRecord` per identifier, concurrently
+    /// within the per-host limits: for providers whose `ListRecords` breaks on some record).
+    #[serde(default)]
+    pub strategy: OaiStrategy,
+}
+
+/// `[[upstream]] window` of an OAI-PMH upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OaiWindowSize {
+    /// One list, no `from`/`until` cut (`"none"`).
+    None,
+    /// Windows of this length (`"30d"`, `"365d"`).
+    Every(Duration),
+}
+
+impl<'de> Deserialize<'de> for OaiWindowSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.trim() == "none" {
+            return Ok(OaiWindowSize::None);
+        }
+        humantime::parse_duration(text.trim())
+            .map(OaiWindowSize::Every)
+            .map_err(|e| {
+                serde::de::Error::custom(format!(
+                    "`{text}` is neither \"none\" nor a duration such as \"30d\": {e}"
+                ))
+            })
+    }
+}
+
+/// `[[upstream]] strategy` of an OAI-PMH upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OaiStrategy {
+    /// `ListRecords` (section 4.5).
+    #[default]
+    Records,
+    /// `ListIdentifiers` (section 4.3), then `GetRecord` (section 4.1) per identifier.
+    Identifiers,
 }
 
 /// What an upstream speaks (`[[upstream]] kind`).
@@ -433,6 +481,16 @@ impl UpstreamConfig {
     /// `relist_every`, else 7 days.
     pub fn relist_every(&self) -> Duration {
         self.relist_every.unwrap_or(Duration::from_secs(7 * 86_400))
+    }
+
+    /// The length of an OAI-PMH harvest's date windows: `window`, else 365 days; `None`
+    /// for `window = "none"`.
+    pub fn oai_window(&self) -> Option<Duration> {
+        match self.window {
+            Some(OaiWindowSize::None) => None,
+            Some(OaiWindowSize::Every(d)) => Some(d),
+            None => Some(Duration::from_secs(365 * 86_400)),
+        }
     }
 }
 
@@ -1334,11 +1392,21 @@ fn upstream_problems(
             if u.relist_every.is_some_and(|d| d < Duration::from_secs(60)) {
                 err(&key("relist_every"), "must be at least 1m".into());
             }
+            if let Some(OaiWindowSize::Every(d)) = u.window
+                && d < Duration::from_secs(86_400)
+            {
+                err(
+                    &key("window"),
+                    "must be at least 1d (or \"none\" for one list without date windows)".into(),
+                );
+            }
         } else {
             for (k, given) in [
                 ("metadata_prefix", u.metadata_prefix.is_some()),
                 ("sets", u.sets.is_some()),
                 ("relist_every", u.relist_every.is_some()),
+                ("window", u.window.is_some()),
+                ("strategy", u.strategy != OaiStrategy::Records),
             ] {
                 if given {
                     err(

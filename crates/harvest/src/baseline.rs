@@ -262,6 +262,7 @@ impl Harvest {
             changelist: set.get(Capability::ChangeList).map(|u| u.to_string()),
             baseline_at: Some(at),
             resyncs: previous + u64::from(counted),
+            oai: None,
         };
         committer.checkpoint(cp.clone());
         committer.flush().await?;

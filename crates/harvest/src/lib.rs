@@ -66,6 +66,7 @@ mod retry;
 mod seen;
 pub mod subscriptions;
 mod upstream;
+mod windows;
 
 pub use context::{Ctx, Harvest, IdentifyCache};
 pub use progress::{Progress, Snapshot};

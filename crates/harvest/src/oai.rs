@@ -36,7 +36,8 @@ use rsagg_fetch::{Access, CapabilitySet, Fetcher};
 use rsagg_layout::report::UpstreamReport;
 use rsagg_model::{HashAlgorithm, HashValue, Hashes, Md, UrlEntry, W3cDateTime};
 use rsagg_oai::{Datestamp, DeletedRecord, Granularity, Identify, Page, Request, Response};
-use rsagg_store::{Checkpoint, QuarantineRecord};
+use rsagg_store::StoreFailure as _;
+use rsagg_store::{Checkpoint, OaiPass, QuarantineRecord, WindowStatus};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
 use url::Url;
@@ -45,12 +46,14 @@ use crate::Error;
 use crate::commit::{Committer, Outcome};
 use crate::context::Harvest;
 use crate::seen::{Seen, key};
+use crate::windows;
 
 /// How many times one list is restarted after `badResumptionToken` before the pass fails.
 const MAX_RESTARTS: usize = 3;
 
-/// Pages fetched ahead of the records being stored.
-const PAGES_AHEAD: usize = 2;
+/// Pages fetched ahead of the records being stored (see `oai_pages`: one more is asked only
+/// once the storing side took this one).
+const PAGES_AHEAD: usize = 1;
 
 /// Pages in a row with no record (and no record left out) after which a list that still
 /// hands out tokens is taken to be stuck (a provider paging over a window of deleted or
@@ -60,6 +63,10 @@ pub(crate) const MAX_EMPTY_PAGES: u32 = 100;
 /// The media type of a stored record: the metadata is an XML document of its own.
 const RECORD_TYPE: &str = "application/xml";
 
+/// The report of an upstream whose sets are harvested side by side: held while one page
+/// is stored and committed, which puts the pages of all sets in one order.
+pub(crate) type ReportLock<'a> = tokio::sync::Mutex<&'a mut UpstreamReport>;
+
 /// What the listing side of a pass hands the storing side.
 enum Listing {
     /// The records of the next page (of request `url`), and the problems of those it left out.
@@ -67,6 +74,12 @@ enum Listing {
         url: Url,
         records: Vec<rsagg_oai::Record>,
         problems: Vec<rsagg_oai::RecordProblem>,
+        /// The token of the page after it, when the provider gave one that can be followed.
+        next: Option<String>,
+        /// `completeListSize` of its token.
+        size: Option<u64>,
+        /// The page ends the list (no token, or an empty one).
+        end: bool,
     },
     /// `badResumptionToken`: the list starts again from its first request.
     Restart,
@@ -358,56 +371,287 @@ impl Harvest {
         }
     }
 
+    /// Every set of an OAI-PMH upstream, harvested side by side (their pages fetched
+    /// concurrently, within the per-host limits of the fetcher) while their records are
+    /// stored one page at a time: each page is committed before the next is judged, so a
+    /// record listed in two sets is stored once and found unchanged by the other.
+    pub(crate) async fn harvest_oai_sets(
+        &self,
+        sets: &[CapabilitySet],
+        report: &mut UpstreamReport,
+    ) {
+        let shared: ReportLock<'_> = tokio::sync::Mutex::new(report);
+        let width = self.ctx.fetch.per_host.clamp(1, sets.len().max(1));
+        let mut waiting = sets.iter();
+        let mut runs = futures::stream::FuturesUnordered::new();
+        loop {
+            while runs.len() < width {
+                let Some(set) = waiting.next() else { break };
+                runs.push(self.oai_set_run(set, &shared));
+            }
+            let Some((set, result)) = runs.next().await else {
+                break;
+            };
+            let Err(e) = result else { continue };
+            let mut report = shared.lock().await;
+            if e.is_fenced() {
+                report.fenced = true;
+                report.fail(e.to_string());
+                return;
+            }
+            report.fail_at(
+                Some(set.url.as_str()),
+                "harvesting the set failed",
+                &rsagg_model::ErrorChain(&e).to_string(),
+            );
+        }
+    }
+
+    /// [`Harvest::harvest_oai_set`], with the set it was of.
+    async fn oai_set_run<'s>(
+        &self,
+        set: &'s CapabilitySet,
+        shared: &ReportLock<'_>,
+    ) -> (&'s CapabilitySet, Result<(), Error>) {
+        (set, self.harvest_oai_set(set, shared).await)
+    }
+
     /// One pass over one selective harvest of an OAI-PMH upstream (see the module's
-    /// documentation).
+    /// documentation): the pass in progress resumed (extended to the provider's clock), or a
+    /// new one cut into date windows; each window listed in turn (those done skipped), its
+    /// pages committed one by one with where it stands; the checkpoint moved to the pass's
+    /// `until` once every window is done.
     pub(crate) async fn harvest_oai_set(
         &self,
         set: &CapabilitySet,
-        report: &mut UpstreamReport,
+        shared: &ReportLock<'_>,
     ) -> Result<(), Error> {
         let set_url = set.url.as_str();
         let pass = self.bounded(self.oai_pass(set)).await?;
-        if let Some(why) = pass.relist_reason(self.ctx.baseline) {
-            report.resyncs.push(format!("{set_url}: {why}"));
-        }
         let g = pass.identify.granularity;
-        let Pass {
-            scope,
-            now,
-            first,
-            cp,
-            ..
-        } = pass;
-        let from = scope.from();
-        let from_text = from.map_or_else(|| "(the whole list)".to_owned(), |f| f.format(g));
-        tracing::info!(upstream = %self.up.name, set = %set.url, from = %from_text, until = %now.format(g), "OAI-PMH ListRecords");
-        let (tx, mut rx) = mpsc::channel::<Listing>(PAGES_AHEAD);
-        let pages = self.oai_pages(first, tx);
-        let mut listed = (scope == Scope::Full).then(|| Seen::new(self.ctx.listed));
+        let size = self.up.oai_window();
+        let mut cp = pass.cp.clone().unwrap_or_default();
+        let had_pass = cp.instant.is_some();
+        let mut plan = match cp.oai.take() {
+            Some(mut p) if !p.complete && !self.ctx.baseline && !p.windows.is_empty() => {
+                p.resumed = true;
+                windows::extend(&mut p, pass.now, size, g);
+                let left = p
+                    .windows
+                    .iter()
+                    .filter(|w| w.status != WindowStatus::Done)
+                    .count();
+                tracing::info!(upstream = %self.up.name, set = %set.url, left, windows = p.windows.len(), "OAI-PMH pass resumed where the last run stopped");
+                if p.full && had_pass {
+                    shared.lock().await.warn(format!(
+                        "{set_url}: a re-list resumed after an interruption: what it does not name can be told only by a re-list made in one run, so the next run re-lists the set again"
+                    ));
+                }
+                p
+            }
+            _ => {
+                if let Some(why) = pass.relist_reason(self.ctx.baseline) {
+                    shared
+                        .lock()
+                        .await
+                        .resyncs
+                        .push(format!("{set_url}: {why}"));
+                }
+                OaiPass {
+                    until: Some(pass.now.to_w3c()),
+                    full: pass.scope == Scope::Full,
+                    resumed: false,
+                    windows: windows::plan(
+                        pass.scope.from(),
+                        pass.now,
+                        pass.identify.earliest,
+                        size,
+                        g,
+                    ),
+                    complete: false,
+                }
+            }
+        };
+        let until = plan.until.as_ref().map_or(pass.now, windows::datestamp_of);
+        let mut listed = (plan.full && !plan.resumed).then(|| Seen::new(self.ctx.listed));
         let mut committer = Committer::new(&self.ctx, &self.up.name, set_url);
+        for i in 0..plan.windows.len() {
+            if plan.windows[i].status == WindowStatus::Done {
+                continue;
+            }
+            let listing = self
+                .oai_window(
+                    set,
+                    g,
+                    &mut plan,
+                    i,
+                    &cp,
+                    &mut listed,
+                    &mut committer,
+                    shared,
+                )
+                .await;
+            match listing {
+                Ok(()) => {}
+                Err(e @ (Error::Oai { .. } | Error::OaiPage(_))) => {
+                    // What the provider sent ends this window, not the pass: the others
+                    // are listed, this one again by the next run.
+                    let w = &mut plan.windows[i];
+                    w.status = WindowStatus::Failed;
+                    w.token = None;
+                    let error = rsagg_model::ErrorChain(&e).to_string();
+                    w.error = Some(rsagg_model::excerpt(&error, 1_000).into_owned());
+                    let mut report = shared.lock().await;
+                    report.fail_at(
+                        Some(set_url),
+                        &format!("date window {} failed", windows::describe(w, g)),
+                        &error,
+                    );
+                    committer.checkpoint(Checkpoint {
+                        oai: Some(plan.clone()),
+                        ..cp.clone()
+                    });
+                    committer.flush().await?;
+                }
+                Err(e) => {
+                    // Cut short (deadline, transport, store): what was stored is committed
+                    // with the window's token, so the next run resumes at its page.
+                    let _report = shared.lock().await;
+                    committer.flush().await?;
+                    return Err(e);
+                }
+            }
+        }
+        let failed = plan
+            .windows
+            .iter()
+            .filter(|w| w.status != WindowStatus::Done)
+            .count();
+        if failed > 0 {
+            shared.lock().await.warn(format!(
+                "{set_url}: {failed} of {} date windows failed; the next run lists them again (rsagg oai windows)",
+                plan.windows.len()
+            ));
+            return Ok(());
+        }
+        plan.complete = true;
+        let until = until.to_w3c();
+        let mut guard = shared.lock().await;
+        let report: &mut UpstreamReport = &mut guard;
+        match listed {
+            Some(listed) => {
+                let started = W3cDateTime::now();
+                let done = self
+                    .finish_sync(
+                        set,
+                        &set.url,
+                        listed,
+                        committer,
+                        true,
+                        Some(until),
+                        started,
+                        had_pass,
+                        !had_pass,
+                        report,
+                    )
+                    .await?;
+                if let Some(mut done) = done {
+                    // The pass, kept for `rsagg oai windows`.
+                    done.oai = Some(plan);
+                    let mut kept = Committer::new(&self.ctx, &self.up.name, set_url);
+                    kept.checkpoint(done);
+                    kept.flush().await?;
+                }
+            }
+            None => {
+                cp.instant = Some(until);
+                cp.seen.clear();
+                if plan.full && !had_pass {
+                    // The first harvest: nothing was held to be deleted.
+                    cp.baseline_at = Some(until);
+                }
+                cp.oai = Some(plan);
+                committer.checkpoint(cp);
+                committer.flush().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One date window of `plan`: listed from its token (where an earlier run stopped) or
+    /// its `from`; each page's records stored, then committed with where the window stands
+    /// (its next token), so a process killed anywhere resumes within one page.
+    #[allow(clippy::too_many_arguments)]
+    async fn oai_window(
+        &self,
+        set: &CapabilitySet,
+        g: Granularity,
+        plan: &mut OaiPass,
+        i: usize,
+        cp: &Checkpoint,
+        listed: &mut Option<Seen>,
+        committer: &mut Committer<'_>,
+        shared: &ReportLock<'_>,
+    ) -> Result<(), Error> {
+        let set_url = set.url.as_str();
+        let (from, until) = windows::bounds(&plan.windows[i]);
+        let first = list_request(&self.up, set_spec(set), from, until, g);
+        let w = &mut plan.windows[i];
+        w.error = None;
+        let resuming = w.token.is_some();
+        let start = match w.token.clone() {
+            Some(token) => Request::Resume {
+                verb: "ListRecords",
+                token,
+            },
+            None => {
+                restart(w);
+                first.clone()
+            }
+        };
+        tracing::info!(upstream = %self.up.name, set = %set.url, window = %windows::describe(w, g), resuming, "OAI-PMH ListRecords");
+        let (tx, mut rx) = mpsc::channel::<Listing>(PAGES_AHEAD);
+        let pages = self.oai_pages(start, first, resuming, tx);
         let store = async {
-            let mut all_ok = true;
+            let mut ok = true;
             // Each way datestamps depart from section 3.3.1, warned about once per list.
             let mut quirks: Vec<&'static str> = Vec::new();
             while let Some(next) = rx.recv().await {
-                let (url, records, problems) = match next {
+                let (url, records, problems, token, size, end) = match next {
                     Listing::Records {
                         url,
                         records,
                         problems,
-                    } => (url, records, problems),
+                        next,
+                        size,
+                        end,
+                    } => (url, records, problems, next, size, end),
                     Listing::Restart => {
                         // What the list gave so far is committed, so that its records,
                         // listed again, are recognised as unchanged.
+                        restart(&mut plan.windows[i]);
+                        let _report = shared.lock().await;
+                        committer.checkpoint(Checkpoint {
+                            oai: Some(plan.clone()),
+                            ..cp.clone()
+                        });
                         committer.flush().await?;
                         continue;
                     }
                     Listing::Failed(e) => return Err(e),
                 };
+                let mut guard = shared.lock().await;
+                let report: &mut UpstreamReport = &mut guard;
+                let count = (records.len() + problems.len()) as u64;
+                let mut latest = plan.windows[i].last_datestamp;
                 for p in problems {
-                    all_ok &= committer.add(self.oai_problem(&url, p), report).await?;
+                    ok &= committer.add(self.oai_problem(&url, p), report).await?;
                 }
                 for r in &records {
+                    let stamp = r.header.datestamp.to_w3c();
+                    if latest.as_ref().is_none_or(|l| stamp.cmp_instant(l).is_gt()) {
+                        latest = Some(stamp);
+                    }
                     let quirk = r.datestamp_quirk.or_else(|| {
                         (g == Granularity::Day && r.header.datestamp.unix() % 86_400 != 0).then_some(
                             "with a time of day although Identify's granularity is YYYY-MM-DD (`from` is asked in days)",
@@ -429,67 +673,63 @@ impl Harvest {
                     if let Some(l) = listed.as_mut() {
                         l.insert(key(&self.up.name, &uri))?;
                     }
-                    all_ok &= committer.add(outcome, report).await?;
+                    ok &= committer.add(outcome, report).await?;
                 }
+                let w = &mut plan.windows[i];
+                w.pages += 1;
+                w.records += count;
+                w.last_datestamp = latest;
+                if size.is_some() {
+                    w.complete_list_size = size;
+                }
+                w.token = token;
+                if end {
+                    w.status = if ok {
+                        WindowStatus::Done
+                    } else {
+                        w.error = Some("some records failed; the window is listed again".into());
+                        WindowStatus::Failed
+                    };
+                    if let Some(total) = w.complete_list_size.filter(|t| w.records < *t) {
+                        report.incomplete_lists += 1;
+                        report.warn(format!(
+                            "{set_url}: date window {}: the provider announced completeListSize {total} but its list gave {} records (OAI-PMH 2.0 section 3.5): records may be missing from its ListRecords",
+                            windows::describe(w, g),
+                            w.records
+                        ));
+                    }
+                }
+                committer.checkpoint(Checkpoint {
+                    oai: Some(plan.clone()),
+                    ..cp.clone()
+                });
+                committer.flush().await?;
+                drop(guard);
                 if self.past_deadline() {
-                    // What was stored is committed below; the checkpoint stays (the next
-                    // pass asks again from the same `from`).
+                    // Committed above with the window's token: the next pass resumes there.
                     return Err(self.deadline_error());
                 }
             }
-            Ok::<bool, Error>(all_ok)
+            Ok::<(), Error>(())
         };
         let ((), stored) = tokio::join!(pages, store);
-        let all_ok = match stored {
-            Err(e) => {
-                // What was stored before the failure is kept.
-                committer.flush().await?;
-                return Err(e);
-            }
-            Ok(ok) => ok,
-        };
-        let until = now.to_w3c();
-        match listed {
-            Some(listed) => {
-                let started = W3cDateTime::now();
-                self.finish_sync(
-                    set,
-                    &set.url,
-                    listed,
-                    committer,
-                    all_ok,
-                    Some(until),
-                    started,
-                    cp.is_some(),
-                    cp.is_none(),
-                    report,
-                )
-                .await?;
-            }
-            None if all_ok => {
-                let mut cp = cp.unwrap_or_default();
-                cp.instant = Some(until);
-                cp.seen.clear();
-                committer.checkpoint(cp);
-                committer.flush().await?;
-            }
-            None => {
-                committer.flush().await?;
-                report.warn(format!(
-                    "{set_url}: some records failed; the next run asks again from {}",
-                    from.map_or_else(String::new, |f| f.format(g))
-                ));
-            }
-        }
-        Ok(())
+        stored
     }
 
-    /// The pages of a list in order into `tx`, following `resumptionToken`s (section 3.5)
-    /// until an empty or absent one; `noRecordsMatch` ends it empty; `badResumptionToken`
-    /// restarts it from `first`, at most [`MAX_RESTARTS`] times; any other failure is the
-    /// last message. Stops early when the receiver is gone (the storing side failed).
-    async fn oai_pages(&self, first: Request, tx: mpsc::Sender<Listing>) {
-        let mut req = first.clone();
+    /// The pages of a list in order into `tx`, from `start` (the list's first request, or a
+    /// token an earlier run kept), following `resumptionToken`s (section 3.5) until an empty
+    /// or absent one; `noRecordsMatch` ends it empty; `badResumptionToken` restarts it from
+    /// `first`, at most [`MAX_RESTARTS`] times (a kept token the provider no longer knows,
+    /// `badResumptionToken` or `badArgument`, restarts it without counting); any other
+    /// failure is the last message. Stops early when the receiver is gone.
+    async fn oai_pages(
+        &self,
+        start: Request,
+        first: Request,
+        mut kept_token: bool,
+        tx: mpsc::Sender<Listing>,
+    ) {
+        let mut req = start;
         let mut restarts = 0;
         let mut tokens = 0u64;
         // Every token of this list, by digest (16 bytes each: 10^6 records in pages of 100
@@ -498,13 +738,21 @@ impl Harvest {
         let mut seen_tokens: std::collections::HashSet<[u8; 16]> = Default::default();
         let mut empty_run = 0u32;
         loop {
+            // The next page is asked only once the storing side has taken the one before
+            // (a slot reserved first): at most one page is read ahead of what is being
+            // stored, so a process killed anywhere asks again at most the page it was
+            // storing and the one after.
+            let Ok(slot) = tx.reserve().await else {
+                return;
+            };
             let (url, page) = match self.bounded(self.oai().page(&req)).await {
                 Ok(p) => p,
                 Err(e) => {
-                    let _ = tx.send(Listing::Failed(e)).await;
+                    slot.send(Listing::Failed(e));
                     return;
                 }
             };
+            let resumed_from_kept = std::mem::take(&mut kept_token);
             if let Some(damage) = &page.damage {
                 tracing::warn!(upstream = %self.up.name, %url, damage = %damage, "an OAI-PMH page that is not well-formed XML, read record by record");
             }
@@ -514,33 +762,39 @@ impl Harvest {
                     page.damage.as_deref().unwrap_or_default()
                 )
             });
-            let (records, problems, next) = match page.response {
+            let (records, problems, next, size) = match page.response {
                 Response::Records {
                     records,
                     problems,
                     token,
-                } => (
-                    records,
-                    problems,
-                    token.map(|t| t.value).filter(|t| !t.trim().is_empty()),
-                ),
-                r if r.is_no_records() => (Vec::new(), Vec::new(), None),
+                } => {
+                    let size = token.as_ref().and_then(|t| t.complete_list_size);
+                    (
+                        records,
+                        problems,
+                        token.map(|t| t.value).filter(|t| !t.trim().is_empty()),
+                        size,
+                    )
+                }
+                r if r.is_no_records() => (Vec::new(), Vec::new(), None, None),
+                r if resumed_from_kept && (r.is_bad_token() || is_bad_argument(&r)) => {
+                    tracing::info!(upstream = %self.up.name, %url, "the resumptionToken kept by the last run is no longer valid (section 3.5): the window is listed again from its start");
+                    req = first.clone();
+                    slot.send(Listing::Restart);
+                    continue;
+                }
                 r if r.is_bad_token() && restarts < MAX_RESTARTS => {
                     restarts += 1;
-                    tracing::warn!(upstream = %self.up.name, %url, restarts, "badResumptionToken (an expired token, OAI-PMH 2.0 section 3.5): the list starts again from its first request");
+                    tracing::warn!(upstream = %self.up.name, %url, restarts, "badResumptionToken (an expired token, OAI-PMH 2.0 section 3.5): the window is listed again from its start");
                     req = first.clone();
                     // A new list: its tokens may well be those of the one that expired.
                     seen_tokens.clear();
                     empty_run = 0;
-                    if tx.send(Listing::Restart).await.is_err() {
-                        return;
-                    }
+                    slot.send(Listing::Restart);
                     continue;
                 }
                 other => {
-                    let _ = tx
-                        .send(Listing::Failed(oai_refused(&url, "3.6", &other)))
-                        .await;
+                    slot.send(Listing::Failed(oai_refused(&url, "3.6", &other)));
                     return;
                 }
             };
@@ -561,14 +815,17 @@ impl Harvest {
                 )),
                 _ => None,
             };
+            let end = next.is_none() && stuck.is_none();
             let listing = Listing::Records {
                 url: url.clone(),
                 records,
                 problems,
+                // A token that loops is not kept: the window is listed again from its start.
+                next: if stuck.is_some() { None } else { next.clone() },
+                size,
+                end,
             };
-            if tx.send(listing).await.is_err() {
-                return;
-            }
+            slot.send(listing);
             if let Some(message) = stuck {
                 let _ = tx
                     .send(Listing::Failed(Error::Oai {
@@ -605,7 +862,7 @@ impl Harvest {
         tx: mpsc::Sender<(UrlEntry, bool)>,
     ) -> Result<(), Error> {
         let (pages_tx, mut pages) = mpsc::channel::<Listing>(PAGES_AHEAD);
-        let listing = self.oai_pages(first, pages_tx);
+        let listing = self.oai_pages(first.clone(), first, false, pages_tx);
         let entries = async {
             while let Some(next) = pages.recv().await {
                 let (url, records, problems) = match next {
@@ -613,6 +870,7 @@ impl Harvest {
                         url,
                         records,
                         problems,
+                        ..
                     } => (url, records, problems),
                     Listing::Restart => {
                         return Err(Error::Oai {
@@ -733,6 +991,20 @@ impl Harvest {
             },
         }
     }
+}
+
+/// A window's list started again from its `from`: its counts are of the new listing.
+fn restart(w: &mut rsagg_store::OaiWindow) {
+    w.token = None;
+    w.attempts += 1;
+    w.pages = 0;
+    w.records = 0;
+    w.complete_list_size = None;
+}
+
+/// `badArgument` (section 3.6): how some providers refuse a token they no longer know.
+fn is_bad_argument(r: &Response) -> bool {
+    matches!(r, Response::Errors(e) if e.iter().any(|e| e.code == "badArgument"))
 }
 
 /// A token's digest, for telling a token seen before in a list.

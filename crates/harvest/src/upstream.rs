@@ -239,7 +239,10 @@ async fn harvest_into(
         deadline,
         skipped: Arc::default(),
     };
-    for set in &sets {
+    if h.up.is_oai() {
+        h.harvest_oai_sets(&sets, &mut report).await;
+    }
+    for set in sets.iter().filter(|_| !h.up.is_oai()) {
         if let Err(e) = h.harvest_set(set, &mut report).await {
             if e.is_fenced() {
                 report.fenced = true;
@@ -332,7 +335,7 @@ impl Harvest {
         report: &mut UpstreamReport,
     ) -> Result<(), Error> {
         if self.up.is_oai() {
-            return self.harvest_oai_set(set, report).await;
+            return self.harvest_oai_set(set, &tokio::sync::Mutex::new(report)).await;
         }
         let state = &self.ctx.state;
         let set_url = set.url.as_str();

@@ -303,6 +303,22 @@ pub enum Verdict {
     Failed,
 }
 
+/// How far an OAI-PMH pass has listed (`UpstreamReport::listing`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Listing {
+    /// Records listed (stored, unchanged, deleted or left out) in the windows of the pass.
+    pub done: u64,
+    /// What the provider's `completeListSize`s say the windows begun hold, when it sends
+    /// them; windows not begun are not counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Date windows done, of all.
+    pub windows_done: u64,
+    /// Date windows in the pass.
+    pub windows: u64,
+}
+
 /// What happened to one upstream in a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -341,6 +357,14 @@ pub struct UpstreamReport {
     /// Entries of the upstream's lists passed over unread: a URI (`<loc>`, `<rs:ln href>`)
     /// longer than `[fetch] max_uri_bytes` (each logged with an excerpt, never whole).
     pub skipped: u64,
+    /// OAI-PMH: lists (date windows) that ended with fewer records than the provider's
+    /// `completeListSize` announced (OAI-PMH 2.0 section 3.5), each also a warning: records
+    /// may be missing from what the provider lists.
+    pub incomplete_lists: u64,
+    /// OAI-PMH: records of the pass in progress listed so far, and of how many
+    /// (`completeListSize` of the windows begun, when the provider sends it): for progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listing: Option<Listing>,
     /// Why the upstream was re-synced from its Resource List, if it was.
     pub resyncs: Vec<String>,
     /// Warnings (upstream quirks, accepted mismatches).
@@ -376,6 +400,8 @@ impl UpstreamReport {
             failed: 0,
             mirrored: 0,
             skipped: 0,
+            incomplete_lists: 0,
+            listing: None,
             resyncs: Vec::new(),
             warnings: Vec::new(),
             error: None,

@@ -553,7 +553,7 @@ async fn quirks_of_real_providers_lose_and_double_nothing() {
     }
     let base = serve(repo.clone()).await;
     let dir = tempfile::tempdir().unwrap();
-    let p = pipeline(&base, dir.path(), "");
+    let p = pipeline(&base, dir.path(), "window = \"none\"");
     let opts = RunOptions::default();
 
     // Two 503s, an expired token on the second page: the list starts again, and the record
@@ -619,7 +619,12 @@ async fn a_repository_without_persistent_deletions_is_relisted_to_find_them() {
     }
     let base = serve(repo.clone()).await;
     let dir = tempfile::tempdir().unwrap();
-    let p = pipeline(&base, dir.path(), "relist_every = \"1d\"");
+    // One list per pass (no date windows), so that each pass is one first request.
+    let p = pipeline(
+        &base,
+        dir.path(),
+        "relist_every = \"1d\"\nwindow = \"none\"",
+    );
     let opts = RunOptions::default();
     assert_eq!(counts(&run_once(&p, &opts).await.unwrap()), (4, 0, 0, 0));
 

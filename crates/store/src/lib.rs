@@ -76,8 +76,8 @@ pub use location::{
 };
 pub use recent::RecentBlobs;
 pub use records::{
-    Checkpoint, CopyRef, LogEntry, QuarantineRecord, ResourceRecord, ResourceStatus, SeenKey,
-    UpstreamMeta,
+    Checkpoint, CopyRef, LogEntry, OaiPass, OaiWindow, QuarantineRecord, ResourceRecord,
+    ResourceStatus, SeenKey, UpstreamMeta, WindowStatus,
 };
 pub use spool::{Spool, SpoolReader};
 pub use state::{Applied, Commit, Records, SlotMembers, State, WAL_FLUSH_INTERVAL, slot_of};

@@ -132,6 +132,92 @@ pub struct Checkpoint {
     /// How many times the upstream had to be re-synced from its Resource List because its
     /// Change List no longer reached back to the checkpoint.
     pub resyncs: u64,
+    /// An OAI-PMH set: the pass in progress (its date windows and where the window being
+    /// listed stands), committed with the records of every page; or the last pass made,
+    /// kept for `rsagg oai windows`. `instant` moves to its `until` only when every window
+    /// is done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oai: Option<OaiPass>,
+}
+
+/// One OAI-PMH pass over a set, cut into date windows (`from`/`until` of a selective
+/// harvest, OAI-PMH 2.0 section 3.4), each done on its own and resumed at its page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OaiPass {
+    /// The provider's clock when the pass began (or was last extended): the last window's
+    /// `until`, and the checkpoint's `instant` once every window is done.
+    pub until: Option<W3cDateTime>,
+    /// The pass lists the whole set (the first harvest, `run --baseline`, a re-list): what
+    /// it does not name is deleted, which only a listing made in one process can tell.
+    pub full: bool,
+    /// Another process went on with this pass after the one that began it stopped.
+    pub resumed: bool,
+    /// The windows, oldest first; together they cover the pass.
+    pub windows: Vec<OaiWindow>,
+    /// True once every window is done and the checkpoint moved to `until`.
+    pub complete: bool,
+}
+
+/// One date window of an [`OaiPass`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OaiWindow {
+    /// `from` (inclusive; none for the first window of a whole list, which takes in
+    /// everything older, whatever `earliestDatestamp` claims).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<W3cDateTime>,
+    /// `until` (inclusive).
+    pub until: Option<W3cDateTime>,
+    /// Where it stands.
+    pub status: WindowStatus,
+    /// The `resumptionToken` of the next page, while the window is being listed: every
+    /// record of the pages before it is committed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Pages read in the window's current listing.
+    pub pages: u64,
+    /// Records (and deletions) of those pages.
+    pub records: u64,
+    /// The latest datestamp among those records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_datestamp: Option<W3cDateTime>,
+    /// `completeListSize` of the window's list, when the provider sends it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub complete_list_size: Option<u64>,
+    /// How many times the window's list was started (restarts after a lost token included).
+    pub attempts: u32,
+    /// Why it failed, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Asked again by `rsagg oai reharvest` (done anew even though its records are held).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reharvest: bool,
+}
+
+/// Where an [`OaiWindow`] stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowStatus {
+    /// Not listed to its end yet (never begun, or begun: see its `token`).
+    #[default]
+    Pending,
+    /// Listed to its end and every record stored.
+    Done,
+    /// Its list failed (a loop, an unreadable token, a refused request) or a record failed:
+    /// the next run lists it again from its `from`.
+    Failed,
+}
+
+impl WindowStatus {
+    /// `pending`, `done` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowStatus::Pending => "pending",
+            WindowStatus::Done => "done",
+            WindowStatus::Failed => "failed",
+        }
+    }
 }
 
 impl Checkpoint {

@@ -208,3 +208,249 @@ fn an_oai_pmh_provider_and_a_resourcesync_source_feed_one_collection_that_resync
     assert_eq!(v["in_sync"], true, "{stdout}");
     Ok(())
 }
+
+/// A provider of generated records in pages of `batch` (pages and tokens computed from their
+/// position), that holds the `hold`-th request carrying a token until `released`, so that a
+/// test can kill rsagg at a known point of a list. Every request is logged.
+mod held {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use axum::extract::{Query, State};
+    use axum::http::header;
+    use axum::response::{IntoResponse, Response};
+
+    pub struct Provider {
+        /// Record i's datestamp (seconds since the epoch), for i in 0..len.
+        pub stamps: Vec<i64>,
+        pub batch: usize,
+        pub hold: usize,
+        pub earliest: String,
+        pub tokens: AtomicUsize,
+        pub held: AtomicBool,
+        pub released: AtomicBool,
+        /// (`from`, `until`, `resumptionToken`) of every `ListRecords` request.
+        pub log: Mutex<Vec<(Option<String>, Option<String>, Option<String>)>>,
+    }
+
+    fn ds(secs: i64) -> String {
+        rsagg_oai::Datestamp::from_unix(secs).format(rsagg_oai::Granularity::Second)
+    }
+
+    fn parse(s: &str) -> i64 {
+        rsagg_oai::Datestamp::parse(s).expect("a datestamp").unix()
+    }
+
+    fn envelope(body: &str) -> Response {
+        let now = ds(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs() as i64);
+        (
+            [(header::CONTENT_TYPE, "text/xml; charset=utf-8")],
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<OAI-PMH xmlns=\"http://www.openarchives.org/OAI/2.0/\"><responseDate>{now}</responseDate><request>http://127.0.0.1/oai</request>{body}</OAI-PMH>"
+            ),
+        )
+            .into_response()
+    }
+
+    async fn oai(
+        State(p): State<Arc<Provider>>,
+        Query(q): Query<HashMap<String, String>>,
+    ) -> Response {
+        match q.get("verb").map(String::as_str) {
+            Some("Identify") => envelope(&format!(
+                "<Identify><repositoryName>Held</repositoryName><baseURL>http://127.0.0.1/oai</baseURL><protocolVersion>2.0</protocolVersion><adminEmail>a@example.org</adminEmail><earliestDatestamp>{}</earliestDatestamp><deletedRecord>persistent</deletedRecord><granularity>YYYY-MM-DDThh:mm:ssZ</granularity></Identify>",
+                p.earliest
+            )),
+            Some("ListMetadataFormats") => envelope(
+                "<ListMetadataFormats><metadataFormat><metadataPrefix>oai_dc</metadataPrefix><schema>http://www.openarchives.org/OAI/2.0/oai_dc.xsd</schema><metadataNamespace>http://www.openarchives.org/OAI/2.0/oai_dc/</metadataNamespace></metadataFormat></ListMetadataFormats>",
+            ),
+            Some("ListRecords") => {
+                let token = q.get("resumptionToken").cloned();
+                let (offset, from, until) = match &token {
+                    Some(t) => {
+                        let mut parts = t.split('|');
+                        let offset: usize = parts.next().unwrap_or("0").parse().unwrap_or(0);
+                        let from = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
+                        let until = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
+                        (offset, from, until)
+                    }
+                    None => (0, q.get("from").cloned(), q.get("until").cloned()),
+                };
+                p.log
+                    .lock()
+                    .expect("log")
+                    .push((from.clone(), until.clone(), token.clone()));
+                if token.is_some() && p.tokens.fetch_add(1, Ordering::SeqCst) + 1 == p.hold {
+                    p.held.store(true, Ordering::SeqCst);
+                    while !p.released.load(Ordering::SeqCst) {
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                }
+                let lo = from.as_deref().map_or(i64::MIN, parse);
+                let hi = until.as_deref().map_or(i64::MAX, parse);
+                let matching: Vec<usize> = (0..p.stamps.len())
+                    .filter(|&i| (lo..=hi).contains(&p.stamps[i]))
+                    .collect();
+                if matching.is_empty() {
+                    return envelope("<error code=\"noRecordsMatch\">none</error>");
+                }
+                let mut body = String::from("<ListRecords>");
+                for &i in matching.iter().skip(offset).take(p.batch) {
+                    body.push_str(&format!(
+                        "<record><header><identifier>oai:held:{i}</identifier><datestamp>{}</datestamp></header><metadata><oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" xmlns:dc=\"http://purl.org/dc/elements/1.1/\"><dc:title>Held {i}</dc:title></oai_dc:dc></metadata></record>",
+                        ds(p.stamps[i])
+                    ));
+                }
+                let next = offset + p.batch;
+                if next < matching.len() {
+                    body.push_str(&format!(
+                        "<resumptionToken completeListSize=\"{}\" cursor=\"{offset}\">{next}|{}|{}</resumptionToken>",
+                        matching.len(),
+                        from.unwrap_or_default(),
+                        until.unwrap_or_default()
+                    ));
+                } else if offset > 0 {
+                    body.push_str(&format!(
+                        "<resumptionToken completeListSize=\"{}\" cursor=\"{offset}\"/>",
+                        matching.len()
+                    ));
+                }
+                body.push_str("</ListRecords>");
+                envelope(&body)
+            }
+            _ => envelope("<error code=\"badVerb\">no such verb</error>"),
+        }
+    }
+
+    /// Serves `p` on 127.0.0.1:0 from a runtime of its own; returns the base URL.
+    pub fn serve(p: Arc<Provider>) -> anyhow::Result<String> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let url = format!("http://{}/oai", listener.local_addr()?);
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                let app = axum::Router::new()
+                    .route("/oai", axum::routing::get(oai))
+                    .with_state(p);
+                let _ = axum::serve(listener, app).await;
+            });
+        });
+        Ok(url)
+    }
+}
+
+/// Issue 44 point 1: a harvest killed (SIGKILL) in the middle of a list resumes at the page
+/// it was storing: the windows done are not asked again, the window in progress goes on by
+/// the token the state kept, at most two pages are asked twice, and every record is stored
+/// exactly once (one `created` in the change log each).
+#[test]
+fn a_harvest_killed_mid_list_resumes_within_one_page_and_loses_and_doubles_nothing() -> Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    // 200 records, 50 in each of 2021..2024, pages of 10: yearly windows of 5 pages each.
+    let year = |y: i64| (y - 1970) * 31_556_952;
+    let stamps: Vec<i64> = (0..200)
+        .map(|i| year(2021 + i / 50) + 86_400 * 10 + (i % 50) * 3_600)
+        .collect();
+    let provider = Arc::new(held::Provider {
+        stamps,
+        batch: 10,
+        // The 10th page asked by token: the second page of the third window, about half way.
+        hold: 10,
+        earliest: "2021-01-01T00:00:00Z".into(),
+        tokens: Default::default(),
+        held: Default::default(),
+        released: Default::default(),
+        log: Default::default(),
+    });
+    let url = held::serve(provider.clone())?;
+    let case = Case::new(Store::file("oai-killed")?, &url, "kind = \"oai-pmh\"")?;
+
+    let running = case.spawn_run(&[] as &[(&str, String)])?;
+    wait_until(Duration::from_secs(60), || {
+        Ok(provider.held.load(Ordering::SeqCst))
+    })?;
+    // Killed while the provider holds the page: the pages before it may be stored or not.
+    drop(running);
+    provider.released.store(true, Ordering::SeqCst);
+    let asked_before = provider.log.lock().expect("log").len();
+
+    let run = case.run()?;
+    run.assert_ok();
+    let snap = case.snapshot(UP)?;
+    snap.assert_log_sane();
+    assert_eq!(snap.records.len(), 200);
+    assert_eq!(
+        snap.log.len(),
+        200,
+        "one change per record, none twice: {:?}",
+        snap.log
+            .iter()
+            .map(|e| (&e.uri, e.change.as_str()))
+            .collect::<Vec<_>>()
+    );
+
+    let log = provider.log.lock().expect("log").clone();
+    // No window's first request is asked twice: the run went on from where the first
+    // stopped, not from the start of the list or of the window.
+    let mut firsts: Vec<_> = log
+        .iter()
+        .filter(|(_, _, t)| t.is_none())
+        .map(|(f, u, _)| (f.clone(), u.clone()))
+        .collect();
+    let windows = firsts.len();
+    firsts.sort();
+    firsts.dedup();
+    assert_eq!(
+        firsts.len(),
+        windows,
+        "a window was started again: {log:#?}"
+    );
+    // Pages asked twice: those asked before the kill and again after it.
+    let (before, after) = log.split_at(asked_before);
+    let again = after
+        .iter()
+        .filter(|a| before.iter().any(|b| b == *a))
+        .count();
+    eprintln!(
+        "killed at request {asked_before} of {}; the resumed run asked {} requests, {again} of them asked before the kill",
+        log.len(),
+        after.len()
+    );
+    assert!(again <= 2, "{again} pages asked twice: {log:#?}");
+    assert!(
+        after.len() < log.len() / 2 + 3,
+        "the resumed run asked {} of {} requests",
+        after.len(),
+        log.len()
+    );
+
+    // The checkpoint moved to the pass's end, every window done.
+    let cp = checkpoint(
+        &case,
+        UP,
+        &format!("{url}?verb=ListRecords&metadataPrefix=oai_dc"),
+    )?
+    .context("a checkpoint")?;
+    let pass = cp.oai.context("the pass is kept")?;
+    assert!(pass.complete && pass.resumed, "{pass:?}");
+    assert!(
+        pass.windows
+            .iter()
+            .all(|w| w.status == rsagg_store::WindowStatus::Done),
+        "{pass:?}"
+    );
+    Ok(())
+}
