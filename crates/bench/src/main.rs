@@ -21,8 +21,9 @@
 //!   pipeline of K upstreams and as K pipelines over N worker processes, `--shards`; then
 //!   `rsagg serve` of the K pipelines).
 //! - `procs.rs`: what a measured process took (peak RSS, CPU), read from `/proc`.
-//! - `oai.rs`: the OAI-PMH harvest benchmark (`oai`: a generated repository served by pyoai's
-//!   provider on loopback, harvested by rsagg and by Sickle in alternating rounds); the
+//! - `oai.rs`: the OAI-PMH harvest benchmark (`oai`: a repository served on loopback by the
+//!   generated provider of `oai_gen.rs`, `oai-provider`, or by pyoai's, harvested by rsagg and
+//!   by Sickle in alternating rounds, then a kill-and-resume and an incremental round); the
 //!   Sickle side is `py/sickle_harvest.py`, run from the peers' venv.
 //! - `scale.rs`: the scale benchmark (`scale`: baseline, incremental rounds and a no-change
 //!   run at growing N, each a fresh `rsagg run --once`, with the store requests rsagg counted).
@@ -46,6 +47,7 @@ mod fleet;
 mod harvest;
 mod notify;
 mod oai;
+mod oai_gen;
 mod procs;
 mod scale;
 
@@ -82,8 +84,11 @@ enum Command {
     Scale(scale::ScaleArgs),
     /// Fleet: K upstreams as one pipeline and as K pipelines over N shards; serve of them.
     Fleet(fleet::FleetArgs),
-    /// OAI-PMH harvest: rsagg vs Sickle on the same pyoai provider.
+    /// OAI-PMH harvest: rsagg vs Sickle on the same provider (generated, or pyoai).
     Oai(oai::OaiArgs),
+    /// The generated OAI-PMH provider (used by `oai`; serves until killed).
+    #[command(hide = true)]
+    OaiProvider(oai_gen::GenArgs),
     /// Static file server for the harvest upstream (used by `harvest`).
     #[command(hide = true)]
     StaticServer(harvest::StaticServerArgs),
@@ -139,6 +144,7 @@ fn main() -> anyhow::Result<()> {
         Command::Scale(a) => scale::run(a),
         Command::Fleet(a) => fleet::run(a),
         Command::Oai(a) => oai::run(a),
+        Command::OaiProvider(a) => oai_gen::serve(a),
         Command::StaticServer(a) => harvest::static_server(a),
         Command::HarvestGet(a) => harvest::get_all(a),
         Command::HarvestPut(a) => harvest::put_all(a),

@@ -45,24 +45,24 @@ use crate::harvest::{fs_type, rsagg_binary_at, tail};
 use crate::procs::{self, Measured};
 
 /// The repository's first datestamp; record `i` is `T0 + i` seconds.
-const T0: i64 = 1_357_171_200; // 2013-01-03T00:00:00Z
+pub(crate) const T0: i64 = 1_357_171_200; // 2013-01-03T00:00:00Z
 
 /// The metadata of one record, as a harvester receives it (the `<oai_dc:dc>` element with
 /// its namespace declarations), is at least this long: a typical Dublin Core record.
-const METADATA_BYTES: usize = 1024;
+pub(crate) const METADATA_BYTES: usize = 1024;
 
 /// pyoai's own page size (`resumption_batch_size`), taken with `--page-size 0`.
 const PYOAI_DEFAULT_PAGE: usize = 10;
 
 /// The `<oai_dc:dc>` start tag as lxml serialises the element a harvester takes out of a
 /// pyoai page (its own and the inherited namespace declarations), for the size estimate.
-const DC_OPEN: &str = "<oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" \
+pub(crate) const DC_OPEN: &str = "<oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" \
      xmlns:dc=\"http://purl.org/dc/elements/1.1/\" \
      xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" \
      xmlns=\"http://www.openarchives.org/OAI/2.0/\" \
      xsi:schemaLocation=\"http://purl.org/dc/elements/1.1/ \
      http://www.openarchives.org/OAI/2.0/oai_dc.xsd\">";
-const DC_CLOSE: &str = "</oai_dc:dc>";
+pub(crate) const DC_CLOSE: &str = "</oai_dc:dc>";
 
 /// A run whose provider was busy at least this share of its wall time is provider-bound.
 const PROVIDER_BOUND: f64 = 0.8;
@@ -99,6 +99,33 @@ pub struct OaiArgs {
     /// Keep the working directory (repository, stores, harvested files, logs, reports).
     #[arg(long)]
     keep: bool,
+    /// The provider: `generated` (records computed from their position, `rsagg-bench
+    /// oai-provider` in a process of its own; cheap enough for 10^6 records) or `pyoai`
+    /// (pyoai 2.5.0 over a JSON repository, `scripts/peers/oai_provider.py`).
+    #[arg(long, value_enum, default_value_t = ProviderKind::Generated)]
+    provider: ProviderKind,
+    /// Leave Sickle out (rsagg's figures alone, e.g. for profiling).
+    #[arg(long)]
+    no_sickle: bool,
+    /// Leave out the kill-and-resume round (generated provider only): a harvest into a fresh
+    /// store SIGKILLed once the provider has served half the records, then run again; the
+    /// provider counts the pages and records it serves a second time.
+    #[arg(long)]
+    no_kill: bool,
+    /// Leave out the incremental round (generated provider only): after a complete harvest,
+    /// `--change` records get a new version and the datestamp now, and rsagg runs again.
+    #[arg(long)]
+    no_incremental: bool,
+    /// Records changed before the incremental round.
+    #[arg(long, default_value_t = 100)]
+    change: u64,
+}
+
+/// Which provider `oai` harvests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProviderKind {
+    Generated,
+    Pyoai,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -119,7 +146,7 @@ struct RepoRecord {
 /// Words of the generated titles, subjects and descriptions: plain ASCII with nothing XML
 /// escapes, so [`metadata_len`] is exact.
 #[rustfmt::skip]
-const WORDS: [&str; 32] = [
+pub(crate) const WORDS: [&str; 32] = [
     "archive",
     "river",
     "survey",
@@ -153,30 +180,30 @@ const WORDS: [&str; 32] = [
     "ledger",
     "almanac",
 ];
-const SURNAMES: [&str; 8] = [
+pub(crate) const SURNAMES: [&str; 8] = [
     "Adams", "Brennan", "Castro", "Dubois", "Eriksen", "Fischer", "Gallo", "Hughes",
 ];
-const GIVEN: [&str; 8] = [
+pub(crate) const GIVEN: [&str; 8] = [
     "Ada", "Bruno", "Clara", "Dmitri", "Elif", "Farah", "Goran", "Hana",
 ];
 
 /// A deterministic stream of word indices for record `i` (xorshift), so two runs of the bench
 /// write the same repository.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn new(i: u64) -> Rng {
+    pub(crate) fn new(i: u64) -> Rng {
         Rng(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+    pub(crate) fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         from[(self.0 % from.len() as u64) as usize]
     }
 
-    fn words(&mut self, n: usize) -> String {
+    pub(crate) fn words(&mut self, n: usize) -> String {
         (0..n)
             .map(|_| self.pick(&WORDS))
             .collect::<Vec<_>>()
@@ -435,39 +462,63 @@ impl From<&Measured> for Figure {
 struct Ctx<'a> {
     work: &'a Path,
     base: &'a str,
+    /// The provider's `GET /counts`.
+    counts: String,
     n: u64,
     provider: u32,
+    /// Keep what the runs wrote (else each harvest's output is removed once checked: 10^6
+    /// records are gigabytes on tmpfs).
+    keep: bool,
 }
 
-/// One `rsagg run --once --json` into a fresh `file://` store; checks its report says N
-/// created, nothing failed. Returns the figure and the report's publish seconds.
-fn rsagg_run(bin: &Path, cx: &Ctx, label: &str) -> anyhow::Result<(Figure, f64)> {
-    let store = cx.work.join(format!("store-{label}"));
-    std::fs::create_dir_all(&store)?;
-    let pipeline = cx.work.join(format!("pipeline-{label}.toml"));
+/// The pipeline of one upstream, the provider, into the `file://` store `store-{store}`
+/// (created); returns the pipeline file.
+fn rsagg_pipeline(cx: &Ctx, store: &str) -> anyhow::Result<PathBuf> {
+    let dir = cx.work.join(format!("store-{store}"));
+    std::fs::create_dir_all(&dir)?;
+    let pipeline = cx.work.join(format!("pipeline-{store}.toml"));
     std::fs::write(
         &pipeline,
         format!(
             "[collection]\nname = \"oai-bench\"\nbase_url = \"http://127.0.0.1:9/oai-bench/\"\n\n\
              [store]\nurl = \"file://{}\"\n\n\
              [[upstream]]\nname = \"repo\"\nurl = \"{}\"\nkind = \"oai-pmh\"\nallow_private = true\n",
-            store.display(),
+            dir.display(),
             cx.base
         ),
     )?;
-    let m = procs::measure(
-        Command::new(bin)
-            .arg("run")
-            .arg(&pipeline)
-            .args(["--once", "--json"]),
-        cx.provider,
-    )?;
+    Ok(pipeline)
+}
+
+fn rsagg_command(bin: &Path, pipeline: &Path) -> Command {
+    let mut c = Command::new(bin);
+    c.arg("run").arg(pipeline).args(["--once", "--json"]);
+    c
+}
+
+/// One measured `rsagg run --once --json` of `pipeline` (its output kept under `label`):
+/// the figure and the report, whatever the report says.
+fn rsagg_measured(
+    bin: &Path,
+    cx: &Ctx,
+    pipeline: &Path,
+    label: &str,
+) -> anyhow::Result<(Figure, anyhow::Result<RsaggReport>, Measured)> {
+    let m = procs::measure(&mut rsagg_command(bin, pipeline), cx.provider)?;
     std::fs::write(cx.work.join(format!("rsagg-{label}.stderr")), &m.stderr)?;
     std::fs::write(cx.work.join(format!("rsagg-{label}.json")), &m.stdout)?;
     let report = rsagg_report(&m.stdout);
+    Ok((Figure::from(&m), report, m))
+}
+
+/// One `rsagg run --once --json` into a fresh `file://` store; checks its report says N
+/// created, nothing failed. Returns the figure and the report's publish seconds.
+fn rsagg_run(bin: &Path, cx: &Ctx, label: &str) -> anyhow::Result<(Figure, f64)> {
+    let pipeline = rsagg_pipeline(cx, label)?;
+    let (f, report, m) = rsagg_measured(bin, cx, &pipeline, label)?;
     match report {
         Ok(r) if m.success && r.created == cx.n && r.failed == 0 && r.verdict == "ok" => {
-            Ok((Figure::from(&m), r.publish_secs))
+            Ok((f, r.publish_secs))
         }
         other => bail!(
             "rsagg run ({label}) did not harvest {} records: exit {}, report {other:?}\n\
@@ -485,6 +536,8 @@ fn rsagg_run(bin: &Path, cx: &Ctx, label: &str) -> anyhow::Result<(Figure, f64)>
 struct RsaggReport {
     verdict: String,
     created: u64,
+    updated: u64,
+    unchanged: u64,
     failed: u64,
     publish_secs: f64,
 }
@@ -505,6 +558,8 @@ fn rsagg_report(stdout: &str) -> anyhow::Result<RsaggReport> {
     Ok(RsaggReport {
         verdict: up["verdict"].as_str().unwrap_or("").to_owned(),
         created: up["created"].as_u64().unwrap_or(0),
+        updated: up["updated"].as_u64().unwrap_or(0),
+        unchanged: up["unchanged"].as_u64().unwrap_or(0),
         failed: up["failed"].as_u64().unwrap_or(0),
         publish_secs: v["publish"]["seconds"]["total"].as_f64().unwrap_or(0.0),
     })
@@ -543,6 +598,9 @@ fn sickle_run(
         .context("no JSON line on stdout")
         .and_then(|l| Ok(serde_json::from_str(l)?));
     let files = std::fs::read_dir(&out)?.filter_map(Result::ok).count() as u64;
+    if !cx.keep {
+        std::fs::remove_dir_all(&out).ok();
+    }
     match printed {
         Ok(s) if m.success && s.records == cx.n && s.files == cx.n && files == cx.n => {
             Ok((Figure::from(&m), s))
@@ -689,6 +747,238 @@ fn loadavg() -> String {
 // the driver
 // ---------------------------------------------------------------------------------------------
 
+/// The provider the rounds harvest.
+enum Provider {
+    Pyoai(OaiProvider),
+    Generated(Generated),
+}
+
+/// `rsagg-bench oai-provider` in a process of its own, killed when dropped.
+struct Generated {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Drop for Generated {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+impl Generated {
+    fn start(n: u64, page: usize) -> anyhow::Result<Generated> {
+        use std::io::BufRead as _;
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .args(["oai-provider", "--records", &n.to_string()])
+            .args(["--page-size", &page.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("starting rsagg-bench oai-provider")?;
+        let mut line = String::new();
+        let out = child.stdout.take().context("no stdout")?;
+        std::io::BufReader::new(out).read_line(&mut line)?;
+        let base = line
+            .trim()
+            .strip_prefix("listening ")
+            .map(str::to_owned)
+            .with_context(|| format!("the provider printed {line:?}"));
+        match base {
+            Ok(base) => Ok(Generated { child, base }),
+            Err(e) => {
+                child.kill().ok();
+                child.wait().ok();
+                Err(e)
+            }
+        }
+    }
+
+    /// `{origin}/{path}` of the provider's control endpoints.
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base.trim_end_matches("/oai"))
+    }
+}
+
+impl Provider {
+    fn base_url(&self) -> String {
+        match self {
+            Provider::Pyoai(p) => p.base_url(),
+            Provider::Generated(g) => g.base.clone(),
+        }
+    }
+
+    fn counts_url(&self) -> String {
+        match self {
+            Provider::Pyoai(p) => p.counts_url(),
+            Provider::Generated(g) => g.url("/counts"),
+        }
+    }
+
+    fn pid(&self) -> anyhow::Result<u32> {
+        Ok(match self {
+            Provider::Pyoai(p) => {
+                let port = url::Url::parse(&p.base_url())?
+                    .port()
+                    .context("the provider's URL has no port")?;
+                provider_pid(port).unwrap_or(0)
+            }
+            Provider::Generated(g) => g.child.id(),
+        })
+    }
+
+    fn log_tail(&self) -> String {
+        match self {
+            Provider::Pyoai(p) => p.log_tail(20),
+            Provider::Generated(_) => "(the generated provider logs nothing)".into(),
+        }
+    }
+}
+
+/// The generated provider's counters: `GET /served`, `POST /mark`, `POST /reset`.
+async fn served(client: &reqwest::Client, g: &Generated) -> anyhow::Result<crate::oai_gen::Phase> {
+    let (text, _) = get_text(client, &g.url("/served")).await?;
+    serde_json::from_str(&text).with_context(|| format!("/served answered {text:?}"))
+}
+
+async fn post(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    Ok(client
+        .post(url)
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?)
+}
+
+/// The kill-and-resume round: a harvest into a fresh store, SIGKILLed once the provider has
+/// served half the records, then run again to its end. Returns the store's label (complete
+/// now, for the incremental round).
+fn kill_round(
+    rt: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    g: &Generated,
+    bin: &Path,
+    cx: &Ctx,
+) -> anyhow::Result<&'static str> {
+    const LABEL: &str = "kill";
+    let pipeline = rsagg_pipeline(cx, LABEL)?;
+    rt.block_on(post(client, &g.url("/reset")))?;
+    let t0 = Instant::now();
+    let mut child = rsagg_command(bin, &pipeline)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(cx.work.join("rsagg-killed.json"))?)
+        .stderr(std::fs::File::create(cx.work.join("rsagg-killed.stderr"))?)
+        .spawn()?;
+    let half = cx.n.div_ceil(2);
+    let at_kill = loop {
+        if let Some(st) = child.try_wait()? {
+            bail!(
+                "the harvest to be killed ended first ({st}) after {:.1} s",
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        let s = rt.block_on(served(client, g))?;
+        if s.distinct >= half {
+            // SIGKILL: no chance to commit anything more.
+            child.kill()?;
+            child.wait()?;
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let killed_after = t0.elapsed().as_secs_f64();
+    rt.block_on(post(client, &g.url("/mark")))?;
+    let c0 = rt.block_on(counts(client, &cx.counts))?;
+    let (f, report, m) = rsagg_measured(bin, cx, &pipeline, "resumed")?;
+    let c1 = rt.block_on(counts(client, &cx.counts))?;
+    let again = rt.block_on(served(client, g))?;
+    let r = match report {
+        Ok(r) if m.success && r.failed == 0 && r.verdict == "ok" => r,
+        other => bail!(
+            "the restarted harvest failed: exit {}, report {other:?}\nstderr (tail):\n{}",
+            if m.success { "0" } else { "non-zero" },
+            tail(&m.stderr, 30)
+        ),
+    };
+    println!(
+        "kill-and-resume: harvest SIGKILLed after {killed_after:.1} s, once the provider had served \
+         {} of {} records ({} pages)",
+        at_kill.distinct, cx.n, at_kill.pages
+    );
+    println!(
+        "  restarted: {:.2} s, cpu {:.2} s, peak {:.1} MiB; asked {} ListRecords pages ({}), {} of \
+         them holding records served before the kill ({} records again); report: created {}, \
+         updated {}, unchanged {}",
+        f.secs,
+        f.cpu,
+        f.peak_kib as f64 / 1024.0,
+        again.pages,
+        format_counts(&count_diff(&c0, &c1)),
+        again.pages_again,
+        again.records_again,
+        r.created,
+        r.updated,
+        r.unchanged
+    );
+    println!(
+        "  pages re-asked after the kill: {} (target: at most 2){}",
+        again.pages_again,
+        if again.pages_again > 2 {
+            "; the harvest restarts its list from the beginning (no durable per-page progress)"
+        } else {
+            ""
+        }
+    );
+    Ok(LABEL)
+}
+
+/// The incremental round: `count` records changed (datestamp now, a new version), then
+/// rsagg runs again on the complete store `store`.
+fn incremental_round(
+    rt: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    g: &Generated,
+    bin: &Path,
+    cx: &Ctx,
+    store: &str,
+    count: u64,
+) -> anyhow::Result<()> {
+    let pipeline = cx.work.join(format!("pipeline-{store}.toml"));
+    let changed = rt.block_on(post(client, &g.url(&format!("/change?count={count}"))))?;
+    rt.block_on(post(client, &g.url("/mark")))?;
+    let c0 = rt.block_on(counts(client, &cx.counts))?;
+    let (f, report, m) = rsagg_measured(bin, cx, &pipeline, "incremental")?;
+    let c1 = rt.block_on(counts(client, &cx.counts))?;
+    let s = rt.block_on(served(client, g))?;
+    let r = match report {
+        Ok(r) if m.success && r.failed == 0 && r.verdict == "ok" => r,
+        other => bail!(
+            "the incremental run failed: exit {}, report {other:?}\nstderr (tail):\n{}",
+            if m.success { "0" } else { "non-zero" },
+            tail(&m.stderr, 30)
+        ),
+    };
+    println!(
+        "incremental: {count} records changed ({changed}); rsagg {:.2} s (publish {:.2} s), cpu \
+         {:.2} s, peak {:.1} MiB; provider cpu {:.2} s; asked {} ({} records in {} ListRecords \
+         pages); report: updated {}, created {}, unchanged {}",
+        f.secs,
+        r.publish_secs,
+        f.cpu,
+        f.peak_kib as f64 / 1024.0,
+        f.provider_cpu,
+        format_counts(&count_diff(&c0, &c1)),
+        s.records,
+        s.pages,
+        r.updated,
+        r.created,
+        r.unchanged
+    );
+    Ok(())
+}
+
 /// `rsagg-bench oai`.
 pub fn run(a: OaiArgs) -> anyhow::Result<()> {
     ensure!(
@@ -697,7 +987,7 @@ pub fn run(a: OaiArgs) -> anyhow::Result<()> {
     );
     let bin = rsagg_binary_at(a.rsagg.as_deref())?;
     let python = a.python.clone().unwrap_or_else(default_python);
-    if !python.is_file() {
+    if !a.no_sickle && !python.is_file() {
         bail!(
             "{} not found: run `bash scripts/peers.sh install` first, or pass --python",
             python.display()
@@ -716,11 +1006,6 @@ pub fn run(a: OaiArgs) -> anyhow::Result<()> {
         a.page_size
     };
     let pages = n.div_ceil(page as u64);
-
-    let repo = work.join("repository.json");
-    let t0 = Instant::now();
-    write_repository(&repo, n)?;
-    let repo_mib = std::fs::metadata(&repo)?.len() as f64 / 1024.0 / 1024.0;
     println!(
         "machine: {}; load average at start {}; rounds: {} (each rsagg then Sickle; median of \
          each, peak RSS the maximum)",
@@ -728,40 +1013,56 @@ pub fn run(a: OaiArgs) -> anyhow::Result<()> {
         loadavg(),
         a.runs
     );
-    println!(
-        "repository: {n} Dublin Core records (>= {METADATA_BYTES} bytes of metadata each, \
-         second granularity, deletedRecord persistent), {repo_mib:.1} MiB of JSON written in \
-         {:.1} s",
-        t0.elapsed().as_secs_f64()
-    );
-    let provider = OaiProvider::start(
-        &repo,
-        &OaiOptions {
-            batch: page,
-            ..OaiOptions::default()
-        },
-    )
-    .context("starting the OAI-PMH provider (scripts/peers/oai_provider.py)")?;
-    let base = provider.base_url();
-    let port = url::Url::parse(&base)?
-        .port()
-        .context("the provider's URL has no port")?;
-    let pid = provider_pid(port).unwrap_or(0);
-    println!(
-        "provider: pyoai 2.5.0 BatchingServer (scripts/peers/oai_provider.py) at {base}, pid {}, \
-         one process for every run (started once, its JSON loaded before the runs); page size \
-         {page} records{} = {pages} ListRecords pages a harvest",
-        if pid == 0 {
-            "not found (its CPU reads 0)".to_owned()
-        } else {
-            pid.to_string()
-        },
-        if a.page_size == 0 {
-            " (pyoai's default)".to_owned()
-        } else {
-            format!(" (set by the bench; pyoai's default is {PYOAI_DEFAULT_PAGE})")
+    let provider = match a.provider {
+        ProviderKind::Pyoai => {
+            let repo = work.join("repository.json");
+            let t0 = Instant::now();
+            write_repository(&repo, n)?;
+            let repo_mib = std::fs::metadata(&repo)?.len() as f64 / 1024.0 / 1024.0;
+            println!(
+                "repository: {n} Dublin Core records (>= {METADATA_BYTES} bytes of metadata each, \
+                 second granularity, deletedRecord persistent), {repo_mib:.1} MiB of JSON written in \
+                 {:.1} s",
+                t0.elapsed().as_secs_f64()
+            );
+            Provider::Pyoai(
+                OaiProvider::start(
+                    &repo,
+                    &OaiOptions {
+                        batch: page,
+                        ..OaiOptions::default()
+                    },
+                )
+                .context("starting the OAI-PMH provider (scripts/peers/oai_provider.py)")?,
+            )
         }
-    );
+        ProviderKind::Generated => Provider::Generated(Generated::start(n, page)?),
+    };
+    let base = provider.base_url();
+    let pid = provider.pid()?;
+    let pid_text = if pid == 0 {
+        "not found (its CPU reads 0)".to_owned()
+    } else {
+        pid.to_string()
+    };
+    match a.provider {
+        ProviderKind::Pyoai => println!(
+            "provider: pyoai 2.5.0 BatchingServer (scripts/peers/oai_provider.py) at {base}, pid \
+             {pid_text}, one process for every run (started once, its JSON loaded before the \
+             runs); page size {page} records{} = {pages} ListRecords pages a harvest",
+            if a.page_size == 0 {
+                " (pyoai's default)".to_owned()
+            } else {
+                format!(" (set by the bench; pyoai's default is {PYOAI_DEFAULT_PAGE})")
+            }
+        ),
+        ProviderKind::Generated => println!(
+            "provider: generated (rsagg-bench oai-provider, records computed from their position, \
+             >= {METADATA_BYTES} bytes of Dublin Core each, datestamps over ten years) at {base}, \
+             pid {pid_text}, a process of its own for every run; page size {page} records = \
+             {pages} ListRecords pages a harvest"
+        ),
+    }
     println!(
         "working directory {} ({}); every figure is one process timed from spawn to exit",
         work.display(),
@@ -790,8 +1091,10 @@ pub fn run(a: OaiArgs) -> anyhow::Result<()> {
         let cx = Ctx {
             work: &work,
             base: &base,
+            counts: counts_url.clone(),
             n,
             provider: pid,
+            keep: a.keep,
         };
         let (mut mine, mut theirs) = (Vec::new(), Vec::new());
         let (mut mine_counts, mut their_counts) = (Vec::new(), Vec::new());
@@ -800,6 +1103,16 @@ pub fn run(a: OaiArgs) -> anyhow::Result<()> {
             let c0 = rt.block_on(counts(&client, &counts_url))?;
             let (f, pubs) = rsagg_run(&bin, &cx, &r.to_string())?;
             let c1 = rt.block_on(counts(&client, &counts_url))?;
+            if !a.keep {
+                std::fs::remove_dir_all(work.join(format!("store-{r}"))).ok();
+            }
+            mine.push(f);
+            publish.push(pubs);
+            mine_counts.push(count_diff(&c0, &c1));
+            if a.no_sickle {
+                eprintln!("round {}: rsagg {:.2} s", r + 1, f.secs);
+                continue;
+            }
             let (g, s) = sickle_run(&python, &script, &cx, &r.to_string())?;
             let c2 = rt.block_on(counts(&client, &counts_url))?;
             eprintln!(
@@ -808,26 +1121,37 @@ pub fn run(a: OaiArgs) -> anyhow::Result<()> {
                 f.secs,
                 g.secs
             );
-            mine.push(f);
             theirs.push(g);
-            publish.push(pubs);
-            mine_counts.push(count_diff(&c0, &c1));
             their_counts.push(count_diff(&c1, &c2));
             meta_bytes = s.bytes / s.files.max(1);
         }
-        println!("metadata per record as Sickle wrote it: {meta_bytes} bytes on average");
-        for line in table(
-            n,
-            &Side {
-                tool: "rsagg",
-                runs: &mine,
-            },
-            &Side {
-                tool: "sickle",
-                runs: &theirs,
-            },
-        ) {
-            println!("{line}");
+        if a.no_sickle {
+            let f = median(&mine);
+            println!(
+                "rsagg {n} records: {:.2} s, {:.0} records/s, peak {:.1} MiB, cpu {:.2} s ({:.0} us a \
+                 record), provider cpu {:.2} s",
+                f.secs,
+                n as f64 / f.secs,
+                f.peak_kib as f64 / 1024.0,
+                f.cpu,
+                1e6 * f.cpu / n as f64,
+                f.provider_cpu
+            );
+        } else {
+            println!("metadata per record as Sickle wrote it: {meta_bytes} bytes on average");
+            for line in table(
+                n,
+                &Side {
+                    tool: "rsagg",
+                    runs: &mine,
+                },
+                &Side {
+                    tool: "sickle",
+                    runs: &theirs,
+                },
+            ) {
+                println!("{line}");
+            }
         }
         publish.sort_by(f64::total_cmp);
         println!(
@@ -837,12 +1161,40 @@ pub fn run(a: OaiArgs) -> anyhow::Result<()> {
         );
         println!("requests the provider counted, per run:");
         println!("  {}", counts_line("rsagg", &mine_counts));
-        println!("  {}", counts_line("sickle", &their_counts));
+        if !a.no_sickle {
+            println!("  {}", counts_line("sickle", &their_counts));
+        }
+        if let Provider::Generated(g) = &provider {
+            let complete = if a.no_kill {
+                None
+            } else {
+                println!(
+                    "load average before the kill-and-resume round {}",
+                    loadavg()
+                );
+                Some(kill_round(&rt, &client, g, &bin, &cx)?)
+            };
+            if !a.no_incremental {
+                let store = match complete {
+                    Some(s) => s.to_owned(),
+                    None => {
+                        let label = "full";
+                        rsagg_run(&bin, &cx, label)?;
+                        label.to_owned()
+                    }
+                };
+                incremental_round(&rt, &client, g, &bin, &cx, &store, a.change)?;
+            }
+            if !a.keep {
+                std::fs::remove_dir_all(work.join("store-kill")).ok();
+                std::fs::remove_dir_all(work.join("store-full")).ok();
+            }
+        }
         println!("load average at the end {}", loadavg());
         Ok(())
     })();
     if result.is_err() {
-        eprintln!("provider log (tail):\n{}", provider.log_tail(20));
+        eprintln!("provider log (tail):\n{}", provider.log_tail());
     }
     drop(provider);
     result?;
@@ -1043,6 +1395,8 @@ mod tests {
             RsaggReport {
                 verdict: "ok".into(),
                 created: 10,
+                updated: 0,
+                unchanged: 0,
                 failed: 0,
                 publish_secs: 0.5
             }
