@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rsagg_config::UpstreamConfig;
+use rsagg_config::{OaiStrategy, UpstreamConfig};
 use rsagg_fetch::{Access, CapabilitySet, Fetcher};
 use rsagg_layout::report::UpstreamReport;
 use rsagg_model::{HashAlgorithm, HashValue, Hashes, Md, UrlEntry, W3cDateTime};
@@ -98,7 +98,16 @@ pub(crate) fn oai_sets(up: &UpstreamConfig) -> Vec<CapabilitySet> {
     specs
         .into_iter()
         .map(|set| CapabilitySet {
-            url: list_request(up, set, None, None, Granularity::Second).url(&up.url),
+            // `ListRecords` whatever the strategy: the set's name outlives a change of it.
+            url: Request::ListRecords {
+                identifiers: false,
+                prefix: up.metadata_prefix().to_owned(),
+                from: None,
+                until: None,
+                set,
+                granularity: Granularity::Second,
+            }
+            .url(&up.url),
             entries: Vec::new(),
             hub: None,
             topic: None,
@@ -114,6 +123,7 @@ fn list_request(
     granularity: Granularity,
 ) -> Request {
     Request::ListRecords {
+        identifiers: up.strategy == OaiStrategy::Identifiers,
         prefix: up.metadata_prefix().to_owned(),
         from,
         until,
@@ -284,7 +294,86 @@ pub(crate) async fn discover(
     cache.put(&client.up.name, identify.clone(), now);
     tracing::info!(upstream = %client.up.name, repository = %identify.repository_name, granularity = ?identify.granularity, deleted = identify.deleted.as_str(), "OAI-PMH repository");
     client.check_prefix().await?;
+    if let Some(sets) = &client.up.sets {
+        client.check_sets(sets).await?;
+    }
     Ok(oai_sets(client.up))
+}
+
+/// `ListSets` pages read to find the configured sets, at most (a repository with thousands
+/// of sets pages them by tokens; the check stops as soon as every set is found).
+const MAX_SET_PAGES: usize = 1_000;
+
+impl OaiClient<'_> {
+    /// `ListSets` (section 4.6): every configured `setSpec` must be one the repository
+    /// has; `noSetHierarchy` refuses them all. A `ListSets` that fails otherwise (some
+    /// providers break on it) is logged and the sets are harvested as configured.
+    pub(crate) async fn check_sets(&self, wanted: &[String]) -> Result<(), Error> {
+        let mut missing: std::collections::BTreeSet<&str> =
+            wanted.iter().map(String::as_str).collect();
+        let mut req = Request::ListSets;
+        let mut seen_tokens = std::collections::HashSet::new();
+        for _ in 0..MAX_SET_PAGES {
+            let (url, page) = match self.page(&req).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(upstream = %self.up.name, error = %rsagg_model::ErrorChain(&e), "ListSets failed (OAI-PMH 2.0 section 4.6): the configured sets are harvested unchecked");
+                    return Ok(());
+                }
+            };
+            match page.response {
+                Response::Sets { specs, token } => {
+                    for s in &specs {
+                        missing.remove(s.as_str());
+                    }
+                    if missing.is_empty() {
+                        return Ok(());
+                    }
+                    match token.map(|t| t.value).filter(|t| !t.trim().is_empty()) {
+                        Some(t) if seen_tokens.insert(token_digest(&t)) => {
+                            req = Request::Resume {
+                                verb: "ListSets",
+                                token: t,
+                            };
+                        }
+                        _ => {
+                            let listed = wanted.len() - missing.len();
+                            return Err(Error::Oai {
+                                url: url.to_string(),
+                                section: "4.6",
+                                message: format!(
+                                    "the repository has no set {} (sets = [...] of upstream `{}`; {listed} of the {} configured found in ListSets): a setSpec is case-sensitive and hierarchical (`parent:child`)",
+                                    missing
+                                        .iter()
+                                        .map(|m| format!("`{m}`"))
+                                        .collect::<Vec<_>>()
+                                        .join(", "),
+                                    self.up.name,
+                                    wanted.len()
+                                ),
+                            });
+                        }
+                    }
+                }
+                Response::Errors(errors) if errors.iter().any(|e| e.code == "noSetHierarchy") => {
+                    return Err(Error::Oai {
+                        url: url.to_string(),
+                        section: "4.6",
+                        message: format!(
+                            "the repository has no sets (noSetHierarchy), but upstream `{}` names sets = [...]: leave `sets` out to harvest the whole repository",
+                            self.up.name
+                        ),
+                    });
+                }
+                other => {
+                    let e = oai_refused(&url, "4.6", &other);
+                    tracing::warn!(upstream = %self.up.name, error = %e, "ListSets failed: the configured sets are harvested unchecked");
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What one pass over a set asks, decided from `Identify` and the checkpoint (by the run
@@ -601,7 +690,7 @@ impl Harvest {
         let resuming = w.token.is_some();
         let start = match w.token.clone() {
             Some(token) => Request::Resume {
-                verb: "ListRecords",
+                verb: first.verb(),
                 token,
             },
             None => {
@@ -729,6 +818,8 @@ impl Harvest {
         mut kept_token: bool,
         tx: mpsc::Sender<Listing>,
     ) {
+        let verb = first.verb();
+        let identifiers = verb == "ListIdentifiers";
         let mut req = start;
         let mut restarts = 0;
         let mut tokens = 0u64;
@@ -798,6 +889,19 @@ impl Harvest {
                     return;
                 }
             };
+            let (records, problems) = if identifiers {
+                match self.bounded(self.oai_get_records(records, problems)).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        // The page's records are not stored: its token is where the window
+                        // goes on.
+                        slot.send(Listing::Failed(e));
+                        return;
+                    }
+                }
+            } else {
+                (records, problems)
+            };
             if records.is_empty() && problems.is_empty() && next.is_some() {
                 empty_run += 1;
             } else {
@@ -841,10 +945,68 @@ impl Harvest {
             };
             tokens += 1;
             tracing::debug!(upstream = %self.up.name, tokens, "resumptionToken");
-            req = Request::Resume {
-                verb: "ListRecords",
-                token,
-            };
+            req = Request::Resume { verb, token };
+        }
+    }
+
+    /// `strategy = "identifiers"`: each header of a `ListIdentifiers` page that is not a
+    /// deletion asked by `GetRecord` (section 4.1), concurrently within the per-host limits,
+    /// in list order. A record the provider cannot give (`idDoesNotExist` for an identifier
+    /// it listed, a record it sends broken) is a problem under its identifier; a failed
+    /// request fails the page.
+    async fn oai_get_records(
+        &self,
+        headers: Vec<rsagg_oai::Record>,
+        mut problems: Vec<rsagg_oai::RecordProblem>,
+    ) -> Result<(Vec<rsagg_oai::Record>, Vec<rsagg_oai::RecordProblem>), Error> {
+        let mut records = Vec::with_capacity(headers.len());
+        let mut got = futures::stream::iter(headers)
+            .map(|h| self.oai_get_one(h))
+            .buffered(self.ctx.fetch.per_host.max(1));
+        while let Some(one) = got.next().await {
+            match one? {
+                Ok(r) => records.push(r),
+                Err(p) => problems.push(p),
+            }
+        }
+        Ok((records, problems))
+    }
+
+    /// One header of `ListIdentifiers` as its record (`GetRecord`), or why it cannot be.
+    async fn oai_get_one(
+        &self,
+        header: rsagg_oai::Record,
+    ) -> Result<Result<rsagg_oai::Record, rsagg_oai::RecordProblem>, Error> {
+        if header.header.deleted {
+            return Ok(Ok(header));
+        }
+        let id = header.header.identifier.clone();
+        let problem = |message: String| rsagg_oai::RecordProblem {
+            identifier: Some(id.clone()),
+            message,
+        };
+        let url = record_uri(&self.up, &id);
+        match self.oai().page_at(&url).await?.response {
+            Response::Records {
+                mut records,
+                mut problems,
+                ..
+            } => Ok(match (records.pop(), problems.pop()) {
+                (Some(r), _) if r.header.identifier == id => Ok(r),
+                (_, Some(p)) => Err(p),
+                _ => Err(problem(format!(
+                    "GetRecord {url} did not answer the record ListIdentifiers listed"
+                ))),
+            }),
+            Response::Errors(errors) => Ok(Err(problem(format!(
+                "listed by ListIdentifiers, but GetRecord {url} answers {}",
+                errors
+                    .iter()
+                    .map(|e| e.code.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))),
+            other => Err(oai_refused(&url, "4.1", &other)),
         }
     }
 

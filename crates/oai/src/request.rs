@@ -11,8 +11,14 @@ pub enum Request {
     Identify,
     /// `ListMetadataFormats` (section 4.4): whether the prefix to harvest is offered.
     ListMetadataFormats,
-    /// `ListRecords` (section 4.5), the first page of a selective harvest.
+    /// `ListSets` (section 4.6): the repository's sets, whose `setSpec`s a selective
+    /// harvest may name.
+    ListSets,
+    /// `ListRecords` (section 4.5), the first page of a selective harvest; with
+    /// `identifiers`, `ListIdentifiers` (section 4.3: the same arguments, headers only).
     ListRecords {
+        /// `ListIdentifiers` rather than `ListRecords`.
+        identifiers: bool,
         /// `metadataPrefix`.
         prefix: String,
         /// `from`, inclusive (written in the repository's granularity).
@@ -48,6 +54,10 @@ impl Request {
         match self {
             Request::Identify => "Identify",
             Request::ListMetadataFormats => "ListMetadataFormats",
+            Request::ListSets => "ListSets",
+            Request::ListRecords {
+                identifiers: true, ..
+            } => "ListIdentifiers",
             Request::ListRecords { .. } => "ListRecords",
             Request::Resume { verb, .. } => verb,
             Request::GetRecord { .. } => "GetRecord",
@@ -64,8 +74,9 @@ impl Request {
             let mut q = url.query_pairs_mut();
             q.append_pair("verb", self.verb());
             match self {
-                Request::Identify | Request::ListMetadataFormats => {}
+                Request::Identify | Request::ListMetadataFormats | Request::ListSets => {}
                 Request::ListRecords {
+                    identifiers: _,
                     prefix,
                     from,
                     until,
@@ -109,6 +120,7 @@ mod tests {
         );
         let from = Datestamp::parse("2024-03-01T10:20:30Z");
         let list = Request::ListRecords {
+            identifiers: false,
             prefix: "oai_dc".into(),
             from,
             until: None,
@@ -119,6 +131,23 @@ mod tests {
             list.url(&base).as_str(),
             "http://repo.example.org/oai/request?verb=ListRecords&metadataPrefix=oai_dc\
              &from=2024-03-01&set=math%3Aalgebra"
+        );
+        let headers = Request::ListRecords {
+            identifiers: true,
+            prefix: "oai_dc".into(),
+            from,
+            until: None,
+            set: Some("math:algebra".into()),
+            granularity: Granularity::Day,
+        };
+        assert_eq!(
+            headers.url(&base).as_str(),
+            "http://repo.example.org/oai/request?verb=ListIdentifiers&metadataPrefix=oai_dc\
+             &from=2024-03-01&set=math%3Aalgebra"
+        );
+        assert_eq!(
+            Request::ListSets.url(&base).as_str(),
+            "http://repo.example.org/oai/request?verb=ListSets"
         );
         let next = Request::Resume {
             verb: "ListRecords",

@@ -144,6 +144,13 @@ pub enum Response {
         /// The list's `resumptionToken`, if the page has one.
         token: Option<ResumptionToken>,
     },
+    /// `ListSets`: the `setSpec`s of this page and the list's token.
+    Sets {
+        /// The `setSpec`s.
+        specs: Vec<String>,
+        /// The list's `resumptionToken`, if the page has one.
+        token: Option<ResumptionToken>,
+    },
     /// The protocol's errors instead of a result. `noRecordsMatch` alone is an empty
     /// result, not a failure (see [`Response::is_no_records`]).
     Errors(Vec<OaiError>),
@@ -533,7 +540,8 @@ impl<'a> Parser<'a> {
                 (true, b"ListMetadataFormats") => {
                     response = Some(Response::MetadataFormats(self.formats(&c)?));
                 }
-                (true, b"ListRecords" | b"GetRecord") => {
+                (true, b"ListSets") => response = Some(self.sets(&c)?),
+                (true, b"ListRecords" | b"GetRecord" | b"ListIdentifiers") => {
                     let mut scope = declarations(&root.raw);
                     scope.extend(declarations(&c.raw));
                     response = Some(self.records(&c, &scope)?);
@@ -639,24 +647,11 @@ impl<'a> Parser<'a> {
         if !s.empty {
             while let Some(c) = self.next_child()? {
                 match c.local.as_slice() {
-                    b"record" => match self.record(&c, scope)? {
+                    b"record" | b"header" => match self.record(&c, scope)? {
                         Ok(r) => records.push(r),
                         Err(p) => problems.push(p),
                     },
-                    b"resumptionToken" => {
-                        let num = |n: &[u8]| self.attr(&c, n).and_then(|v| v.parse().ok());
-                        let (expiration, complete_list_size, cursor) = (
-                            self.attr(&c, b"expirationDate"),
-                            num(b"completeListSize"),
-                            num(b"cursor"),
-                        );
-                        token = Some(ResumptionToken {
-                            value: self.text(&c)?,
-                            expiration,
-                            complete_list_size,
-                            cursor,
-                        });
-                    }
+                    b"resumptionToken" => token = Some(self.token(&c)?),
                     _ => self.skip(&c)?,
                 }
             }
@@ -668,7 +663,47 @@ impl<'a> Parser<'a> {
         })
     }
 
-    /// One `<record>`: the record, or the problem that leaves it out.
+    /// `ListSets` (section 4.6): the `setSpec`s of this page and its token.
+    fn sets(&mut self, s: &Start) -> Result<Response, Error> {
+        let mut specs = Vec::new();
+        let mut token = None;
+        if !s.empty {
+            while let Some(c) = self.next_child()? {
+                match c.local.as_slice() {
+                    b"set" if !c.empty => {
+                        while let Some(f) = self.next_child()? {
+                            match f.local.as_slice() {
+                                b"setSpec" => specs.push(self.text(&f)?),
+                                _ => self.skip(&f)?,
+                            }
+                        }
+                    }
+                    b"resumptionToken" => token = Some(self.token(&c)?),
+                    _ => self.skip(&c)?,
+                }
+            }
+        }
+        Ok(Response::Sets { specs, token })
+    }
+
+    /// A `<resumptionToken>` (section 3.5) with its attributes.
+    fn token(&mut self, c: &Start) -> Result<ResumptionToken, Error> {
+        let num = |n: &[u8]| self.attr(c, n).and_then(|v| v.parse().ok());
+        let (expiration, complete_list_size, cursor) = (
+            self.attr(c, b"expirationDate"),
+            num(b"completeListSize"),
+            num(b"cursor"),
+        );
+        Ok(ResumptionToken {
+            value: self.text(c)?,
+            expiration,
+            complete_list_size,
+            cursor,
+        })
+    }
+
+    /// One `<record>` (or a `<header>` of `ListIdentifiers`): the record, or the problem
+    /// that leaves it out.
     fn record(
         &mut self,
         s: &Start,
@@ -677,7 +712,11 @@ impl<'a> Parser<'a> {
         let mut header = None;
         let mut metadata = None;
         let mut problem = None;
-        if !s.empty {
+        // A `<header>` of `ListIdentifiers` (section 4.3): a record without its metadata.
+        let headers_only = s.local == b"header";
+        if headers_only {
+            header = Some(self.header(s)?);
+        } else if !s.empty {
             while let Some(c) = self.next_child()? {
                 match c.local.as_slice() {
                     b"header" => header = Some(self.header(&c)?),
@@ -759,7 +798,7 @@ impl<'a> Parser<'a> {
                     )));
                 }
             };
-        if !deleted && metadata.is_none() {
+        if !deleted && metadata.is_none() && !headers_only {
             return Ok(Err(problem_of(
                 "a record that is not deleted has no metadata (OAI-PMH 2.0 section 2.5)".into(),
             )));
@@ -948,6 +987,39 @@ mod tests {
                 problems.iter().map(|p| p.identifier.clone()).collect(),
                 token.as_ref().map(|t| t.value.clone()),
             ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn list_identifiers_headers_and_list_sets() {
+        let page = oai(
+            r#"<ListIdentifiers><header><identifier>oai:r:1</identifier><datestamp>2024-01-01</datestamp><setSpec>a</setSpec></header><header status="deleted"><identifier>oai:r:2</identifier><datestamp>2024-01-02</datestamp></header><header><identifier>oai:r:3</identifier></header><resumptionToken completeListSize="9">t-1</resumptionToken></ListIdentifiers>"#,
+        );
+        let p = parse(URL, page.as_bytes()).unwrap();
+        assert_eq!(
+            ids(&p.response),
+            (
+                vec!["oai:r:1".to_owned(), "oai:r:2".to_owned()],
+                vec![Some("oai:r:3".to_owned())],
+                Some("t-1".to_owned())
+            )
+        );
+        let Response::Records { records, .. } = &p.response else {
+            unreachable!()
+        };
+        assert_eq!(records[0].header.sets, ["a"]);
+        assert!(records[0].metadata.is_none() && !records[0].header.deleted);
+        assert!(records[1].header.deleted);
+
+        let page = oai(
+            r#"<ListSets><set><setSpec>math</setSpec><setName>Mathematics</setName></set><set><setSpec>math:algebra</setSpec><setName>Algebra</setName><setDescription><x/></setDescription></set><resumptionToken>s-2</resumptionToken></ListSets>"#,
+        );
+        match parse(URL, page.as_bytes()).unwrap().response {
+            Response::Sets { specs, token } => {
+                assert_eq!(specs, ["math", "math:algebra"]);
+                assert_eq!(token.unwrap().value, "s-2");
+            }
             other => panic!("{other:?}"),
         }
     }

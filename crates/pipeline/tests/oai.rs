@@ -30,6 +30,8 @@ struct Rec {
     title: String,
     /// Metadata with a character XML 1.0 does not allow (U+0001).
     bad: bool,
+    /// `setSpec`s (`all` when none is given).
+    sets: Vec<String>,
 }
 
 /// The repository and how the provider behaves.
@@ -63,6 +65,13 @@ struct Repo {
     compact: bool,
     /// The `ListRecords` page with a token at this cursor is cut short in its last record.
     cut_at: Option<usize>,
+    /// `ListRecords` answers 500 (a provider whose ListRecords breaks on some record);
+    /// `ListIdentifiers` and `GetRecord` work.
+    broken_list_records: bool,
+    /// Requests answered, per verb.
+    verbs: BTreeMap<String, usize>,
+    /// `set` of every first `ListRecords` / `ListIdentifiers` request.
+    set_args: Vec<Option<String>>,
 }
 
 impl Default for Repo {
@@ -85,6 +94,9 @@ impl Default for Repo {
             endless_empty: false,
             compact: false,
             cut_at: None,
+            broken_list_records: false,
+            verbs: BTreeMap::new(),
+            set_args: Vec::new(),
         }
     }
 }
@@ -98,8 +110,14 @@ impl Repo {
                 deleted: false,
                 title: title.into(),
                 bad: false,
+                sets: Vec::new(),
             },
         );
+    }
+
+    fn put_in(&mut self, id: &str, datestamp: &str, title: &str, sets: &[&str]) {
+        self.put(id, datestamp, title);
+        self.records.get_mut(id).unwrap().sets = sets.iter().map(|s| (*s).to_owned()).collect();
     }
 
     fn delete(&mut self, id: &str, datestamp: &str) {
@@ -161,7 +179,52 @@ async fn oai(
             .into_response();
     }
     let verb = q.get("verb").map(String::as_str).unwrap_or("");
+    *repo.verbs.entry(verb.to_owned()).or_default() += 1;
+    if verb == "ListRecords" && repo.broken_list_records {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "ListRecords is broken").into_response();
+    }
+    let headers_only = verb == "ListIdentifiers";
     match verb {
+        "ListSets" => {
+            let mut specs: Vec<String> = repo
+                .records
+                .values()
+                .flat_map(|r| {
+                    if r.sets.is_empty() {
+                        vec!["all".to_owned()]
+                    } else {
+                        r.sets.clone()
+                    }
+                })
+                .collect();
+            specs.sort();
+            specs.dedup();
+            if specs.is_empty() {
+                return envelope(
+                    &repo,
+                    &base,
+                    "<error code=\"noSetHierarchy\">no sets</error>",
+                );
+            }
+            // One set a page, to be followed by its token.
+            let at: usize = q
+                .get("resumptionToken")
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(0);
+            let token = if at + 1 < specs.len() {
+                format!("<resumptionToken>{}</resumptionToken>", at + 1)
+            } else {
+                String::new()
+            };
+            envelope(
+                &repo,
+                &base,
+                &format!(
+                    "<ListSets><set><setSpec>{}</setSpec><setName>Set</setName></set>{token}</ListSets>",
+                    specs[at]
+                ),
+            )
+        }
         "Identify" => {
             repo.identifies += 1;
             let body = format!(
@@ -195,8 +258,8 @@ async fn oai(
                 ),
             }
         }
-        "ListRecords" => {
-            let (offset, from, until) = match q.get("resumptionToken") {
+        "ListRecords" | "ListIdentifiers" => {
+            let (offset, from, until, set) = match q.get("resumptionToken") {
                 Some(t) => {
                     repo.token_requests += 1;
                     if repo.expire_token == Some(repo.token_requests) {
@@ -210,13 +273,16 @@ async fn oai(
                     let offset: usize = parts.next().unwrap().parse().unwrap();
                     let from = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
                     let until = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
-                    (offset, from, until)
+                    let set = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
+                    (offset, from, until, set)
                 }
                 None => {
                     assert_eq!(q.get("metadataPrefix").map(String::as_str), Some("oai_dc"));
                     let from = q.get("from").cloned();
                     repo.froms.push(from.clone());
-                    (0, from, q.get("until").cloned())
+                    let set = q.get("set").cloned();
+                    repo.set_args.push(set.clone());
+                    (0, from, q.get("until").cloned(), set)
                 }
             };
             let (lo, hi) = if repo.ignore_from {
@@ -232,6 +298,13 @@ async fn oai(
                 .iter()
                 .filter(|(_, r)| lo.as_ref().is_none_or(|lo| r.datestamp >= *lo))
                 .filter(|(_, r)| hi.as_ref().is_none_or(|hi| r.datestamp <= *hi))
+                .filter(|(_, r)| {
+                    set.as_ref().is_none_or(|s| {
+                        r.sets
+                            .iter()
+                            .any(|t| t == s || t.starts_with(&format!("{s}:")))
+                    })
+                })
                 .collect();
             if matching.is_empty() {
                 let mut r = envelope(&repo, &base, "<error code=\"noRecordsMatch\">none</error>");
@@ -248,9 +321,16 @@ async fn oai(
                     ),
                 );
             }
-            let mut body = String::from("<ListRecords>");
+            let mut body = format!("<{verb}>");
             for (id, r) in matching.iter().skip(offset).take(repo.batch) {
-                body.push_str(&record_xml(&repo, id, r));
+                let xml = record_xml(&repo, id, r);
+                if headers_only {
+                    let header =
+                        &xml[xml.find("<header").unwrap()..xml.find("</header>").unwrap() + 9];
+                    body.push_str(header);
+                } else {
+                    body.push_str(&xml);
+                }
             }
             let next = if repo.loop_token && offset > 0 {
                 offset
@@ -260,9 +340,10 @@ async fn oai(
             let size = matching.len();
             if next < size {
                 body.push_str(&format!(
-                    "<resumptionToken expirationDate=\"2099-01-01T00:00:00Z\" completeListSize=\"{size}\" cursor=\"{offset}\">{next}|{}|{}</resumptionToken>",
+                    "<resumptionToken expirationDate=\"2099-01-01T00:00:00Z\" completeListSize=\"{size}\" cursor=\"{offset}\">{next}|{}|{}|{}</resumptionToken>",
                     from.unwrap_or_default(),
-                    until.unwrap_or_default()
+                    until.unwrap_or_default(),
+                    set.unwrap_or_default()
                 ));
             } else if offset > 0 {
                 // The last page of a list in several: an empty token (section 3.5).
@@ -270,7 +351,7 @@ async fn oai(
                     "<resumptionToken completeListSize=\"{size}\" cursor=\"{offset}\"/>"
                 ));
             }
-            body.push_str("</ListRecords>");
+            body.push_str(&format!("</{verb}>"));
             if repo.cut_at == Some(offset) {
                 // The connection dropped in the page's last record: what arrived is a
                 // prefix, ending before the record's title.
@@ -303,8 +384,16 @@ fn record_xml(repo: &Repo, id: &str, r: &Rec) -> String {
     } else {
         r.title.clone()
     };
+    let sets: String = if r.sets.is_empty() {
+        "<setSpec>all</setSpec>".into()
+    } else {
+        r.sets
+            .iter()
+            .map(|s| format!("<setSpec>{s}</setSpec>"))
+            .collect()
+    };
     format!(
-        "<record><header><identifier>{id}</identifier><datestamp>{ds}</datestamp><setSpec>all</setSpec></header><metadata><oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" xmlns:dc=\"http://purl.org/dc/elements/1.1/\"><dc:title>{title}</dc:title><dc:identifier>{id}</dc:identifier></oai_dc:dc></metadata></record>"
+        "<record><header><identifier>{id}</identifier><datestamp>{ds}</datestamp>{sets}</header><metadata><oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" xmlns:dc=\"http://purl.org/dc/elements/1.1/\"><dc:title>{title}</dc:title><dc:identifier>{id}</dc:identifier></oai_dc:dc></metadata></record>"
     )
 }
 
@@ -707,7 +796,7 @@ async fn identify_is_asked_once_per_run() {
     let repo = Arc::new(Mutex::new(Repo::default()));
     repo.lock()
         .unwrap()
-        .put("oai:i:1", "2024-12-01T00:00:00Z", "I 1");
+        .put_in("oai:i:1", "2024-12-01T00:00:00Z", "I 1", &["a", "b", "c"]);
     let base = serve(repo.clone()).await;
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(&base, dir.path(), "sets = [\"a\", \"b\", \"c\"]");
@@ -845,4 +934,106 @@ async fn one_bounded_run(repo: Repo, prefix: &str, n: usize) -> (Arc<Mutex<Repo>
     .expect("the harvest ends")
     .unwrap();
     (repo, r)
+}
+
+/// Issue 44 point 4: `strategy = "identifiers"` harvests a provider whose `ListRecords`
+/// fails by `ListIdentifiers` and one `GetRecord` per identifier (none for a deletion),
+/// with windows and checkpoints as `ListRecords`; the next run asks only what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_identifiers_strategy_harvests_by_get_record_when_list_records_is_broken() {
+    let repo = Arc::new(Mutex::new(Repo {
+        broken_list_records: true,
+        ..Repo::default()
+    }));
+    {
+        let mut r = repo.lock().unwrap();
+        for i in 1..=5 {
+            r.put(
+                &format!("oai:i:{i}"),
+                &format!("2024-0{i}-01T00:00:00Z"),
+                &format!("I {i}"),
+            );
+        }
+        r.delete("oai:i:5", "2024-06-01T00:00:00Z");
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "strategy = \"identifiers\"");
+    let opts = RunOptions::default();
+    assert_eq!(counts(&run_once(&p, &opts).await.unwrap()), (4, 0, 0, 0));
+    assert_eq!(published(dir.path()).len(), 4);
+    {
+        let r = repo.lock().unwrap();
+        assert_eq!(r.verbs.get("ListRecords"), None, "{:?}", r.verbs);
+        assert_eq!(
+            r.verbs["GetRecord"], 4,
+            "one per record, none for the deletion"
+        );
+    }
+    // Record 2 changes: the next pass lists from the checkpoint and asks for it alone.
+    {
+        let mut r = repo.lock().unwrap();
+        r.put("oai:i:2", "2025-01-01T12:00:00Z", "I 2, revised");
+        r.now = "2025-01-02T00:00:00Z".into();
+    }
+    let r = run_once(&p, &opts).await.unwrap();
+    assert_eq!(counts(&r), (0, 1, 0, 0), "{r:?}");
+    assert_eq!(repo.lock().unwrap().verbs["GetRecord"], 5);
+    let audit_opts = AuditOptions {
+        read_data: true,
+        fetch: true,
+        max_items: 100,
+    };
+    let a = audit(&p, audit_opts).await.unwrap();
+    assert!(a.in_sync, "{a:?}");
+}
+
+/// Issue 44 point 5: the sets of one repository are harvested side by side, a record in
+/// two of them stored once (created once, found unchanged by the other set); `ListSets`
+/// checks the names first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sets_are_harvested_together_and_a_record_in_two_sets_is_stored_once() {
+    let repo = Arc::new(Mutex::new(Repo::default()));
+    {
+        let mut r = repo.lock().unwrap();
+        r.put_in("oai:s:1", "2024-01-01T00:00:00Z", "S 1", &["a"]);
+        r.put_in("oai:s:2", "2024-01-02T00:00:00Z", "S 2", &["b"]);
+        r.put_in("oai:s:3", "2024-01-03T00:00:00Z", "S 3", &["a", "b"]);
+        r.put_in("oai:s:4", "2024-01-04T00:00:00Z", "S 4", &["a:x"]);
+        r.put_in("oai:s:5", "2024-01-05T00:00:00Z", "S 5", &["c"]);
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(
+        &base,
+        dir.path(),
+        "sets = [\"a\", \"b\"]\nwindow = \"none\"",
+    );
+    let opts = RunOptions::default();
+    let r = run_once(&p, &opts).await.unwrap();
+    // 1, 3 and 4 (a:x is in a) from `a`, 2 and 3 from `b`: 3 is stored once.
+    assert_eq!(counts(&r), (4, 0, 0, 1), "{r:?}");
+    assert_eq!(published(dir.path()).len(), 4);
+    {
+        let r = repo.lock().unwrap();
+        let mut sets = r.set_args.clone();
+        sets.sort();
+        assert_eq!(sets, [Some("a".to_owned()), Some("b".to_owned())]);
+        assert!(
+            r.verbs["ListSets"] >= 2,
+            "paged by its tokens: {:?}",
+            r.verbs
+        );
+    }
+
+    // A set the repository does not have is refused by name.
+    let p = pipeline(&base, dir.path(), "sets = [\"a\", \"nope\"]");
+    let r = run_once(&p, &opts).await.unwrap();
+    let u = only(&r);
+    assert_eq!(u.verdict, Verdict::Failed, "{r:?}");
+    let error = u.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("no set `nope`") && error.contains("4.6"),
+        "{error}"
+    );
 }

@@ -553,6 +553,7 @@ async fn oai_provider_pages_a_list_and_follows_its_repository() -> Result<()> {
         let (client, base) = (client.clone(), base.clone());
         async move {
             let mut req = Request::ListRecords {
+                identifiers: false,
                 prefix: "oai_dc".into(),
                 from,
                 until: None,
