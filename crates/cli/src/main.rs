@@ -97,9 +97,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Parse and check any ResourceSync document (file, `-` for stdin, or http(s) URL).
+    /// Parse and check any ResourceSync document (file, `-` for stdin, or http(s) URL), or
+    /// with --source URL a whole Source: every document, package and the rules between them.
     ///
-    /// Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error.
+    /// Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error (with
+    /// --source: the start document could not be fetched).
     Validate(validate::Args),
     /// Harvest every upstream of a pipeline into its store (one pass by default). Several
     /// pipeline files or a directory: a fleet run, every pipeline in this process, bounded.

@@ -1,4 +1,5 @@
-//! `rsagg validate PATH|URL [--strict] [--json]`: parse and check one document.
+//! `rsagg validate PATH|URL [--strict] [--json]`: parse and check one document;
+//! `rsagg validate --source URL …`: walk a whole Source (`rsagg-validate`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -11,9 +12,33 @@ use crate::input;
 
 /// Arguments of `rsagg validate`.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["target", "source"])))]
 pub struct Args {
     /// File path, `-` for standard input, or http(s) URL. Gzip input is inflated.
-    pub target: String,
+    pub target: Option<String>,
+    /// Walk the whole Source from this URL (its Source Description,
+    /// `/.well-known/resourcesync`, or a Capability List): every list, index, part, dump
+    /// package and manifest, and the rules between them.
+    #[arg(long, value_name = "URL", conflicts_with = "target")]
+    pub source: Option<String>,
+    /// With --source: documents fetched at most (lists, parts, packages, manifest copies).
+    #[arg(long, default_value_t = 10_000, value_name = "N", requires = "source")]
+    pub max_documents: u64,
+    /// With --source: fetch this many resources of the Resource List(s), a seeded choice,
+    /// and check their hash, length and type.
+    #[arg(long, default_value_t = 0, value_name = "N", requires = "source")]
+    pub sample: u64,
+    /// With --source: the seed of the sample's choice.
+    #[arg(long, default_value_t = 0, value_name = "N", requires = "source")]
+    pub seed: u64,
+    /// With --source: allow private, loopback and link-local addresses (a Source on
+    /// 127.0.0.1).
+    #[arg(long, requires = "source")]
+    pub allow_private: bool,
+    /// With --source: also check this Change Notification payload file (repeatable): each
+    /// as a document, and their from/until consecutive.
+    #[arg(long, value_name = "FILE", requires = "source")]
+    pub notification: Vec<std::path::PathBuf>,
     /// Judge as rsagg's own output: every deviation from the spec is an error. Without it,
     /// known quirks of upstream Sources are warnings.
     #[arg(long)]
@@ -21,7 +46,8 @@ pub struct Args {
     /// Print one JSON object instead of human-readable lines.
     #[arg(long)]
     pub json: bool,
-    /// Refuse documents larger than this many bytes (after gzip inflation).
+    /// Refuse documents larger than this many bytes (after gzip inflation). With --source:
+    /// the bytes read by the whole walk (each document bounded by it too).
     #[arg(long, default_value_t = 1 << 30, value_name = "BYTES")]
     pub max_bytes: u64,
     /// Refuse documents with more entries than this.
@@ -57,7 +83,14 @@ pub async fn run(args: Args) -> ExitCode {
     } else {
         Mode::Lenient
     };
-    let input = match input::open_source(&args.target).await {
+    if let Some(source) = &args.source {
+        return run_source(&args, source, mode).await;
+    }
+    let Some(target) = args.target.clone() else {
+        eprintln!("rsagg validate: give a PATH|URL or --source URL");
+        return ExitCode::from(2);
+    };
+    let input = match input::open_source(&target).await {
         Ok(i) => i,
         Err(e) => {
             eprintln!("rsagg validate: {e:#}");
@@ -69,7 +102,7 @@ pub async fn run(args: Args) -> ExitCode {
         max_bytes: args.max_bytes,
         max_entries: args.max_entries,
         max_problems: args.max_problems,
-        source: args.target.clone(),
+        source: target.clone(),
         ..ReadOptions::default()
     };
     let report = match check(input, opts).await {
@@ -90,7 +123,7 @@ pub async fn run(args: Args) -> ExitCode {
             }
         }
     } else {
-        let _ = print_human(&mut std::io::stdout().lock(), &args.target, &report);
+        let _ = print_human(&mut std::io::stdout().lock(), &target, &report);
     }
     if report.valid {
         ExitCode::SUCCESS
@@ -235,5 +268,116 @@ fn print_human(out: &mut impl std::io::Write, target: &str, r: &Report) -> std::
         r.errors,
         r.warnings,
         r.mode
+    )
+}
+
+/// `rsagg validate --source URL`: the walk, its report, the exit status (0 no error,
+/// 1 some error, 2 usage error or the start document could not be fetched).
+async fn run_source(args: &Args, source: &str, mode: Mode) -> ExitCode {
+    let opts = rsagg_validate::Options {
+        mode,
+        max_documents: args.max_documents,
+        max_bytes: args.max_bytes,
+        max_entries: args.max_entries,
+        max_problems: args.max_problems,
+        sample: args.sample,
+        seed: args.seed,
+        allow_private: args.allow_private,
+        notifications: args.notification.clone(),
+        ..rsagg_validate::Options::default()
+    };
+    let report = match rsagg_validate::validate_source(source, &opts).await {
+        Ok(r) => r,
+        Err(e) => {
+            let hint = match &e {
+                rsagg_validate::Error::StartFetch { source, .. }
+                    if matches!(**source, rsagg_fetch::Error::Refused { .. }) =>
+                {
+                    " (--allow-private walks a Source on a private or loopback address)"
+                }
+                _ => "",
+            };
+            eprintln!(
+                "rsagg validate: {}{hint}",
+                rsagg_model::redact(&e.to_string())
+            );
+            return ExitCode::from(2);
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(s) => {
+                let _ = writeln!(std::io::stdout().lock(), "{}", rsagg_model::redact(&s));
+            }
+            Err(e) => {
+                eprintln!("rsagg validate: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        let _ = print_source(&mut std::io::stdout().lock(), &report);
+    }
+    if report.valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// The human report of a walk: one line per problem, as for one document but led by the
+/// document's URL, then the summary.
+fn print_source(out: &mut impl std::io::Write, r: &rsagg_validate::Report) -> std::io::Result<()> {
+    for p in &r.problems {
+        let sev = match p.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        let section = if p.section.starts_with("CN") || p.section.starts_with("Appendix") {
+            p.section.to_owned()
+        } else {
+            format!("section {}", p.section)
+        };
+        let url = rsagg_model::redact(&p.url);
+        writeln!(
+            out,
+            "{url}:{}:{}: {sev}[{}]: {} ({section})",
+            p.line,
+            p.column,
+            p.code,
+            rsagg_model::redact(&p.message)
+        )?;
+    }
+    let s = &r.summary;
+    let shown = r.problems.len() as u64;
+    if s.errors + s.warnings > shown {
+        writeln!(
+            out,
+            "… {} more problems not shown",
+            s.errors + s.warnings - shown
+        )?;
+    }
+    let documents: u64 = s.documents.values().sum();
+    let kinds: Vec<String> = s
+        .documents
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    writeln!(
+        out,
+        "{}: {} Source, {documents} documents ({}), {} packages, {} entries, {} bytes, {} resources sampled, {} errors, {} warnings ({} mode){}",
+        rsagg_model::redact(&r.source),
+        if r.valid { "valid" } else { "INVALID" },
+        kinds.join(", "),
+        s.packages,
+        s.entries,
+        s.bytes,
+        s.resources_sampled,
+        s.errors,
+        s.warnings,
+        r.mode,
+        match s.truncated {
+            Some(b) => format!("; stopped at --{b}"),
+            None => String::new(),
+        }
     )
 }
