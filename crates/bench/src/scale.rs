@@ -122,6 +122,14 @@ pub struct ScaleArgs {
     /// `--pipeline-extra`, which must then have none of its own.
     #[arg(long)]
     skip_rebuild: bool,
+    /// Skip the Resource List snapshot rebuild measured at each N after the no-change run
+    /// (a fresh `rsagg run --once` with `[publish] resourcelist = "interval"` and
+    /// `resourcelist_every = "1s"`): what a pipeline on the interval does once a
+    /// `resourcelist_every` (a day by default), every part and the index rebuilt from the
+    /// state. Its pipeline file adds a `[publish]` table to `--pipeline-extra`, as the dump
+    /// rebuild's does.
+    #[arg(long)]
+    skip_list_rebuild: bool,
 }
 
 /// The `resource_dump_interval` of the rebuild run ([`ScaleArgs::skip_rebuild`]).
@@ -706,6 +714,8 @@ struct Series {
     unchanged: RunFigures,
     /// The Resource Dump rebuild after the no-change run (`None` with `--skip-rebuild`).
     rebuild: Option<RunFigures>,
+    /// The Resource List snapshot rebuild (`None` with `--skip-list-rebuild`).
+    list_rebuild: Option<RunFigures>,
     /// The forced blob garbage collection after the runs (`None` with `--skip-gc`).
     gc: Option<RunFigures>,
     /// At reference sizes, the wall seconds of the extra baselines, each into a store of its
@@ -724,6 +734,7 @@ impl Series {
         std::iter::once(&self.baseline)
             .chain(&self.incremental)
             .chain(std::iter::once(&self.unchanged))
+            .chain(&self.list_rebuild)
             .chain(&self.rebuild)
             .chain(&self.gc)
     }
@@ -895,10 +906,13 @@ fn series(
         }))
         .collect();
     let (env_untraced, env) = (env, &traced[..]);
+    // The Resource List's `at` is at least this old from here on (a patched run takes it).
+    let mut listed = dumped;
     for r in 1..=a.incremental as u64 {
         round(r)?;
         let name = label(&format!("inc{r}"));
         let mut f = run_rsagg(bin, &pipeline, env, &name, work)?;
+        listed = std::time::Instant::now();
         f.label = format!("incremental {r}");
         check(&f, a.creates, a.updates, a.deletes)?;
         print_row(store_name, n, &f);
@@ -916,6 +930,37 @@ fn series(
         print_reads(&work.join(format!("{name}.stderr")));
     }
     s.unchanged = f;
+    if !a.skip_list_rebuild {
+        // The list as the runs so far left it (patched below `AUTO_INTERVAL_ABOVE`, else
+        // a snapshot with pending parts), now `resourcelist_every` old: rebuilt whole.
+        std::thread::sleep(REBUILD_INTERVAL.saturating_sub(listed.elapsed()));
+        let file = write_pipeline_with(
+            &format!("{store_name}-{n}-list-rebuild"),
+            store_url,
+            &format!(
+                "[publish]\nresourcelist = \"interval\"\nresourcelist_every = \"{}s\"\n",
+                REBUILD_INTERVAL.as_secs()
+            ),
+        )?;
+        let name = label("list-rebuild");
+        let mut f = run_rsagg(bin, &file, env, &name, work)?;
+        f.label = "list rebuild".into();
+        check(&f, 0, 0, 0)?;
+        let parts = f.report["publish"]["resource_list_parts"]
+            .as_u64()
+            .unwrap_or(0);
+        anyhow::ensure!(
+            parts > 0,
+            "the Resource List rebuild ({store_name}, N={n}) rewrote no part: {}",
+            f.report["publish"]
+        );
+        print_row(store_name, n, &f);
+        println!("{store_name:<7} {n:>9} list rebuild: {parts} parts and the index written");
+        if a.trace_requests {
+            print_reads(&work.join(format!("{name}.stderr")));
+        }
+        s.list_rebuild = Some(f);
+    }
     if !a.skip_rebuild {
         // The same store and upstream, with an interval the baseline's dump has outlived
         // (at N = 2,000 every run so far may fit in it).

@@ -33,7 +33,7 @@ fn quick(upstream: &[&str]) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    for run in ["baseline", "incremental 1", "no change"] {
+    for run in ["baseline", "incremental 1", "no change", "list rebuild"] {
         let row = stdout
             .lines()
             .find(|l| l.starts_with("file") && l.contains(run))
@@ -46,6 +46,11 @@ fn quick(upstream: &[&str]) {
     }
     assert!(
         stdout.contains("bytes stored per byte harvested"),
+        "{stdout}"
+    );
+    // The Resource List on the interval, once due, is rebuilt whole (issue 46).
+    assert!(
+        stdout.contains("list rebuild: ") && stdout.contains("parts and the index written"),
         "{stdout}"
     );
 }

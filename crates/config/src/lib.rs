@@ -661,9 +661,25 @@ pub struct PublishConfig {
     /// ... or once its `from` is this old (default `1d`).
     #[serde(with = "humantime_serde")]
     pub changelist_max_age: Duration,
-    /// Closed Change Lists kept (with their Change Dumps); older ones are dropped from the
-    /// Change List Index and deleted after the grace period. Default: all are kept.
-    pub changelist_retain: Option<u64>,
+    /// Closed Change Lists kept (with their Change Dumps): a count (`1000`: the newest 1,000)
+    /// or a duration (`"7d"`: those that end less than 7 days ago). Older ones are dropped
+    /// from the Change List Index and deleted after the grace period, but never one that
+    /// ends after the `at` of a Resource List a Destination may still baseline from (the
+    /// published one, or the one a rebuild replaced less than `grace` ago): spec 10.1, 12,
+    /// a snapshot plus every Change List since its `at`. Default: all are kept (at most
+    /// 49,999, the Change List Index's bound, spec 4).
+    pub changelist_retain: Option<ChangeListRetain>,
+    /// How the Resource List follows the collection (default `auto`): `patch` rewrites the
+    /// parts a run's changes fall in, every run; `interval` publishes a snapshot every
+    /// `resourcelist_every` (spec 10.1: the resources as of its `at`) and, in between, the
+    /// Change Lists only; `auto` patches while the list holds at most
+    /// [`AUTO_INTERVAL_ABOVE`] resources (its parts then stay within
+    /// `resourcelist_part_entries`) and takes the interval above.
+    pub resourcelist: ResourceListPolicy,
+    /// How often the interval's snapshot is rebuilt (default `1d`): a run once it is this
+    /// old rebuilds it from the state (every part, then the index), in bounded memory.
+    #[serde(with = "humantime_serde")]
+    pub resourcelist_every: Duration,
     /// Most entries in one part of the Resource List (default 200; 2 to 50,000). Beyond it
     /// the collection is re-cut into twice as many parts per doubling, aiming at half of
     /// this per part. Small parts keep an incremental run's cost proportional to its changes
@@ -706,6 +722,8 @@ impl Default for PublishConfig {
             changelist_max_entries: 10_000,
             changelist_max_age: Duration::from_secs(86_400),
             changelist_retain: None,
+            resourcelist: ResourceListPolicy::Auto,
+            resourcelist_every: Duration::from_secs(86_400),
             resourcelist_part_entries: 200,
             change_dumps: true,
             change_dump_baseline: false,
@@ -716,6 +734,59 @@ impl Default for PublishConfig {
             gc_interval: Duration::from_secs(86_400),
             grace: Duration::from_secs(3_600),
         }
+    }
+}
+
+/// `publish.resourcelist`: patched every run, or a snapshot on an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceListPolicy {
+    /// Patch while the list holds at most [`AUTO_INTERVAL_ABOVE`] resources, else interval.
+    #[default]
+    Auto,
+    /// Rewrite the parts a run's changes fall in, every run.
+    Patch,
+    /// A snapshot every `resourcelist_every`, the Change Lists in between.
+    Interval,
+}
+
+/// Above this many listed resources `resourcelist = "auto"` takes the interval: 32,768
+/// parts (an index's most, in powers of two) of half the default 200 entries. Beyond it a
+/// part grows with the collection, so a patched run costs O(collection / 32,768) bytes per
+/// change (at 10^8, ~72% of the parts an hour at 1% churn a day), not O(changes).
+pub const AUTO_INTERVAL_ABOVE: u64 = 3_276_800;
+
+/// `publish.changelist_retain`: a count of closed lists, or how long they are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeListRetain {
+    /// The newest this many closed lists.
+    Lists(u64),
+    /// Closed lists that end less than this long ago.
+    Age(Duration),
+}
+
+impl<'de> Deserialize<'de> for ChangeListRetain {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = ChangeListRetain;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number of Change Lists (1000) or a duration such as \"7d\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                u64::try_from(v)
+                    .map(ChangeListRetain::Lists)
+                    .map_err(|_| E::custom(format!("{v}: a count of Change Lists is not negative")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(ChangeListRetain::Lists(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                serde::de::Visitor::visit_str(humantime_serde::DurationVisitor, v)
+                    .map(ChangeListRetain::Age)
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -1536,6 +1607,20 @@ impl PublishConfig {
         if pc.dump_package_bytes == 0 {
             err("publish.dump_package_bytes", "must be at least 1".into());
         }
+        if pc.resourcelist_every < Duration::from_secs(1) {
+            err(
+                "publish.resourcelist_every",
+                "must be at least 1s (how often the Resource List snapshot is rebuilt)".into(),
+            );
+        }
+        if let Some(ChangeListRetain::Age(age)) = pc.changelist_retain
+            && age < Duration::from_secs(1)
+        {
+            err(
+                "publish.changelist_retain",
+                "a duration of at least 1s, or a count of Change Lists".into(),
+            );
+        }
         let l = &self.links;
         let mut seen: HashSet<String> = HashSet::new();
         for (action, rels) in [
@@ -2052,6 +2137,47 @@ poll_interval = "5m"
             .unwrap_err()
             .to_string();
         assert!(e.contains("collection.base_url"), "{e}");
+    }
+
+    /// `[publish]`'s Resource List policy and `changelist_retain` as a count or a duration
+    /// (issue 46); a zero interval or retention is refused, naming the key.
+    #[test]
+    fn the_resource_list_policy_and_change_list_retention_by_count_or_time() {
+        let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
+        let c = &p.config.publish;
+        assert_eq!(c.resourcelist, ResourceListPolicy::Auto);
+        assert_eq!(c.resourcelist_every, Duration::from_secs(86_400));
+        assert_eq!(c.changelist_retain, None);
+        for (line, policy, retain) in [
+            (
+                "resourcelist = \"interval\"\nresourcelist_every = \"6h\"\nchangelist_retain = 1000",
+                ResourceListPolicy::Interval,
+                ChangeListRetain::Lists(1000),
+            ),
+            (
+                "resourcelist = \"patch\"\nchangelist_retain = \"7d\"",
+                ResourceListPolicy::Patch,
+                ChangeListRetain::Age(Duration::from_secs(7 * 86_400)),
+            ),
+        ] {
+            let text = format!("{GOOD}\n[publish]\n{line}\n");
+            let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+            assert_eq!(p.config.publish.resourcelist, policy, "{line}");
+            assert_eq!(p.config.publish.changelist_retain, Some(retain), "{line}");
+        }
+        for (line, key) in [
+            ("resourcelist = \"sometimes\"", "resourcelist"),
+            ("resourcelist_every = \"0s\"", "publish.resourcelist_every"),
+            ("changelist_retain = \"0s\"", "publish.changelist_retain"),
+            ("changelist_retain = \"a week\"", "changelist_retain"),
+            ("changelist_retain = -1", "changelist_retain"),
+        ] {
+            let text = format!("{GOOD}\n[publish]\n{line}\n");
+            let e = Pipeline::parse(Path::new("p.toml"), &text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{line}: {e}");
+        }
     }
 
     #[test]

@@ -243,6 +243,47 @@ pub struct ResourceListMeta {
     /// patched. Empty in metadata written before parts were patched.
     #[serde(default)]
     pub rendered_with: String,
+    /// Under `publish.resourcelist = "interval"`: the change-log sequence number the
+    /// published snapshot lists the state at (its `rs:md at`, [`Self::listed_at`], is the
+    /// instant of that position); `seq` then says how far [`Self::pending`] goes. `None`
+    /// while the list is patched every run (it then reflects `seq`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_seq: Option<u64>,
+    /// Under the interval: the entries of the resources changed since the snapshot, as
+    /// they are at `seq` (a deleted one as an entry with `rs:md change="deleted"`), cut
+    /// into `pending.len()` slot ranges as [`Self::parts`] are: per range, its object name
+    /// under `resourcelist/` (empty when nothing in it changed) and its entries. Not a
+    /// published document: `rsagg serve` reads it before the snapshot's part, so a copy
+    /// a Change List names is served as the Change List describes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<(String, u64)>,
+    /// `rs:md at` of the published `resourcelist.xml` (the list or its index); `None` in
+    /// metadata written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listed_at: Option<W3cDateTime>,
+    /// The `rs:md at` of the list the last rebuild replaced, with when it was replaced
+    /// (unix seconds): its parts stay `publish.grace` after that, and so does that `at` as
+    /// the floor of Change List retention (a Destination that baselined from it must still
+    /// find every change after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<(W3cDateTime, i64)>,
+}
+
+impl ResourceListMeta {
+    /// The oldest `rs:md at` of a Resource List a Destination may still be baselining
+    /// from: the published list's, or the one replaced less than `grace` ago (its parts
+    /// are still there). Change Lists ending after it are kept whatever their retention
+    /// says (spec 10.1, 12: a snapshot plus the Change Lists since its `at`).
+    pub fn oldest_listed_at(&self, now_secs: i64, grace_secs: i64) -> Option<W3cDateTime> {
+        let replaced = self
+            .replaced
+            .filter(|(_, when)| now_secs.saturating_sub(*when) < grace_secs)
+            .map(|(at, _)| at);
+        match (self.listed_at, replaced) {
+            (Some(a), Some(b)) => Some(if b.cmp_instant(&a).is_lt() { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// When a document's making began and ended: its `rs:md at` and `completed` (spec 7).

@@ -87,6 +87,17 @@ pub fn part_path(name: &str) -> String {
     format!("{RESOURCE_LIST_DIR}/{name}")
 }
 
+/// Where the pending parts of a Resource List on an interval are kept (the entries changed
+/// since its snapshot, [`crate::meta::ResourceListMeta::pending`]): beside the metadata,
+/// not under the collection's URL space, since no published document names them and only
+/// `rsagg serve` reads them.
+pub const RESOURCE_LIST_PENDING_DIR: &str = "published/resourcelist-pending";
+
+/// The object path of pending part `name`.
+pub fn pending_path(name: &str) -> String {
+    format!("{RESOURCE_LIST_PENDING_DIR}/{name}")
+}
+
 /// The name of the part at object path `path` (the inverse of [`part_path`]).
 pub fn part_name(mut path: String) -> String {
     path.split_off(RESOURCE_LIST_DIR.len() + 1)

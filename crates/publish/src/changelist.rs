@@ -84,7 +84,7 @@ use rsagg_store::{LogEntry, ResourceRecord, State};
 use crate::Error;
 use crate::entry::{MAX_DOCUMENT_ENTRIES, change_entry};
 use crate::links::LinkPolicy;
-use rsagg_config::PublishConfig;
+use rsagg_config::{ChangeListRetain, PublishConfig};
 use rsagg_layout::capability::up_link;
 use rsagg_layout::meta::*;
 use rsagg_layout::paths::*;
@@ -123,10 +123,14 @@ pub async fn publish(
     // index names: without retention, the oldest closed lists leave the index once it would
     // name more (the open list takes one place).
     let max_entries = cfg.changelist_max_entries.clamp(1, MAX_DOCUMENT_ENTRIES);
-    let retain = cfg
-        .changelist_retain
-        .unwrap_or(u64::MAX)
-        .min(MAX_DOCUMENT_ENTRIES - 1);
+    // The Resource List a Destination may still baseline from: no Change List ending after
+    // its `at` is dropped (read as the Resource List step left it; one it is writing now
+    // has a later `at`, so reading the older one keeps more).
+    let listed: ResourceListMeta = get_json(store, RESOURCE_LIST_META)
+        .await?
+        .unwrap_or_default();
+    let floor = listed.oldest_listed_at(now_secs, cfg.grace.as_secs() as i64);
+    let retain = Retention::new(cfg, floor, now);
     let (first_seq, from) = match (&meta.open, meta.closed.last()) {
         (Some(o), _) => (o.first_seq, o.from),
         (None, Some(c)) => (c.last_seq + 1, c.until),
@@ -136,7 +140,7 @@ pub async fn publish(
     let due = meta.open.is_none()
         || state.last_seq().await > meta.seq
         || (open_entries > 0 && older_than(&from, &now, cfg.changelist_max_age))
-        || meta.closed.len() as u64 > retain;
+        || retain.dropped(&meta.closed) > 0;
     if !due {
         if sweep_retired(store, &mut meta.retired, now_secs, cfg.grace).await? > 0 {
             put_json(store, CHANGE_LISTS_META, &meta).await?;
@@ -225,7 +229,7 @@ pub async fn publish(
         meta.seq = meta.seq.max(c.last_seq);
     }
     meta.closed.extend(closed_now);
-    let excess = (meta.closed.len() as u64).saturating_sub(retain) as usize;
+    let excess = retain.dropped(&meta.closed);
     for c in meta.closed.drain(..excess) {
         meta.retired
             .push((format!("{CHANGE_LIST_DIR}/{}", c.name), now_secs));
@@ -353,6 +357,59 @@ fn generation_of(name: &str) -> Option<u64> {
 }
 
 /// True when more than `age` passed from `from` to `to`.
+/// Which closed Change Lists `publish.changelist_retain` lets go: the oldest beyond its
+/// count, or those that ended longer than its duration ago, but never one ending after
+/// `floor` (the `at` of a Resource List a Destination may still baseline from, spec 10.1,
+/// 12), unless the Change List Index would name more than 50,000 documents (spec 4).
+struct Retention {
+    count: u64,
+    age: Option<Duration>,
+    floor: Option<W3cDateTime>,
+    now: W3cDateTime,
+}
+
+impl Retention {
+    fn new(cfg: &PublishConfig, floor: Option<W3cDateTime>, now: W3cDateTime) -> Retention {
+        let (count, age) = match cfg.changelist_retain {
+            Some(ChangeListRetain::Lists(n)) => (n, None),
+            Some(ChangeListRetain::Age(d)) => (u64::MAX, Some(d)),
+            None => (u64::MAX, None),
+        };
+        Retention {
+            count,
+            age,
+            floor,
+            now,
+        }
+    }
+
+    /// How many of `closed` (oldest first) go now.
+    fn dropped(&self, closed: &[ClosedList]) -> usize {
+        // The index names the open list too.
+        let hard = closed
+            .len()
+            .saturating_sub((MAX_DOCUMENT_ENTRIES - 1) as usize);
+        let excess = (closed.len() as u64).saturating_sub(self.count) as usize;
+        let n = closed
+            .iter()
+            .enumerate()
+            .take_while(|(i, c)| {
+                let over =
+                    *i < excess || self.age.is_some_and(|a| older_than(&c.until, &self.now, a));
+                let listed = self.floor.is_none_or(|f| c.until.cmp_instant(&f).is_le());
+                over && listed
+            })
+            .count();
+        if hard > n {
+            tracing::warn!(
+                kept = closed.len() - hard,
+                "Change Lists a Resource List's `at` still needs dropped: the Change List Index names at most 50,000 documents (spec 4)"
+            );
+        }
+        n.max(hard)
+    }
+}
+
 fn older_than(from: &W3cDateTime, to: &W3cDateTime, age: Duration) -> bool {
     to.unix_nanos() - from.unix_nanos() > i128::try_from(age.as_nanos()).unwrap_or(i128::MAX)
 }
@@ -512,7 +569,7 @@ pub mod tests {
         PublishConfig {
             changelist_max_entries: max_entries,
             changelist_max_age: max_age,
-            changelist_retain: retain,
+            changelist_retain: retain.map(rsagg_config::ChangeListRetain::Lists),
             grace,
             ..PublishConfig::default()
         }

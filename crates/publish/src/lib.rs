@@ -2,7 +2,8 @@
 //! each reader's view consistent.
 //!
 //! 1. side by side, as none depends on another: the Resource List (parts that changed, then
-//!    its index); the Change Lists (new closed lists, the open list, the index, the open
+//!    its index; or, on `publish.resourcelist = "interval"`, a snapshot rebuilt when due and
+//!    the pending parts in between); the Change Lists (new closed lists, the open list, the index, the open
 //!    alias), then the Change Dumps for newly closed lists; the Resource Dump, when its
 //!    interval has passed (the first Change Dumps hear from it which changes it holds, and
 //!    leave a baseline to it);
@@ -99,7 +100,8 @@ use crate::links::LinkPolicy;
 /// Options of [`publish`].
 #[derive(Debug, Clone, Copy)]
 pub struct PublishOptions {
-    /// Rebuild the Resource Dump and collect garbage whatever their intervals say.
+    /// Rebuild the Resource Dump (and, under `publish.resourcelist = "interval"`, the
+    /// Resource List's snapshot) and collect garbage whatever their intervals say.
     pub force: bool,
     /// Publish only the documents a change notification needs at once: the Resource List
     /// (through which copies are found), the Change Lists and the Capability List. The
@@ -182,17 +184,11 @@ pub async fn publish(
     });
     let resource_list = {
         let s = shared.clone();
+        let list = crate::resourcelist::ListOptions::of(cfg, opts.force);
         branch("resource list", async move {
-            crate::resourcelist::publish_with(
-                &s.state,
-                &s.store.objects,
-                &s.base,
-                &s.policy,
-                s.cfg.resourcelist_part_entries,
-                s.cfg.grace,
-            )
-            .await
-            .map(|parts| parts.len())
+            crate::resourcelist::publish_list(&s.state, &s.store.objects, &s.base, &s.policy, list)
+                .await
+                .map(|parts| parts.len())
         })
     };
     // Dropped by the Resource Dump once its listing ended (or at once when it is not built).

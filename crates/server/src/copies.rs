@@ -21,7 +21,7 @@ use axum::response::Response;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use rsagg_layout::meta::ResourceListMeta as Published;
-use rsagg_layout::paths::{RESOURCE_LIST_META as META, part_of, part_path};
+use rsagg_layout::paths::{RESOURCE_LIST_META as META, part_of, part_path, pending_path};
 use rsagg_layout::uris::{own_uri, parse_own_path};
 use rsagg_model::{HashAlgorithm, Mode, W3cDateTime};
 use rsagg_store::{Blobs, slot_of};
@@ -55,8 +55,8 @@ pub(crate) struct CopyInfo {
     pub lastmod: Option<W3cDateTime>,
 }
 
-/// One parsed part: `<loc>` → what it lists.
-type PartIndex = HashMap<String, CopyInfo>;
+/// One parsed part: `<loc>` → what it lists (`None`: a pending part's deletion).
+type PartIndex = HashMap<String, Option<CopyInfo>>;
 /// A cached part: parsed once, by the first request that needs it (later ones wait for it).
 type CachedPart = Arc<OnceCell<Arc<PartIndex>>>;
 
@@ -105,15 +105,28 @@ impl Copies {
         uri: &str,
         loc: &str,
     ) -> Result<Option<CopyInfo>, Error> {
+        let slot = slot_of(upstream, uri);
+        // On the interval, what changed since the snapshot is in a pending part, read
+        // first: a copy a Change List names is served as that list describes it.
+        let m = meta.pending.len();
+        if m > 0
+            && let Some((name, _)) = meta
+                .pending
+                .get(part_of(slot, m))
+                .filter(|(name, _)| !name.is_empty())
+            && let Some(found) = self.part(name).await?.get(loc)
+        {
+            return Ok(found.clone());
+        }
         let n = meta.parts.len();
         if n == 0 {
             return Ok(None);
         }
-        let k = part_of(slot_of(upstream, uri), n);
+        let k = part_of(slot, n);
         let Some((name, _)) = meta.parts.get(k).filter(|(name, _)| !name.is_empty()) else {
             return Ok(None);
         };
-        Ok(self.part(name).await?.get(loc).cloned())
+        Ok(self.part(name).await?.get(loc).cloned().flatten())
     }
 
     /// The publisher's metadata as it is now. Every lookup asks the store for the metadata
@@ -177,7 +190,11 @@ impl Copies {
     }
 
     async fn read_part(&self, name: &str) -> Result<Arc<PartIndex>, Error> {
-        let path = Path::from(part_path(name));
+        // Pending parts (the interval's changes since its snapshot) are kept apart.
+        let path = Path::from(match name.starts_with("pending-") {
+            true => pending_path(name),
+            false => part_path(name),
+        });
         let os_err = |source| Error::ObjectStore {
             path: path.to_string(),
             source,
@@ -226,6 +243,10 @@ fn index_part(xml: &[u8], source: &str) -> Result<PartIndex, Error> {
     let mut index = PartIndex::new();
     while let Some(e) = reader.next_entry().map_err(err)? {
         let Some(md) = e.md else { continue };
+        if md.change == Some(rsagg_model::Change::Deleted) {
+            index.insert(e.loc, None);
+            continue;
+        }
         let Some(sha256) = md
             .hash
             .as_ref()
@@ -237,12 +258,12 @@ fn index_part(xml: &[u8], source: &str) -> Result<PartIndex, Error> {
         };
         index.insert(
             e.loc,
-            CopyInfo {
+            Some(CopyInfo {
                 sha256,
                 length: md.length,
                 mime_type: md.mime_type,
                 lastmod: e.lastmod,
-            },
+            }),
         );
     }
     Ok(index)
@@ -386,7 +407,7 @@ mod tests {
         ]);
         let index = index_part(&xml, "p").unwrap();
         assert_eq!(index.len(), 1, "{index:?}");
-        let info = &index[&entry(1, None).loc];
+        let info = index[&entry(1, None).loc].as_ref().expect("listed");
         assert_eq!(info.sha256, "ab".repeat(32));
         assert_eq!(
             (info.length, info.mime_type.as_deref()),
@@ -466,6 +487,66 @@ mod tests {
                 .is_none()
         );
         assert!(copies.lookup("r/up").await.unwrap().is_none());
+    }
+
+    /// On the interval (`publish.resourcelist = "interval"`) the snapshot's parts say what
+    /// was listed at its `at`; a pending part, read first, says what changed since: an
+    /// update is served with its new address, a deletion answers no copy, and a resource
+    /// no pending part names is found in the snapshot.
+    #[tokio::test]
+    async fn a_pending_part_is_read_before_the_snapshot() {
+        let (objects, rests) = published(2).await;
+        let path = |rest: &str| rest.rsplit_once("/r/").unwrap().1.parse::<usize>().unwrap();
+        let (updated, deleted) = (path(&rests[0]), path(&rests[1]));
+        let mut gone = entry(deleted, None);
+        gone.md = Some(Md {
+            change: Some(rsagg_model::Change::Deleted),
+            ..Md::default()
+        });
+        let created = 100_000;
+        let pending = part(&[
+            entry(updated, Some("cd".repeat(32))),
+            gone,
+            entry(created, Some("ef".repeat(32))),
+        ]);
+        let name = "pending-00000-g2.xml";
+        objects
+            .put(&Path::from(pending_path(name)), pending.into())
+            .await
+            .unwrap();
+        let mut meta: Published = serde_json::from_slice(
+            &objects
+                .get(&Path::from(META))
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        let c = Collection::new("maps", BASE, objects.clone()).unwrap();
+        let before = Copies::new(&c);
+        assert_eq!(
+            before.lookup(&rests[0]).await.unwrap().unwrap().sha256,
+            format!("{updated:064x}")
+        );
+        meta.pending = vec![(name.into(), 3)];
+        objects
+            .put(&Path::from(META), serde_json::to_vec(&meta).unwrap().into())
+            .await
+            .unwrap();
+        let copies = Copies::new(&c);
+        let got = copies.lookup(&rests[0]).await.unwrap().unwrap();
+        assert_eq!(got.sha256, "cd".repeat(32), "the update since the snapshot");
+        assert!(
+            copies.lookup(&rests[1]).await.unwrap().is_none(),
+            "deleted since"
+        );
+        let new = format!("r/up/http/up.example/r/{created}");
+        assert_eq!(
+            copies.lookup(&new).await.unwrap().unwrap().sha256,
+            "ef".repeat(32)
+        );
     }
 
     #[tokio::test]

@@ -140,6 +140,7 @@ async fn write_runs(objects: &Arc<dyn ObjectStore>, name: &str, failed: bool, cr
         retired: vec![],
         rendered_with: String::new(),
         part_times: vec![],
+        ..ResourceListMeta::default()
     };
     put_json(objects, RESOURCE_LIST_META, &meta).await;
 }

@@ -12,6 +12,7 @@ mod fencing;
 mod fleet;
 mod hardening;
 mod harvest;
+mod interval;
 mod layering;
 mod logging;
 mod notify;

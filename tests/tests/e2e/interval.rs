@@ -1,0 +1,177 @@
+//! The Resource List on an interval (issue 46): `[publish] resourcelist = "interval"`
+//! publishes a snapshot (spec 10.1: the resources "at a particular point in time", its
+//! `md:at`) and, until it is `resourcelist_every` old, Change Lists only. The reference
+//! Destination `resync-sync` baselines from that snapshot, older than the changes since,
+//! applies the Change List from its `at` on, and is then in sync with the collection.
+//!
+//! The day itself is injected in-process (`rsagg-publish`'s `interval_tests.rs`, on the
+//! state's manual clock: a day of hourly runs, Change List retention kept from the
+//! snapshot's `at`); here the real binaries and the real client.
+//!
+//! Run: `eval "$(bash scripts/peers.sh env)"; cargo build -p rsagg-cli;
+//! cargo test -p rsagg-e2e --test e2e interval:: -- --test-threads=2`.
+
+use crate::common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use common::*;
+use rsagg_e2e::{RsaggServer, resync_sync};
+use rsagg_model::W3cDateTime;
+
+/// The snapshot on an interval of a day: no run of this test makes it due.
+const DAILY: &str = "[publish]\nresourcelist = \"interval\"\nresourcelist_every = \"1d\"\n";
+
+#[test]
+fn resync_sync_baselines_from_an_interval_snapshot_and_the_change_list_brings_it_in_sync()
+-> Result<()> {
+    let site = Site::new()?;
+    let v1: Vec<(&str, &[u8])> = vec![
+        ("/res/a.txt", b"alpha"),
+        ("/res/b.txt", b"bravo"),
+        ("/res/c.txt", b"charlie"),
+    ];
+    site.standard(
+        &[
+            ("resourcelist", "/resourcelist.xml"),
+            ("changelist", "/changelist.xml"),
+        ],
+        &v1,
+    )?;
+    site.changes("/changelist.xml", "changelist", "2025-12-31T00:00:00Z", &[])?;
+    let (case, port) = Case::on_loopback("agg", &site, "", DAILY)?;
+    let base = case.base_url.clone();
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+    let dir = store_dir(&case)?;
+    let snapshot = std::fs::read(dir.join("resourcelist.xml"))?;
+    let at = header_at(&dir.join("resourcelist.xml"))?;
+
+    // Upstream changes: b updated, c deleted, d created. The run publishes them in the
+    // Change List; the snapshot stays as it was.
+    site.write("/res/b.txt", "bravo-2")?;
+    site.write("/res/d.txt", "delta")?;
+    site.fx.remove("/res/c.txt")?;
+    site.changes(
+        "/changelist.xml",
+        "changelist",
+        "2025-12-31T00:00:00Z",
+        &[
+            change_item(
+                &site.url("/res/b.txt"),
+                "updated",
+                "2026-01-02T00:00:00Z",
+                Some(b"bravo-2"),
+            ),
+            change_item(
+                &site.url("/res/c.txt"),
+                "deleted",
+                "2026-01-02T00:01:00Z",
+                None,
+            ),
+            change_item(
+                &site.url("/res/d.txt"),
+                "created",
+                "2026-01-02T00:02:00Z",
+                Some(b"delta"),
+            ),
+        ],
+    )?;
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
+    assert_eq!(
+        std::fs::read(dir.join("resourcelist.xml"))?,
+        snapshot,
+        "the snapshot is not due: left as published"
+    );
+    let report = run.report.as_ref().context("a run report")?;
+    assert_eq!(report["publish"]["resource_list_parts"], 0, "{run:#?}");
+
+    let server = RsaggServer::start(port, &[&case.toml], &case.store.env()?)?;
+    let work = tempfile::tempdir()?;
+    let dst = work.path().join("dst");
+    let dst_s = dst.to_str().context("utf-8")?.to_owned();
+    let source_url = format!("{}/agg", server.origin());
+    // The baseline from the snapshot: a, b and c as listed at its `at`. c was deleted
+    // since, and its copy answers 404 (rsagg serves what was published last, and the
+    // Change List says it is gone): a Destination on an interval list meets such
+    // resources, which the Change Lists since the `at` account for.
+    let out = resync_sync(
+        ["--baseline", "--delete", "--ignore-failures", &source_url, &dst_s],
+        work.path(),
+    )?;
+    ensure!(
+        out.status_is("SYNCED") && out.status().unwrap_or("").contains("created=2"),
+        "{}",
+        out.combined()
+    );
+    let combined = out.combined();
+    ensure!(
+        combined.contains("c.txt") && !combined.contains("a.txt --"),
+        "the one failure is c's 404: {combined}"
+    );
+    let local = |path: &str| -> PathBuf {
+        let rest = site.url(path).replacen("://", "/", 1);
+        dst.join(format!("r/{UP}/{rest}"))
+    };
+    assert_eq!(std::fs::read(local("/res/a.txt"))?, b"alpha");
+    // Served as the Change List describes it, not as the snapshot's entry did.
+    assert_eq!(std::fs::read(local("/res/b.txt"))?, b"bravo-2");
+
+    // The Change List from the snapshot's `at` on (resync-sync cannot read a Change List
+    // Index: the open list's alias).
+    let open = format!("{base}changelist-open.xml");
+    let out = resync_sync(
+        [
+            "--incremental",
+            "--delete",
+            "--changelist-uri",
+            &open,
+            "--from",
+            &at,
+            &source_url,
+            &dst_s,
+        ],
+        work.path(),
+    )?;
+    assert!(!out.failed(), "{}", out.combined());
+    assert_eq!(std::fs::read(local("/res/b.txt"))?, b"bravo-2");
+    assert_eq!(std::fs::read(local("/res/d.txt"))?, b"delta");
+    assert!(!local("/res/c.txt").exists());
+
+    // A snapshot taken now lists exactly what the Destination holds: the interval made
+    // one second, once the snapshot is that old (its `at` is the state's clock, the
+    // system one here).
+    let tail = DAILY.replace("\"1d\"", "\"1s\"");
+    let toml = std::fs::read_to_string(&case.toml)?.replace(DAILY, &tail);
+    std::fs::write(&case.toml, toml)?;
+    let at_time = W3cDateTime::parse(&at)?.value;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while W3cDateTime::now().unix_nanos() - at_time.unix_nanos() <= 1_000_000_000 {
+        ensure!(Instant::now() < deadline, "the clock did not move");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (0, 0, 0), "{run:#?}");
+    ensure!(
+        std::fs::read(dir.join("resourcelist.xml"))? != snapshot,
+        "rebuilt once due"
+    );
+    let out = resync_sync(
+        ["--audit", "--hash", "md5", &source_url, &dst_s],
+        work.path(),
+    )?;
+    assert!(
+        out.status_is("IN SYNC"),
+        "{:?}\n{}\nserver log:\n{}",
+        out.status(),
+        out.combined(),
+        server.log_tail(20)
+    );
+    Ok(())
+}
