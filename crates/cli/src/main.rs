@@ -49,6 +49,7 @@ mod hub;
 mod input;
 mod lifecycle;
 mod logging;
+mod oai;
 mod ops;
 mod progress;
 mod run;
@@ -125,6 +126,14 @@ enum Command {
     /// quarantined, failed, gone or no longer listed, 2 usage or config error, 3 fenced out
     /// by another writer.
     Quarantine(ops::QuarantineArgs),
+    /// OAI-PMH upstreams: list the date windows of each set's pass (`windows`), mark a date
+    /// range to be harvested again (`reharvest`), ask records again by GetRecord
+    /// (`refetch`).
+    ///
+    /// Exit status: `windows` 0, 2 usage, config or store error; `reharvest` 0 marked,
+    /// 1 store failure, 2 usage or config error, 3 fenced out; `refetch` 0 every record
+    /// stored or unchanged, 1 some failed or unknown, 2, 3.
+    Oai(oai::OaiArgs),
     /// Collect the blobs nothing refers to any more, if due (--force: now). Opens the state
     /// as the writer, like `run`.
     ///
@@ -193,6 +202,7 @@ fn main() -> ExitCode {
             Command::Audit(args) => ops::audit(args).await,
             Command::Quarantine(args) => ops::quarantine(args).await,
             Command::Gc(args) => ops::gc(args).await,
+            Command::Oai(args) => oai::oai(args).await,
             Command::Serve(args) => serve::serve(args).await,
             Command::Hub(args) => hub::hub(args).await,
         }

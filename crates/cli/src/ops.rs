@@ -88,7 +88,7 @@ pub struct GcArgs {
     json: bool,
 }
 
-fn load(cmd: &str, path: &Path) -> Result<Pipeline, ExitCode> {
+pub fn load(cmd: &str, path: &Path) -> Result<Pipeline, ExitCode> {
     Pipeline::load(path).map_err(|e| {
         eprintln!("rsagg {cmd}: {e}");
         ExitCode::from(2)

@@ -71,6 +71,47 @@ fn read_only_commands_create_nothing_and_an_empty_quarantine_is_json() {
         "{report:#}"
     );
 
+    // The OAI-PMH commands: an upstream that is not OAI-PMH, or none of that name, is a
+    // usage error (exit 2) said before the store is touched; so is a never-run store.
+    for (args, said) in [
+        (
+            vec!["oai", "windows", toml.as_str()],
+            "store holds no rsagg collection",
+        ),
+        (
+            vec!["oai", "windows", toml.as_str(), "--upstream", "nope"],
+            "no upstream `nope`",
+        ),
+        (
+            vec![
+                "oai",
+                "refetch",
+                toml.as_str(),
+                "--upstream",
+                "up",
+                "oai:x:1",
+            ],
+            "is not an OAI-PMH upstream",
+        ),
+        (
+            vec![
+                "oai",
+                "reharvest",
+                toml.as_str(),
+                "--upstream",
+                "up",
+                "--from",
+                "2024-13-01",
+            ],
+            "is not a datestamp",
+        ),
+    ] {
+        let out = rsagg(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+
     let out = rsagg(&["audit", &toml, "--json"]);
     assert_eq!(
         out.status.code(),

@@ -35,6 +35,8 @@
 //!   list's `at`, which baselines, re-syncs and the operator commands judge against.
 //! - `oai.rs`: OAI-PMH 2.0 upstreams: `Identify`, `ListRecords` pages followed by their
 //!   `resumptionToken`s, each record stored as a resource (its `GetRecord` URL).
+//! - `windows.rs`: the date windows an OAI-PMH pass is cut into.
+//! - `oai_ops.rs`: `rsagg oai windows|reharvest|refetch`.
 //! - `packages.rs`: the upstream's dump packages: download, check, stream the items.
 //! - `audit.rs`: `rsagg audit`: the store compared with the upstreams' lists (read-only),
 //!   blobs re-hashed, resources re-fetched on request; `extra` found in bounded memory.
@@ -57,6 +59,7 @@ mod incremental;
 mod later;
 mod lists;
 mod oai;
+pub mod oai_ops;
 mod packages;
 pub mod plan;
 mod progress;

@@ -26,9 +26,12 @@ mod ops;
 mod runner;
 
 pub use follow::{FollowOptions, follow};
-pub use ops::{audit, dry_run, gc, quarantine_list, quarantine_retry};
+pub use ops::{
+    audit, dry_run, gc, oai_refetch, oai_reharvest, oai_windows, quarantine_list, quarantine_retry,
+};
 pub use rsagg_config::{Pipeline, PipelineConfig};
 pub use rsagg_harvest::audit::{AuditOptions, AuditReport, Discrepancy};
+pub use rsagg_harvest::oai_ops::SetWindows;
 pub use rsagg_harvest::plan::{Action, PlanReport};
 pub use rsagg_harvest::{Inbox, Progress, Snapshot};
 pub use rsagg_layout::paths::STATS_OBJECT;
@@ -39,7 +42,7 @@ pub use rsagg_layout::report::{
 };
 pub use rsagg_notify::Notifier;
 pub use rsagg_publish::PublishOptions;
-pub use rsagg_store::{QuarantineRecord, StoreFailure};
+pub use rsagg_store::{QuarantineRecord, StoreFailure, WindowStatus};
 pub use runner::{RunOptions, UpstreamSlots, run_once, store_options};
 
 /// Errors of a run: what stops it as a whole (one upstream's failure does not, it is in the
@@ -78,6 +81,10 @@ pub enum Error {
         /// The pipeline file.
         pipeline: std::path::PathBuf,
     },
+    /// An operator command was asked for what the pipeline does not have (an `--upstream`
+    /// it names none of, an OAI-PMH command on a ResourceSync upstream).
+    #[error("{0}")]
+    Usage(String),
     /// A directory of pipeline files could not be read (a fleet run).
     #[error("reading the pipeline directory {path}: {source}")]
     Files {
@@ -99,6 +106,7 @@ impl Error {
             self,
             Error::Config(_)
                 | Error::NeverRun { .. }
+                | Error::Usage(_)
                 | Error::Store(rsagg_store::Error::Url { .. })
         )
     }

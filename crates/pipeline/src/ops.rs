@@ -181,6 +181,118 @@ pub async fn quarantine_retry(
     crate::runner::fenced_or(&loc, Ok(report))
 }
 
+/// The OAI-PMH upstream `name` of `p` (or each one, without a name).
+fn oai_upstreams<'p>(
+    p: &'p Pipeline,
+    name: Option<&str>,
+) -> Result<Vec<&'p rsagg_config::UpstreamConfig>, Error> {
+    let ups: Vec<_> = p
+        .config
+        .upstreams
+        .iter()
+        .filter(|u| name.is_none_or(|n| n == u.name))
+        .collect();
+    if let Some(n) = name {
+        match ups.first() {
+            None => {
+                return Err(Error::Usage(format!(
+                    "{}: no upstream `{n}` (upstreams: {})",
+                    p.path.display(),
+                    p.config
+                        .upstreams
+                        .iter()
+                        .map(|u| u.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            Some(u) if !u.is_oai() => {
+                return Err(Error::Usage(format!(
+                    "{}: upstream `{n}` is not an OAI-PMH upstream (kind = \"oai-pmh\")",
+                    p.path.display()
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(ups.into_iter().filter(|u| u.is_oai()).collect())
+}
+
+/// `rsagg oai windows [--upstream NAME]`: each OAI-PMH set's pass, its date windows and
+/// where each stands, from the state alone (read-only).
+pub async fn oai_windows(
+    p: &Pipeline,
+    upstream: Option<&str>,
+) -> Result<Vec<rsagg_harvest::oai_ops::SetWindows>, Error> {
+    let ups: Vec<_> = oai_upstreams(p, upstream)?.into_iter().cloned().collect();
+    let (loc, state, ctx) = open_as(p, &RunOptions::default(), true, None).await?;
+    drop(ctx);
+    if state.is_absent() {
+        return Err(never_run(p));
+    }
+    let listed =
+        unless_tripped(&loc, rsagg_harvest::oai_ops::windows(&state, &ups, None)).await??;
+    close(state).await?;
+    Ok(listed)
+}
+
+/// `rsagg oai reharvest --upstream NAME [--set SPEC] --from T [--until T]`: the range marked
+/// in each chosen set's pass as a window the next run lists again (state as the writer).
+pub async fn oai_reharvest(
+    p: &Pipeline,
+    upstream: &str,
+    set: Option<&str>,
+    from: rsagg_model::W3cDateTime,
+    until: Option<rsagg_model::W3cDateTime>,
+) -> Result<Vec<rsagg_harvest::oai_ops::SetWindows>, Error> {
+    let up = oai_upstreams(p, Some(upstream))?[0].clone();
+    never_run_check(p).await?;
+    let (loc, state, ctx) = open_as(p, &RunOptions::default(), false, None).await?;
+    drop(ctx);
+    let marked = rsagg_harvest::oai_ops::reharvest(&state, &up, set, from, until).await;
+    close(state).await?;
+    crate::runner::fenced_or(&loc, Ok(marked?))
+}
+
+/// `rsagg oai refetch --upstream NAME ID…`: the records asked again by `GetRecord` and
+/// stored now; when one was stored, the collection is published (as `quarantine retry`).
+pub async fn oai_refetch(
+    p: &Pipeline,
+    upstream: &str,
+    identifiers: &[String],
+    opts: &RunOptions,
+) -> Result<RunReport, Error> {
+    let started = std::time::Instant::now();
+    let up = oai_upstreams(p, Some(upstream))?[0].clone();
+    never_run_check(p).await?;
+    let (loc, state, ctx) = open_as(p, opts, false, None).await?;
+    let r = rsagg_harvest::oai_ops::refetch(ctx.clone(), Arc::new(up), identifiers).await;
+    drop(ctx);
+    if r.fenced {
+        return Err(Error::Store(rsagg_store::Error::Fenced {
+            path: p.config.store.url.to_string(),
+        }));
+    }
+    let stored = r.created + r.updated + r.deleted;
+    let mut report = RunReport {
+        collection: p.config.collection.name.clone(),
+        upstreams: vec![r],
+        publish: None,
+        notify: None,
+        seconds: 0.0,
+        push: None,
+        store: None,
+    };
+    if stored > 0 {
+        state.hold().await?;
+        report.publish = Some(publish(&state, &loc, p, opts.publish).await);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    close(state).await?;
+    report.store = Some(loc.counters.snapshot());
+    crate::runner::fenced_or(&loc, Ok(report))
+}
+
 /// `rsagg gc [--force]`: blob garbage collection now if it is due (or at once with
 /// `force`); `None` when it is not due. Opens the state as the writer (collection reads
 /// what is still referenced and must not race a harvest adding references).

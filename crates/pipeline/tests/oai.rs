@@ -18,8 +18,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rsagg_layout::report::{UpstreamReport, Verdict};
 use rsagg_pipeline::{
-    Action, AuditOptions, Discrepancy, Pipeline, RunOptions, RunReport, audit, dry_run,
-    quarantine_retry, run_once,
+    Action, AuditOptions, Discrepancy, Pipeline, RunOptions, RunReport, WindowStatus, audit,
+    dry_run, oai_refetch, oai_reharvest, oai_windows, quarantine_retry, run_once,
 };
 
 #[derive(Clone)]
@@ -1035,5 +1035,103 @@ async fn sets_are_harvested_together_and_a_record_in_two_sets_is_stored_once() {
     assert!(
         error.contains("no set `nope`") && error.contains("4.6"),
         "{error}"
+    );
+}
+
+/// Issue 44 points 2 and 4: the operator's view of the windows (`rsagg oai windows`), a
+/// range marked to be harvested again by the next run (`rsagg oai reharvest`), and records
+/// asked again now (`rsagg oai refetch`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_are_listed_a_range_is_reharvested_and_records_refetched() {
+    let repo = Arc::new(Mutex::new(Repo::default()));
+    {
+        let mut r = repo.lock().unwrap();
+        for (i, y) in [2021, 2022, 2023].iter().enumerate() {
+            r.put(
+                &format!("oai:w:{i}"),
+                &format!("{y}-06-01T00:00:00Z"),
+                &format!("W {i}"),
+            );
+        }
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let opts = RunOptions::default();
+    assert_eq!(counts(&run_once(&p, &opts).await.unwrap()), (3, 0, 0, 0));
+
+    let sets = oai_windows(&p, None).await.unwrap();
+    assert_eq!(sets.len(), 1);
+    let pass = sets[0].pass.clone().unwrap();
+    // 2000-01-01 … 2025-01-01 in windows of 365 days.
+    assert!(pass.complete && pass.full && !pass.resumed, "{pass:?}");
+    assert_eq!(pass.windows.len(), 26, "{pass:?}");
+    assert!(pass.windows.iter().all(|w| w.status == WindowStatus::Done));
+    assert_eq!(pass.windows.iter().map(|w| w.records).sum::<u64>(), 3);
+    assert!(
+        oai_windows(&p, Some("nope")).await.unwrap_err().is_config(),
+        "an unknown upstream is a usage error"
+    );
+
+    // The provider changed record 1's bytes without a new datestamp: a reharvest of its
+    // year finds it; the checkpoint does not move back.
+    let cp_before = sets[0].checkpoint;
+    {
+        let mut r = repo.lock().unwrap();
+        r.records.get_mut("oai:w:1").unwrap().title = "W 1, corrected".into();
+        r.froms.clear();
+    }
+    let t = |s: &str| rsagg_model::W3cDateTime::parse(s).unwrap().value;
+    let marked = oai_reharvest(&p, "repo", None, t("2022-01-01"), Some(t("2022-12-31")))
+        .await
+        .unwrap();
+    assert!(marked[0].pass.as_ref().unwrap().windows[0].reharvest);
+    let r = run_once(&p, &opts).await.unwrap();
+    assert_eq!(counts(&r), (0, 1, 0, 0), "{r:?}");
+    {
+        let r = repo.lock().unwrap();
+        assert!(
+            r.froms.contains(&Some("2022-01-01T00:00:00Z".into())),
+            "{:?}",
+            r.froms
+        );
+    }
+    let after = oai_windows(&p, None).await.unwrap();
+    assert!(
+        after[0]
+            .checkpoint
+            .unwrap()
+            .cmp_instant(&cp_before.unwrap())
+            .is_ge()
+    );
+    assert!(after[0].pass.as_ref().unwrap().complete);
+
+    // Record 2 changed the same way: refetched by its identifier, it is updated now.
+    repo.lock()
+        .unwrap()
+        .records
+        .get_mut("oai:w:2")
+        .unwrap()
+        .title = "W 2, corrected".into();
+    let r = oai_refetch(
+        &p,
+        "repo",
+        &["oai:w:2".to_owned(), "oai:w:9".to_owned()],
+        &opts,
+    )
+    .await
+    .unwrap();
+    let u = only(&r);
+    assert_eq!(u.updated, 1, "{r:?}");
+    assert!(
+        u.warnings
+            .iter()
+            .any(|w| w.contains("oai:w:9") && w.contains("idDoesNotExist")),
+        "{r:?}"
+    );
+    assert!(
+        blobs(dir.path())
+            .iter()
+            .any(|b| b.contains("W 2, corrected"))
     );
 }
