@@ -329,6 +329,7 @@ fn the_demo_prints_operator_commands_that_work_as_printed() {
             );
             let (code, head, _) = get(&addr, "/demo/capabilitylist.xml");
             assert_eq!(code, 200, "{head}");
+            validate_whole_demo(&addr);
             let serve: Vec<u32> = children(shell.child.id())
                 .into_iter()
                 .filter(|p| {
@@ -366,6 +367,37 @@ fn the_demo_prints_operator_commands_that_work_as_printed() {
     while running(pid) {
         assert!(Instant::now() < deadline, "the sample upstream still runs");
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The demo's Source walked whole by `rsagg validate --source … --strict --json`, as rsagg
+/// judges its own output: every document, part, package and manifest without an error or a
+/// warning.
+fn validate_whole_demo(addr: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rsagg"))
+        .args(["validate", "--source"])
+        .arg(format!("http://{addr}/.well-known/resourcesync"))
+        .args(["--strict", "--json", "--allow-private"])
+        .output()
+        .expect("run rsagg validate --source");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let summary = &v["summary"];
+    assert_eq!(summary["errors"], 0, "{text}");
+    assert_eq!(summary["warnings"], 0, "{text}");
+    assert_eq!(summary["truncated"], serde_json::Value::Null, "{text}");
+    for kind in [
+        "Source Description",
+        "Capability List",
+        "Resource List",
+        "Resource Dump",
+    ] {
+        assert!(
+            summary["documents"][kind].as_u64() >= Some(1),
+            "no {kind}: {text}"
+        );
     }
 }
 
