@@ -526,6 +526,12 @@ pub struct FetchSection {
     /// Raise it above `1 / per_host_rate` to keep a slow-paced Source's connection.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// Longest `Retry-After` (with 429 or 503) waited for before the retry (default `10m`):
+    /// a shorter one is waited in full, a longer one parks the upstream until then (an
+    /// OAI-PMH set asks nothing before that time, in this run or the next; the report's
+    /// `parked_until` says when) while the run goes on with the others.
+    #[serde(with = "humantime_serde")]
+    pub retry_after_max: Duration,
     /// Requests per second to one upstream host, retries and redirect hops included, on top of
     /// `per_host` (which bounds requests in flight, not their rate). Default: no limit.
     pub per_host_rate: Option<f64>,
@@ -642,6 +648,7 @@ impl Default for FetchSection {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(5),
+            retry_after_max: Duration::from_secs(600),
             per_host_rate: None,
             user_agent: None,
             contact: None,

@@ -411,11 +411,22 @@ impl Fetcher {
                     retry_after,
                     last,
                 } => {
+                    if let (Some(ra), Error::Status { url, status, .. }) = (retry_after, &last)
+                        && ra > cfg.retry_after_max
+                    {
+                        return Err(Error::RetryAfter {
+                            url: url.clone(),
+                            status: *status,
+                            retry_after: ra,
+                        });
+                    }
                     if attempt > cfg.retries {
                         return Err(last);
                     }
+                    // The server's `Retry-After` in full: retrying sooner than it asked is
+                    // what gets a harvester blocked.
                     let wait = match retry_after {
-                        Some(ra) => ra.min(cfg.backoff_max),
+                        Some(ra) => ra,
                         None => backoff(cfg.backoff_base, cfg.backoff_max, attempt - 1),
                     };
                     warn!(

@@ -45,8 +45,13 @@ pub struct FetchConfig {
     /// First backoff step; the step doubles per retry, the wait is drawn uniformly from
     /// zero to the step ("full jitter"), so retrying clients spread out.
     pub backoff_base: Duration,
-    /// Largest backoff step, and the cap on an honoured `Retry-After`.
+    /// Largest backoff step (without a `Retry-After`).
     pub backoff_max: Duration,
+    /// Longest `Retry-After` (429, 503; RFC 9110 section 10.2.3) waited for: a shorter one
+    /// is waited in full before the retry (never a busy retry sooner than the server
+    /// asked), a longer one ends the request at once with [`crate::Error::RetryAfter`], so
+    /// the caller parks what it was doing until then and goes on with other work.
+    pub retry_after_max: Duration,
     /// Redirects followed per request.
     pub max_redirects: usize,
     /// Requests per second to one host (all its ports), retries and redirect hops included;
@@ -82,6 +87,7 @@ impl Default for FetchConfig {
             retries: 4,
             backoff_base: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
+            retry_after_max: Duration::from_secs(600),
             max_redirects: 5,
             per_host_rate: None,
             user_agent: DEFAULT_USER_AGENT.to_owned(),

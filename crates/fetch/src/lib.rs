@@ -87,6 +87,21 @@ pub enum Error {
         /// Attempts made.
         attempts: u32,
     },
+    /// The server asked to be left alone longer than `FetchConfig::retry_after_max`
+    /// (`Retry-After` with 429 or 503, RFC 9110 section 10.2.3): not waited for, not
+    /// retried; the caller parks its work until `Retry-After` has passed.
+    #[error(
+        "{url}: HTTP status {status} with Retry-After {}: longer than [fetch] retry_after_max, so not retried before then",
+        humantime::format_duration(*retry_after)
+    )]
+    RetryAfter {
+        /// The URL (the redirect hop that answered).
+        url: Url,
+        /// 429 or 503.
+        status: u16,
+        /// How long the server asked to wait.
+        retry_after: std::time::Duration,
+    },
     /// More redirects than `FetchConfig::max_redirects`.
     #[error("{url}: more than {limit} redirects")]
     TooManyRedirects {
@@ -212,6 +227,7 @@ impl Error {
             Error::Scheme { url }
             | Error::Refused { url, .. }
             | Error::Status { url, .. }
+            | Error::RetryAfter { url, .. }
             | Error::TooManyRedirects { url, .. }
             | Error::BadRedirect { url, .. }
             | Error::TooLarge { url, .. }

@@ -129,6 +129,41 @@ async fn honours_retry_after_on_429() {
     assert_eq!(hits.get(), 2);
 }
 
+/// A `Retry-After` longer than `retry_after_max` is neither waited for nor retried: the
+/// request ends at once with how long the server asked for, for the caller to park its work.
+#[tokio::test]
+async fn a_retry_after_beyond_retry_after_max_ends_the_request_unretried() {
+    let hits = Hits::default();
+    let app = Router::new()
+        .route(
+            "/",
+            get(|State(h): State<Hits>| async move {
+                h.inc();
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, "3600")],
+                    "maintenance",
+                )
+                    .into_response()
+            }),
+        )
+        .with_state(hits.clone());
+    let addr = serve(app).await;
+    let t = Instant::now();
+    match get_root(&fetcher(), addr).await {
+        Err(Error::RetryAfter {
+            status,
+            retry_after,
+            ..
+        }) => {
+            assert_eq!((status, retry_after), (503, Duration::from_secs(3600)));
+        }
+        other => panic!("{:?}", other.map(|f| f.status)),
+    }
+    assert_eq!(hits.get(), 1, "no retry");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
 /// A server answering `status` to every GET of `/`, counting the hits.
 async fn always(status: StatusCode) -> (Hits, SocketAddr) {
     let hits = Hits::default();

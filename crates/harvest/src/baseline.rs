@@ -263,6 +263,7 @@ impl Harvest {
             baseline_at: Some(at),
             resyncs: previous + u64::from(counted),
             oai: None,
+            parked_until: None,
         };
         committer.checkpoint(cp.clone());
         committer.flush().await?;

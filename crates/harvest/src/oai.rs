@@ -483,6 +483,15 @@ impl Harvest {
             };
             let Err(e) = result else { continue };
             let mut report = shared.lock().await;
+            if let Some(wait) = retry_after_of(&e) {
+                let until = park(&self.ctx.state, &self.up, wait).await;
+                if report
+                    .parked_until
+                    .is_none_or(|t| t.cmp_instant(&until).is_lt())
+                {
+                    report.parked_until = Some(until);
+                }
+            }
             if e.is_fenced() {
                 report.fenced = true;
                 report.fail(e.to_string());
@@ -520,6 +529,8 @@ impl Harvest {
         let g = pass.identify.granularity;
         let size = self.up.oai_window();
         let mut cp = pass.cp.clone().unwrap_or_default();
+        // Asked again: whatever parked it has passed (see `parked`).
+        cp.parked_until = None;
         let had_pass = cp.instant.is_some();
         let mut plan = match cp.oai.take() {
             Some(mut p) if !p.complete && !self.ctx.baseline && !p.windows.is_empty() => {
@@ -754,7 +765,13 @@ impl Harvest {
                         ));
                     }
                 }
-                self.ctx.progress.listed(records.len() as u64);
+                // What the window holds, as far as known: `completeListSize` once the
+                // provider sends it (the progress line's total and ETA), else what came.
+                let counted = plan.windows[i]
+                    .records
+                    .max(plan.windows[i].complete_list_size.unwrap_or(0));
+                let known = (plan.windows[i].records + count).max(size.unwrap_or(0));
+                self.ctx.progress.listed(known.saturating_sub(counted));
                 let mut outcomes = futures::stream::iter(records)
                     .map(|r| self.store_record(set, r))
                     .buffered(self.ctx.fetch.concurrency.max(1));
@@ -788,6 +805,7 @@ impl Harvest {
                         ));
                     }
                 }
+                report.listing = Some(listing(plan));
                 committer.checkpoint(Checkpoint {
                     oai: Some(plan.clone()),
                     ..cp.clone()
@@ -1152,6 +1170,106 @@ impl Harvest {
                 error: format!("{url}: {}", p.message),
             },
         }
+    }
+}
+
+/// How long the provider asked to be left alone, when `e` is a `Retry-After` beyond
+/// `[fetch] retry_after_max`.
+pub(crate) fn retry_after_of(e: &Error) -> Option<Duration> {
+    match e {
+        Error::Fetch(rsagg_fetch::Error::RetryAfter { retry_after, .. }) => Some(*retry_after),
+        _ => None,
+    }
+}
+
+/// Parks every set of `up` for `wait` from now (kept in their checkpoints, so the next run
+/// asks nothing before then either); returns until when. A set whose checkpoint cannot be
+/// written is logged: this run asks it nothing more in any case.
+pub(crate) async fn park(
+    state: &rsagg_store::State,
+    up: &UpstreamConfig,
+    wait: Duration,
+) -> W3cDateTime {
+    let until = parked_for(wait);
+    park_until(state, up, until).await;
+    until
+}
+
+/// Now plus `wait`, at whole seconds.
+pub(crate) fn parked_for(wait: Duration) -> W3cDateTime {
+    let now = W3cDateTime::now().instant().0;
+    let wait = i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 4);
+    W3cDateTime::from_unix(now.saturating_add(wait), 0)
+}
+
+/// Parks every set of `up` until `until` (see [`park`]).
+pub(crate) async fn park_until(
+    state: &rsagg_store::State,
+    up: &UpstreamConfig,
+    until: W3cDateTime,
+) {
+    for set in oai_sets(up) {
+        let parked = async {
+            let mut cp = state
+                .checkpoint(&up.name, set.url.as_str())
+                .await?
+                .unwrap_or_default();
+            cp.parked_until = Some(until);
+            state
+                .commit(rsagg_store::Commit {
+                    upstream: up.name.clone(),
+                    set: set.url.to_string(),
+                    checkpoint: Some(cp),
+                    ..rsagg_store::Commit::default()
+                })
+                .await
+        };
+        if let Err(e) = parked.await {
+            tracing::warn!(upstream = %up.name, set = %set.url, error = %e, "the upstream's parking could not be recorded");
+        }
+    }
+    tracing::warn!(upstream = %up.name, until = %until.to_utc(), "parked: the provider asked for no requests before then (Retry-After)");
+}
+
+/// When `up` is parked (a set's `parked_until` still ahead), until when.
+pub(crate) async fn parked(state: &rsagg_store::State, up: &UpstreamConfig) -> Option<W3cDateTime> {
+    let now = W3cDateTime::now();
+    let mut latest: Option<W3cDateTime> = None;
+    for set in oai_sets(up) {
+        let Ok(Some(cp)) = state.checkpoint(&up.name, set.url.as_str()).await else {
+            continue;
+        };
+        if let Some(t) = cp.parked_until.filter(|t| t.cmp_instant(&now).is_gt())
+            && latest.is_none_or(|l| l.cmp_instant(&t).is_lt())
+        {
+            latest = Some(t);
+        }
+    }
+    latest
+}
+
+/// How far `pass` has listed, for the report (`listing`): records of its windows, and the
+/// total their `completeListSize`s announce when every window begun has one.
+fn listing(pass: &OaiPass) -> rsagg_layout::report::Listing {
+    let begun: Vec<_> = pass
+        .windows
+        .iter()
+        .filter(|w| w.pages > 0 || w.status == WindowStatus::Done)
+        .collect();
+    rsagg_layout::report::Listing {
+        done: begun.iter().map(|w| w.records).sum(),
+        total: begun
+            .iter()
+            .map(|w| {
+                w.complete_list_size
+                    .or((w.status == WindowStatus::Done).then_some(w.records))
+            })
+            .sum(),
+        windows_done: begun
+            .iter()
+            .filter(|w| w.status == WindowStatus::Done)
+            .count() as u64,
+        windows: pass.windows.len() as u64,
     }
 }
 

@@ -116,6 +116,8 @@ pub(crate) async fn discover_sets(
         .await?;
         return match found {
             Err(e) => {
+                // Kept by the run (not by the operator commands, which write nothing).
+                report.parked_until = crate::oai::retry_after_of(&e).map(crate::oai::parked_for);
                 report.fail_at(
                     Some(up.url.as_str()),
                     "OAI-PMH discovery failed",
@@ -208,7 +210,22 @@ async fn harvest_into(
     let up = &*up_arc;
     let mut report = UpstreamReport::new(&up.name);
     let deadline = pass_deadline(&ctx);
+    if up.is_oai()
+        && let Some(until) = crate::oai::parked(&ctx.state, up).await
+    {
+        report.parked_until = Some(until);
+        report.fail(format!(
+            "parked until {}: the provider asked for no requests before then (Retry-After beyond [fetch] retry_after_max); nothing was asked",
+            until.to_utc()
+        ));
+        return report;
+    }
     let Some((access, sets)) = discover_sets(&ctx, up, &mut report, deadline.as_ref()).await else {
+        if up.is_oai()
+            && let Some(until) = report.parked_until
+        {
+            crate::oai::park_until(&ctx.state, up, until).await;
+        }
         return report;
     };
     let mut quarantined = HashSet::new();
@@ -335,7 +352,9 @@ impl Harvest {
         report: &mut UpstreamReport,
     ) -> Result<(), Error> {
         if self.up.is_oai() {
-            return self.harvest_oai_set(set, &tokio::sync::Mutex::new(report)).await;
+            return self
+                .harvest_oai_set(set, &tokio::sync::Mutex::new(report))
+                .await;
         }
         let state = &self.ctx.state;
         let set_url = set.url.as_str();

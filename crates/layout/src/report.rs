@@ -361,6 +361,10 @@ pub struct UpstreamReport {
     /// `completeListSize` announced (OAI-PMH 2.0 section 3.5), each also a warning: records
     /// may be missing from what the provider lists.
     pub incomplete_lists: u64,
+    /// The provider answered `Retry-After` beyond `[fetch] retry_after_max` (429/503): the
+    /// upstream is parked, asked nothing before this time (this run went on with the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked_until: Option<W3cDateTime>,
     /// OAI-PMH: records of the pass in progress listed so far, and of how many
     /// (`completeListSize` of the windows begun, when the provider sends it): for progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -401,6 +405,7 @@ impl UpstreamReport {
             mirrored: 0,
             skipped: 0,
             incomplete_lists: 0,
+            parked_until: None,
             listing: None,
             resyncs: Vec::new(),
             warnings: Vec::new(),

@@ -159,6 +159,7 @@ pub(crate) async fn open_as(
             min_rate: cfg.deadlines.min_rate,
             retries: cfg.fetch.retries,
             backoff_max: Duration::from_secs(30),
+            retry_after_max: cfg.fetch.retry_after_max,
             per_host_rate: cfg.fetch.per_host_rate,
             user_agent: cfg.fetch.user_agent(),
             ..FetchConfig::default()

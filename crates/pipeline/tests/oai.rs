@@ -68,6 +68,8 @@ struct Repo {
     /// `ListRecords` answers 500 (a provider whose ListRecords breaks on some record);
     /// `ListIdentifiers` and `GetRecord` work.
     broken_list_records: bool,
+    /// Every request is answered `503` with `Retry-After: 3600` (maintenance).
+    maintenance: bool,
     /// Requests answered, per verb.
     verbs: BTreeMap<String, usize>,
     /// `set` of every first `ListRecords` / `ListIdentifiers` request.
@@ -95,6 +97,7 @@ impl Default for Repo {
             compact: false,
             cut_at: None,
             broken_list_records: false,
+            maintenance: false,
             verbs: BTreeMap::new(),
             set_args: Vec::new(),
         }
@@ -180,6 +183,14 @@ async fn oai(
     }
     let verb = q.get("verb").map(String::as_str).unwrap_or("");
     *repo.verbs.entry(verb.to_owned()).or_default() += 1;
+    if repo.maintenance {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "3600")],
+            "down for maintenance",
+        )
+            .into_response();
+    }
     if verb == "ListRecords" && repo.broken_list_records {
         return (StatusCode::INTERNAL_SERVER_ERROR, "ListRecords is broken").into_response();
     }
@@ -1134,4 +1145,53 @@ async fn windows_are_listed_a_range_is_reharvested_and_records_refetched() {
             .iter()
             .any(|b| b.contains("W 2, corrected"))
     );
+}
+
+/// Issue 44 point 3: a provider answering `503` with `Retry-After` beyond `[fetch]
+/// retry_after_max` is asked once, not retried; the upstream is parked until then (this
+/// run and the next ask it nothing) while the run goes on with the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_retry_after_parks_the_upstream_and_the_run_goes_on() {
+    let down = Arc::new(Mutex::new(Repo {
+        maintenance: true,
+        ..Repo::default()
+    }));
+    let up = Arc::new(Mutex::new(Repo::default()));
+    up.lock()
+        .unwrap()
+        .put("oai:u:1", "2024-12-01T00:00:00Z", "U 1");
+    let (down_base, up_base) = (serve(down.clone()).await, serve(up.clone()).await);
+    let dir = tempfile::tempdir().unwrap();
+    let other = format!(
+        "window = \"none\"\n\n[[upstream]]\nname = \"other\"\nurl = \"{up_base}oai\"\nkind = \"oai-pmh\"\nallow_private = true\nwindow = \"none\""
+    );
+    let p = pipeline(&down_base, dir.path(), &other);
+    let opts = RunOptions::default();
+    let before = rsagg_model::W3cDateTime::now();
+    let r = run_once(&p, &opts).await.unwrap();
+    let parked = &r.upstreams[0];
+    assert_eq!(parked.verdict, Verdict::Failed, "{r:?}");
+    let until = parked.parked_until.expect("parked");
+    let ahead = until.instant().0 - before.instant().0;
+    assert!((3590..=3610).contains(&ahead), "{ahead}");
+    assert_eq!(
+        down.lock().unwrap().verbs.values().sum::<usize>(),
+        1,
+        "asked once, never retried"
+    );
+    assert_eq!(r.upstreams[1].verdict, Verdict::Ok, "{r:?}");
+    assert_eq!(r.upstreams[1].created, 1, "{r:?}");
+
+    // The next run (before the hour is out) asks the parked provider nothing.
+    let r = run_once(&p, &opts).await.unwrap();
+    let parked = &r.upstreams[0];
+    assert_eq!(parked.parked_until, Some(until), "{r:?}");
+    assert!(
+        parked
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("parked until")),
+        "{r:?}"
+    );
+    assert_eq!(down.lock().unwrap().verbs.values().sum::<usize>(), 1);
 }

@@ -358,6 +358,14 @@ pub(crate) fn render(
         "rsagg_upstream_resyncs",
         "Re-syncs from the Resource List in the last run (the Change List no longer reached the checkpoint, or there is none).",
     );
+    let mut incomplete = Family::gauge(
+        "rsagg_upstream_incomplete_lists",
+        "OAI-PMH lists (date windows) of the last run that ended with fewer records than the provider's completeListSize announced (OAI-PMH 2.0 section 3.5): records may be missing.",
+    );
+    let mut parked = Family::gauge(
+        "rsagg_upstream_parked_until_timestamp_seconds",
+        "When the upstream may be asked again (Unix time): its provider answered Retry-After beyond [fetch] retry_after_max in the last run. Absent unless parked.",
+    );
     let mut warnings = Family::gauge(
         "rsagg_upstream_warnings",
         "Warnings about the upstream in the last run (kept up to 100).",
@@ -566,6 +574,10 @@ pub(crate) fn render(
                 up.sample(&labels, u.ok());
                 sets.sample(&labels, u.sets as u64);
                 resyncs.sample(&labels, u.resyncs.len() as u64);
+                incomplete.sample(&labels, u.incomplete_lists);
+                if let Some(t) = &u.parked_until {
+                    parked.sample(&labels, seconds(t));
+                }
                 warnings.sample(&labels, u.warnings.len() as u64);
                 errors.sample(&labels, u.error.is_some());
                 if let Some(t) = &u.checkpoint {
@@ -742,6 +754,8 @@ pub(crate) fn render(
         up,
         sets,
         resyncs,
+        incomplete,
+        parked,
         warnings,
         errors,
         checkpoint,

@@ -138,6 +138,10 @@ pub struct Checkpoint {
     /// is done.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oai: Option<OaiPass>,
+    /// An OAI-PMH set whose provider answered `Retry-After` beyond `[fetch]
+    /// retry_after_max`: nothing is asked of the provider before this time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parked_until: Option<W3cDateTime>,
 }
 
 /// One OAI-PMH pass over a set, cut into date windows (`from`/`until` of a selective
