@@ -21,16 +21,19 @@ pub struct Args {
     /// package and manifest, and the rules between them.
     #[arg(long, value_name = "URL", conflicts_with = "target")]
     pub source: Option<String>,
-    /// With --source: documents fetched at most (lists, parts, packages, manifest copies).
-    #[arg(long, default_value_t = 10_000, value_name = "N", requires = "source")]
-    pub max_documents: u64,
+    // No `default_value_t` on the options that need --source: clap does not hold an
+    // argument with a default to its `requires`. The defaults are `rsagg_validate::Options`'.
+    /// With --source: documents fetched at most (lists, parts, packages, manifest copies;
+    /// default 10000).
+    #[arg(long, value_name = "N", requires = "source")]
+    pub max_documents: Option<u64>,
     /// With --source: fetch this many resources of the Resource List(s), a seeded choice,
-    /// and check their hash, length and type.
-    #[arg(long, default_value_t = 0, value_name = "N", requires = "source")]
-    pub sample: u64,
-    /// With --source: the seed of the sample's choice.
-    #[arg(long, default_value_t = 0, value_name = "N", requires = "source")]
-    pub seed: u64,
+    /// and check their hash, length and type (default 0).
+    #[arg(long, value_name = "N", requires = "source")]
+    pub sample: Option<u64>,
+    /// With --source: the seed of the sample's choice (default 0).
+    #[arg(long, value_name = "N", requires = "source")]
+    pub seed: Option<u64>,
     /// With --source: allow private, loopback and link-local addresses (a Source on
     /// 127.0.0.1).
     #[arg(long, requires = "source")]
@@ -85,6 +88,19 @@ pub async fn run(args: Args) -> ExitCode {
     };
     if let Some(source) = &args.source {
         return run_source(&args, source, mode).await;
+    }
+    // Checked here as well as by clap's `requires`, which a positional target satisfying
+    // the `what` group lets pass.
+    if args.max_documents.is_some()
+        || args.sample.is_some()
+        || args.seed.is_some()
+        || args.allow_private
+        || !args.notification.is_empty()
+    {
+        eprintln!(
+            "rsagg validate: --max-documents, --sample, --seed, --allow-private and --notification need --source URL"
+        );
+        return ExitCode::from(2);
     }
     let Some(target) = args.target.clone() else {
         eprintln!("rsagg validate: give a PATH|URL or --source URL");
@@ -274,17 +290,18 @@ fn print_human(out: &mut impl std::io::Write, target: &str, r: &Report) -> std::
 /// `rsagg validate --source URL`: the walk, its report, the exit status (0 no error,
 /// 1 some error, 2 usage error or the start document could not be fetched).
 async fn run_source(args: &Args, source: &str, mode: Mode) -> ExitCode {
+    let defaults = rsagg_validate::Options::default();
     let opts = rsagg_validate::Options {
         mode,
-        max_documents: args.max_documents,
+        max_documents: args.max_documents.unwrap_or(defaults.max_documents),
         max_bytes: args.max_bytes,
         max_entries: args.max_entries,
         max_problems: args.max_problems,
-        sample: args.sample,
-        seed: args.seed,
+        sample: args.sample.unwrap_or(defaults.sample),
+        seed: args.seed.unwrap_or(defaults.seed),
         allow_private: args.allow_private,
         notifications: args.notification.clone(),
-        ..rsagg_validate::Options::default()
+        ..defaults
     };
     let report = match rsagg_validate::validate_source(source, &opts).await {
         Ok(r) => r,

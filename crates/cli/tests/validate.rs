@@ -314,3 +314,23 @@ fn validates_a_url() {
     assert_eq!(v["document"]["root"], "sitemapindex");
     assert_eq!(v["document"]["entries"], 3);
 }
+
+/// `--source`: a loopback Source without `--allow-private` is refused before anything is
+/// read (exit 2, naming the flag); the walk's options need `--source` (usage, exit 2).
+#[test]
+fn source_walks_refuse_private_addresses_and_need_source() {
+    let out = rsagg(&[
+        "validate",
+        "--source",
+        "http://127.0.0.1:9/.well-known/resourcesync",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--allow-private"), "{err}");
+    assert!(out.stdout.is_empty());
+    let f = fixture("spec-1.1/resourcesync_ex_1.xml");
+    let out = rsagg(&["validate", "--sample", "3", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = rsagg(&["validate"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
