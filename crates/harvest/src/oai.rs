@@ -80,6 +80,8 @@ enum Listing {
         size: Option<u64>,
         /// The page ends the list (no token, or an empty one).
         end: bool,
+        /// The blob of the page's bytes, when it is not well-formed XML.
+        kept: Option<String>,
     },
     /// `badResumptionToken`: the list starts again from its first request.
     Restart,
@@ -218,11 +220,22 @@ impl OaiClient<'_> {
         Ok((url, page))
     }
 
+    /// [`OaiClient::page`] with the page's bytes, for keeping a damaged page.
+    async fn page_and_body(&self, req: &Request) -> Result<(Url, Page, Bytes), Error> {
+        let url = req.url(&self.up.url);
+        let (page, body) = self.page_at_with_body(&url).await?;
+        Ok((url, page, body))
+    }
+
     /// The page at `url` (a request already written as a URL: a record's URI). An OAI-PMH
     /// error is in the body whatever the HTTP status (section 3.6): a 4xx answer whose body
     /// is an OAI-PMH error response is that response (InvenioRDM answers `noRecordsMatch`
     /// with 422), any other 4xx the HTTP error it is.
     pub(crate) async fn page_at(&self, url: &Url) -> Result<Page, Error> {
+        Ok(self.page_at_with_body(url).await?.0)
+    }
+
+    async fn page_at_with_body(&self, url: &Url) -> Result<(Page, Bytes), Error> {
         let req = rsagg_fetch::Request {
             max_bytes: self.max_bytes,
             timeout: Some(self.fetcher.config().document_timeout),
@@ -235,7 +248,7 @@ impl OaiClient<'_> {
             return match page {
                 Ok(p) if matches!(p.response, Response::Errors(_)) => {
                     tracing::debug!(upstream = %self.up.name, %url, status = fetched.status, "an OAI-PMH error in a non-2xx answer");
-                    Ok(p)
+                    Ok((p, body))
                 }
                 _ => Err(Error::Fetch(rsagg_fetch::Error::Status {
                     url: fetched.url,
@@ -244,7 +257,7 @@ impl OaiClient<'_> {
                 })),
             };
         }
-        Ok(page?)
+        Ok((page?, body))
     }
 
     /// `Identify` (section 4.2) with the provider's clock (its `responseDate`, else ours).
@@ -717,7 +730,7 @@ impl Harvest {
             // Each way datestamps depart from section 3.3.1, warned about once per list.
             let mut quirks: Vec<&'static str> = Vec::new();
             while let Some(next) = rx.recv().await {
-                let (url, records, problems, token, size, end) = match next {
+                let (url, records, problems, token, size, end, kept) = match next {
                     Listing::Records {
                         url,
                         records,
@@ -725,7 +738,8 @@ impl Harvest {
                         next,
                         size,
                         end,
-                    } => (url, records, problems, next, size, end),
+                        kept,
+                    } => (url, records, problems, next, size, end, kept),
                     Listing::Restart => {
                         // What the list gave so far is committed, so that its records,
                         // listed again, are recognised as unchanged.
@@ -745,7 +759,8 @@ impl Harvest {
                 let count = (records.len() + problems.len()) as u64;
                 let mut latest = plan.windows[i].last_datestamp;
                 for p in problems {
-                    ok &= committer.add(self.oai_problem(&url, p), report).await?;
+                    let outcome = self.oai_problem(&url, p, kept.as_deref());
+                    ok &= committer.add(outcome, report).await?;
                 }
                 for r in &records {
                     let stamp = r.header.datestamp.to_w3c();
@@ -854,7 +869,7 @@ impl Harvest {
             let Ok(slot) = tx.reserve().await else {
                 return;
             };
-            let (url, page) = match self.bounded(self.oai().page(&req)).await {
+            let (url, page, body) = match self.bounded(self.oai().page_and_body(&req)).await {
                 Ok(p) => p,
                 Err(e) => {
                     slot.send(Listing::Failed(e));
@@ -862,13 +877,25 @@ impl Harvest {
                 }
             };
             let resumed_from_kept = std::mem::take(&mut kept_token);
+            // A damaged page's bytes, kept for the operator (the blob of what it could not
+            // give, in the quarantine, and named in the window's error).
+            let mut kept = None;
             if let Some(damage) = &page.damage {
                 tracing::warn!(upstream = %self.up.name, %url, damage = %damage, "an OAI-PMH page that is not well-formed XML, read record by record");
+                let bytes = futures::stream::iter([Ok::<_, std::io::Error>(body)]);
+                match self.ctx.blobs.put_stream(url.as_str(), bytes, false).await {
+                    Ok(info) => kept = Some(info.sha256),
+                    Err(e) => {
+                        slot.send(Listing::Failed(e.into()));
+                        return;
+                    }
+                }
             }
             let cut = page.token_unreadable.then(|| {
                 format!(
-                    "the page is not well-formed XML ({}) and its resumptionToken cannot be read: the list stops here; the records read from it are kept, the next run asks again",
-                    page.damage.as_deref().unwrap_or_default()
+                    "the page is not well-formed XML ({}) and its resumptionToken cannot be read: the list stops here; the records read from it are kept, the page's bytes as blob sha256:{}, the next run asks again",
+                    page.damage.as_deref().unwrap_or_default(),
+                    kept.as_deref().unwrap_or_default()
                 )
             });
             let (records, problems, next, size) = match page.response {
@@ -942,6 +969,7 @@ impl Harvest {
                 url: url.clone(),
                 records,
                 problems,
+                kept,
                 // A token that loops is not kept: the window is listed again from its start.
                 next: if stuck.is_some() { None } else { next.clone() },
                 size,
@@ -1111,7 +1139,7 @@ impl Harvest {
                 ..
             } => {
                 if let Some(p) = problems.pop() {
-                    return Ok(Some(self.oai_problem(&url, p)));
+                    return Ok(Some(self.oai_problem(&url, p, None)));
                 }
                 let Some(r) = records.pop() else {
                     return Err(Error::Oai {
@@ -1148,7 +1176,7 @@ impl Harvest {
     /// A record the page could not give (bad characters in its metadata, no datestamp):
     /// quarantined under its URI when its identifier is known, else failed (so the pass
     /// keeps its checkpoint and asks again).
-    fn oai_problem(&self, url: &Url, p: rsagg_oai::RecordProblem) -> Outcome {
+    fn oai_problem(&self, url: &Url, p: rsagg_oai::RecordProblem, page: Option<&str>) -> Outcome {
         tracing::warn!(upstream = %self.up.name, %url, identifier = ?p.identifier, "{}", p.message);
         match p.identifier {
             Some(id) => {
@@ -1161,7 +1189,7 @@ impl Harvest {
                     expected: "a well-formed record (OAI-PMH 2.0 section 2.5)".into(),
                     got: format!("in the page {url}"),
                     at: W3cDateTime::now(),
-                    blob: None,
+                    blob: page.map(str::to_owned),
                 })
             }
             None => Outcome::Failed {

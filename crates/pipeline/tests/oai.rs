@@ -901,6 +901,17 @@ async fn pages_that_are_not_well_formed_lose_only_what_cannot_be_read() {
     let u = only(&r);
     assert_eq!((u.created, u.quarantined), (5, 1), "{r:?}");
     assert_eq!(u.verdict, Verdict::Ok, "{r:?}");
+    // The damaged page's bytes are kept: the quarantined record's blob is the page.
+    let mut kept = Vec::new();
+    rsagg_pipeline::quarantine_list(&p, |q| kept.push(q))
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 1);
+    let blob = kept[0].blob.clone().expect("the page's blob");
+    let page = blobs(dir.path())
+        .into_iter()
+        .find(|b| b.contains("Tom & Jerry") && b.contains("<ListRecords>"));
+    assert!(page.is_some(), "blob {blob} holds the page");
 
     // Cut short: pages of two, the second page (cursor 2) cut in its last record.
     let repo = Arc::new(Mutex::new(Repo {
@@ -919,7 +930,10 @@ async fn pages_that_are_not_well_formed_lose_only_what_cannot_be_read() {
     let u = only(&r);
     assert_eq!(u.verdict, Verdict::Failed, "{r:?}");
     let error = u.error.as_deref().unwrap_or_default();
-    assert!(error.contains("resumptionToken cannot be read"), "{error}");
+    assert!(
+        error.contains("resumptionToken cannot be read") && error.contains("as blob sha256:"),
+        "{error}"
+    );
     // Page one's two records and page two's whole one; the cut record is quarantined.
     assert_eq!((u.created, u.quarantined), (3, 1), "{r:?}");
     assert_eq!(u.checkpoint, None, "the checkpoint stays: {r:?}");
