@@ -470,6 +470,7 @@ fn run(h: &mut String, s: &Stats, history: Option<&RunHistory>, now: f64) {
         human_duration(s.report.seconds)
     );
     upstreams(h, &s.report.upstreams, history, now);
+    listings(h, &s.report.upstreams, s.report.seconds);
     quarantine(h, s);
     publish(h, s);
     notify(h, s);
@@ -609,6 +610,59 @@ fn upstreams(h: &mut String, ups: &[Upstream], history: Option<&RunHistory>, now
         }
         h.push_str("</ul>\n</div>\n");
     }
+}
+
+/// OAI-PMH passes: records listed of the total the provider's `completeListSize`s
+/// announce, date windows done, an ETA at the last run's rate, and when a parked upstream
+/// may be asked again. Only upstreams with something to say get a row.
+fn listings(h: &mut String, ups: &[Upstream], run_seconds: f64) {
+    let rows: Vec<&Upstream> = ups
+        .iter()
+        .filter(|u| u.listing.is_some() || u.parked_until.is_some())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<table class=\"listings\">\n<tr><th>upstream</th><th>records listed</th><th>of</th>\
+         <th>date windows done</th><th>ETA</th><th>parked until</th></tr>\n",
+    );
+    for u in rows {
+        let _ = write!(h, "<tr data-upstream=\"{0}\"><td>{0}</td>", esc(&u.name));
+        match &u.listing {
+            Some(l) => {
+                let this_run =
+                    u.created + u.updated + u.unchanged + u.deleted + u.quarantined + u.failed;
+                let rate = this_run as f64 / run_seconds.max(0.001);
+                let eta = match l.total {
+                    Some(t) if t > l.done && rate > 0.0 => {
+                        human_duration((t - l.done) as f64 / rate)
+                    }
+                    Some(_) => "done".into(),
+                    None => "unknown".into(),
+                };
+                let _ = write!(
+                    h,
+                    "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} of {}</td><td>{}</td>",
+                    l.done,
+                    l.total
+                        .map_or_else(|| "unknown".to_owned(), |t| t.to_string()),
+                    l.windows_done,
+                    l.windows,
+                    esc(&eta)
+                );
+            }
+            None => h.push_str("<td></td><td></td><td></td><td></td>"),
+        }
+        match &u.parked_until {
+            Some(t) => {
+                let _ = write!(h, "<td><time>{}</time></td>", esc(&t.to_utc().to_string()));
+            }
+            None => h.push_str("<td class=\"muted\">no</td>"),
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
 }
 
 /// The charts of the recorded runs: harvest rate and lag per upstream over time.
@@ -1025,5 +1079,41 @@ mod tests {
         });
         assert!(ran.contains("Last blob garbage collection"), "{ran}");
         assert!(ran.contains("7 object(s) scanned"), "{ran}");
+    }
+}
+
+#[cfg(test)]
+mod listing_tests {
+    use super::*;
+
+    /// Issue 44 point 6: an OAI-PMH pass's progress (records of the announced total,
+    /// windows, an ETA at the last run's rate) and a parked upstream are on the page.
+    #[test]
+    fn oai_listings_show_the_total_an_eta_and_parking() {
+        use rsagg_layout::report::{Listing, UpstreamReport};
+        let mut a = UpstreamReport::new("arxiv");
+        a.created = 1_000;
+        a.listing = Some(Listing {
+            done: 250_000,
+            total: Some(2_500_000),
+            windows_done: 3,
+            windows: 18,
+        });
+        let mut b = UpstreamReport::new("zenodo");
+        b.parked_until = Some(W3cDateTime::from_unix(1_767_225_600, 0));
+        let quiet = UpstreamReport::new("quiet");
+        let mut h = String::new();
+        listings(&mut h, &[a, b, quiet], 10.0);
+        assert!(h.contains("<td class=\"n\">250000</td><td class=\"n\">2500000</td><td class=\"n\">3 of 18</td>"), "{h}");
+        // 2,250,000 records left at 100 a second.
+        assert!(h.contains(&human_duration(22_500.0)), "{h}");
+        assert!(
+            h.contains("data-upstream=\"zenodo\"") && h.contains("2026-01-01"),
+            "{h}"
+        );
+        assert!(!h.contains("quiet"), "{h}");
+        let mut none = String::new();
+        listings(&mut none, &[UpstreamReport::new("x")], 1.0);
+        assert!(none.is_empty());
     }
 }
