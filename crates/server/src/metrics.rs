@@ -836,6 +836,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(None),
             resources: Ok(None),
+            snapshot_at: None,
             store: Ok(()),
         };
         let http = HttpCounters::default();
@@ -870,6 +871,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(None),
             resources: Ok(None),
+            snapshot_at: None,
             store: Ok(()),
         };
         let c = CollectionMetrics {
@@ -918,6 +920,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(Some(std::sync::Arc::new(history))),
             resources: Ok(Some(7)),
+            snapshot_at: None,
             store: Ok(()),
         };
         let http = HttpCounters::default();

@@ -105,6 +105,9 @@ pub(crate) struct Observed {
     pub history: Result<Option<Arc<RunHistory>>, String>,
     /// Resources the published Resource List names (`published/resourcelist.json`).
     pub resources: Result<Option<u64>, String>,
+    /// On `publish.resourcelist = "interval"`: the published snapshot's `md:at` (the
+    /// changes since are in the Change Lists); `None` for a list patched every run.
+    pub snapshot_at: Option<rsagg_model::W3cDateTime>,
     /// The store answered every request of the last check (`Err`: the first that failed;
     /// an object that cannot be decoded is an answer). `/readyz` judges by it.
     pub store: Result<(), String>,
@@ -234,6 +237,12 @@ impl StatsReader {
             stats: stats.map_err(logged),
             gc: gc.map_err(logged),
             history: history.map_err(logged),
+            snapshot_at: resources
+                .as_ref()
+                .ok()
+                .and_then(|m| m.as_ref())
+                .filter(|m| m.snapshot_seq.is_some())
+                .and_then(|m| m.listed_at),
             resources: resources
                 .map(|m| m.map(|m| m.parts.iter().map(|(_, n)| n).sum::<u64>()))
                 .map_err(logged),

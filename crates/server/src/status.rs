@@ -440,7 +440,7 @@ fn collection(h: &mut String, c: &CollectionStatus<'_>, now: f64) {
             );
         }
         Ok(None) => h.push_str("<p class=\"norun\">no run yet</p>\n"),
-        Ok(Some(s)) => run(h, s, history_of(c.observed), now),
+        Ok(Some(s)) => run(h, s, history_of(c.observed), c.observed.snapshot_at, now),
     }
     history(h, c.observed);
     gc(h, c.observed);
@@ -455,7 +455,13 @@ fn history_of(o: &Observed) -> Option<&RunHistory> {
     }
 }
 
-fn run(h: &mut String, s: &Stats, history: Option<&RunHistory>, now: f64) {
+fn run(
+    h: &mut String,
+    s: &Stats,
+    history: Option<&RunHistory>,
+    snapshot_at: Option<W3cDateTime>,
+    now: f64,
+) {
     let finished = match &s.finished {
         Some(t) => format!(
             "<time>{}</time> ({} ago)",
@@ -472,7 +478,7 @@ fn run(h: &mut String, s: &Stats, history: Option<&RunHistory>, now: f64) {
     upstreams(h, &s.report.upstreams, history, now);
     listings(h, &s.report.upstreams, s.report.seconds);
     quarantine(h, s);
-    publish(h, s);
+    publish(h, s, snapshot_at, now);
     notify(h, s);
 }
 
@@ -766,7 +772,7 @@ fn quarantine(h: &mut String, s: &Stats) {
     }
 }
 
-fn publish(h: &mut String, s: &Stats) {
+fn publish(h: &mut String, s: &Stats, snapshot_at: Option<W3cDateTime>, now: f64) {
     h.push_str("<h3>Published</h3>\n");
     let Some(p) = &s.report.publish else {
         h.push_str("<p class=\"muted\">the last run did not publish</p>\n");
@@ -776,8 +782,20 @@ fn publish(h: &mut String, s: &Stats) {
     let mut row = |k: &str, v: String| {
         let _ = writeln!(h, "<tr><th>{k}</th><td>{v}</td></tr>");
     };
-    if let Some(n) = p.resource_list_parts {
-        row("Resource List", format!("{n} part(s) rewritten"));
+    match (p.resource_list_parts, snapshot_at) {
+        // On the interval: the snapshot, and how old it is (spec 10.1: a snapshot as of
+        // its `at`, the Change Lists since carrying the changes).
+        (n, Some(at)) => row(
+            "Resource List",
+            format!(
+                "snapshot as of <time>{}</time> ({} ago; the changes since are in the Change Lists), {} part(s) rewritten",
+                esc(&at.to_string()),
+                human_duration((now - seconds(&at)).max(0.0)),
+                n.unwrap_or(0)
+            ),
+        ),
+        (Some(n), None) => row("Resource List", format!("{n} part(s) rewritten")),
+        (None, None) => {}
     }
     if let Some(c) = &p.change_lists {
         row(
@@ -901,6 +919,7 @@ mod tests {
                 gc: Ok(None),
                 history: Ok(None),
                 resources: Ok(Some(5)),
+                snapshot_at: None,
                 store: Ok(()),
             }
         };
@@ -959,6 +978,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(None),
             resources: Ok(None),
+            snapshot_at: None,
             store: Ok(()),
         };
         let page = render_detail(
@@ -1014,6 +1034,7 @@ mod tests {
             gc: Ok(None),
             history: Ok(Some(std::sync::Arc::new(history))),
             resources: Ok(None),
+            snapshot_at: None,
             store: Ok(()),
         };
         let now = UNIX_EPOCH
@@ -1043,6 +1064,39 @@ mod tests {
         assert!(!page.contains("<script"), "{page}");
     }
 
+    /// On `publish.resourcelist = "interval"` the Published table says which snapshot is
+    /// out there and how old it is; a patched list says only the parts rewritten.
+    #[test]
+    fn an_interval_snapshot_is_shown_with_its_age() {
+        let at = |s: &str| W3cDateTime::parse(s).unwrap().value;
+        let stats = Stats {
+            report: rsagg_layout::report::RunReport {
+                publish: Some(rsagg_layout::report::PublishReport {
+                    resource_list_parts: Some(0),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Stats::default()
+        };
+        let now = at("2026-11-20T03:00:00Z").instant().0 as f64;
+        let mut interval = String::new();
+        super::publish(&mut interval, &stats, Some(at("2026-11-19T03:00:00Z")), now);
+        assert!(
+            interval.contains(
+                "snapshot as of <time>2026-11-19T03:00:00Z</time> (1d 0h ago; the changes since are in the Change Lists), 0 part(s) rewritten"
+            ),
+            "{interval}"
+        );
+        let mut patched = String::new();
+        super::publish(&mut patched, &stats, None, now);
+        assert!(
+            patched.contains("<td>0 part(s) rewritten</td>"),
+            "{patched}"
+        );
+        assert!(!patched.contains("snapshot"), "{patched}");
+    }
+
     #[test]
     fn before_the_first_collection_the_page_says_when_it_is_due() {
         let page = |gc: GcMeta| {
@@ -1051,6 +1105,7 @@ mod tests {
                 gc: Ok(Some(std::sync::Arc::new(gc))),
                 history: Ok(None),
                 resources: Ok(None),
+                snapshot_at: None,
                 store: Ok(()),
             };
             let mut h = String::new();

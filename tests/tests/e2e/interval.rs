@@ -24,9 +24,8 @@ use rsagg_model::W3cDateTime;
 /// The snapshot on an interval of a day: no run of this test makes it due.
 const DAILY: &str = "[publish]\nresourcelist = \"interval\"\nresourcelist_every = \"1d\"\n";
 
-#[test]
-fn resync_sync_baselines_from_an_interval_snapshot_and_the_change_list_brings_it_in_sync()
--> Result<()> {
+/// A Source with a Resource List and an (empty) Change List: a, b, c.
+fn source() -> Result<Site> {
     let site = Site::new()?;
     let v1: Vec<(&str, &[u8])> = vec![
         ("/res/a.txt", b"alpha"),
@@ -41,17 +40,11 @@ fn resync_sync_baselines_from_an_interval_snapshot_and_the_change_list_brings_it
         &v1,
     )?;
     site.changes("/changelist.xml", "changelist", "2025-12-31T00:00:00Z", &[])?;
-    let (case, port) = Case::on_loopback("agg", &site, "", DAILY)?;
-    let base = case.base_url.clone();
-    let run = case.run()?;
-    run.assert_ok();
-    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
-    let dir = store_dir(&case)?;
-    let snapshot = std::fs::read(dir.join("resourcelist.xml"))?;
-    let at = header_at(&dir.join("resourcelist.xml"))?;
+    Ok(site)
+}
 
-    // Upstream changes: b updated, c deleted, d created. The run publishes them in the
-    // Change List; the snapshot stays as it was.
+/// Upstream changes: b updated, c deleted, d created, in its Change List.
+fn change(site: &Site) -> Result<()> {
     site.write("/res/b.txt", "bravo-2")?;
     site.write("/res/d.txt", "delta")?;
     site.fx.remove("/res/c.txt")?;
@@ -80,6 +73,25 @@ fn resync_sync_baselines_from_an_interval_snapshot_and_the_change_list_brings_it
             ),
         ],
     )?;
+    Ok(())
+}
+
+#[test]
+fn resync_sync_baselines_from_an_interval_snapshot_and_the_change_list_brings_it_in_sync()
+-> Result<()> {
+    let site = source()?;
+    let (case, port) = Case::on_loopback("agg", &site, "", DAILY)?;
+    let base = case.base_url.clone();
+    let run = case.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (3, 0, 0), "{run:#?}");
+    let dir = store_dir(&case)?;
+    let snapshot = std::fs::read(dir.join("resourcelist.xml"))?;
+    let at = header_at(&dir.join("resourcelist.xml"))?;
+
+    // Upstream changes: b updated, c deleted, d created. The run publishes them in the
+    // Change List; the snapshot stays as it was.
+    change(&site)?;
     let run = case.run()?;
     run.assert_ok();
     assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
@@ -101,7 +113,13 @@ fn resync_sync_baselines_from_an_interval_snapshot_and_the_change_list_brings_it
     // Change List says it is gone): a Destination on an interval list meets such
     // resources, which the Change Lists since the `at` account for.
     let out = resync_sync(
-        ["--baseline", "--delete", "--ignore-failures", &source_url, &dst_s],
+        [
+            "--baseline",
+            "--delete",
+            "--ignore-failures",
+            &source_url,
+            &dst_s,
+        ],
         work.path(),
     )?;
     ensure!(
@@ -172,6 +190,68 @@ fn resync_sync_baselines_from_an_interval_snapshot_and_the_change_list_brings_it
         out.status(),
         out.combined(),
         server.log_tail(20)
+    );
+    Ok(())
+}
+
+/// A run of the second aggregator (its upstream is named `first`): created, updated and
+/// deleted, after checking it succeeded.
+fn second(b: &Case) -> Result<(u64, u64, u64)> {
+    let run = b.run()?;
+    let up = &run.report.as_ref().context("a run report")?["upstreams"][0];
+    ensure!(run.code == 0 && up["verdict"] == "ok", "{run:#?}");
+    let n = |k: &str| up[k].as_u64().unwrap_or(u64::MAX);
+    Ok((n("created"), n("updated"), n("deleted")))
+}
+
+/// rsagg harvesting an rsagg on the interval: its baseline comes from the snapshot, its
+/// next run from the Change List since the snapshot's `at` (spec 12.1), and `audit` and
+/// `--dry-run`, which read the upstream's state as its Resource List plus the changes after
+/// the list's `at`, find it in sync and plan nothing, as for a patched list.
+#[test]
+fn an_aggregator_of_an_interval_list_audits_in_sync_and_plans_nothing() -> Result<()> {
+    let site = source()?;
+    let (a, port) = Case::on_loopback("first", &site, "", DAILY)?;
+    a.run()?.assert_ok();
+    let _served = RsaggServer::start(port, &[&a.toml], &a.store.env()?)?;
+    let b = Case::published_at(
+        Store::file("interval-b")?,
+        &[upstream(
+            "first",
+            &format!("http://127.0.0.1:{port}/.well-known/resourcesync"),
+            "",
+        )],
+        "http://agg2.example.org/second/",
+        "",
+    )?;
+    assert_eq!(second(&b)?, (3, 0, 0));
+
+    let snapshot = std::fs::read(store_dir(&a)?.join("resourcelist.xml"))?;
+    change(&site)?;
+    let run = a.run()?;
+    run.assert_ok();
+    assert_eq!(run.cud(), (1, 1, 1), "{run:#?}");
+    assert_eq!(
+        std::fs::read(store_dir(&a)?.join("resourcelist.xml"))?,
+        snapshot,
+        "the first one's snapshot is not due"
+    );
+    assert_eq!(second(&b)?, (1, 1, 1), "from the Change List");
+
+    let toml = b.toml.to_string_lossy().into_owned();
+    let (code, out, err) = rsagg(&["audit", &toml, "--json"])?;
+    let report: serde_json::Value =
+        serde_json::from_str(out.trim()).with_context(|| format!("{out}{err}"))?;
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["in_sync"], true, "{report:#}");
+    let (code, out, err) = rsagg(&["run", &toml, "--dry-run", "--json"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let plan: serde_json::Value = serde_json::from_str(out.trim())?;
+    let up = &plan["upstreams"][0];
+    assert_eq!(
+        (&up["create"], &up["update"], &up["delete"]),
+        (&0.into(), &0.into(), &0.into()),
+        "{plan:#}"
     );
     Ok(())
 }
