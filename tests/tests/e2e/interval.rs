@@ -255,3 +255,102 @@ fn an_aggregator_of_an_interval_list_audits_in_sync_and_plans_nothing() -> Resul
     );
     Ok(())
 }
+
+/// The crash suite's way (a kill at a point read from the store the run writes, no hook in
+/// rsagg), on a snapshot rebuild: `rsagg run` killed with SIGKILL once the rebuild has
+/// written some of its parts leaves the previous snapshot published, its index and every
+/// part it names there and valid (`rsagg validate --strict`), its copies served; the next
+/// run rebuilds it whole.
+#[test]
+fn a_rebuild_killed_mid_way_leaves_the_previous_snapshot_published_and_valid() -> Result<()> {
+    let site = Site::new()?;
+    let names: Vec<String> = (0..4000).map(|i| format!("/res/{i}.txt")).collect();
+    let res: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), n.as_bytes())).collect();
+    site.standard(&[("resourcelist", "/resourcelist.xml")], &res)?;
+    // 4,096 parts of about one entry: a rebuild writes thousands of objects, time enough
+    // to be cut in the middle.
+    let tail = "[publish]\nresourcelist = \"interval\"\nresourcelist_every = \"1s\"\nresourcelist_part_entries = 2\n";
+    let (case, port) = Case::on_loopback("killed", &site, "", tail)?;
+    let run = case.run()?;
+    run.assert_ok();
+    let dir = store_dir(&case)?;
+    let parts = dir.join("resourcelist");
+    let generation = |g: u64| -> Result<usize> {
+        let suffix = format!("-g{g}.xml");
+        Ok(std::fs::read_dir(&parts)?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(&suffix))
+            .count())
+    };
+    let mut cut = false;
+    for attempt in 2..6u64 {
+        let index = std::fs::read(dir.join("resourcelist.xml"))?;
+        let at = W3cDateTime::parse(&header_at(&dir.join("resourcelist.xml"))?)?.value;
+        wait_until(Duration::from_secs(10), || {
+            Ok(W3cDateTime::now().unix_nanos() - at.unix_nanos() > 1_000_000_000)
+        })?;
+        // The snapshot is due: the next run rebuilds it, as generation `attempt`.
+        let running = case.spawn_run(&[] as &[(&str, String)])?;
+        let start = Instant::now();
+        while generation(attempt)? < 16 && start.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(running);
+        if std::fs::read(dir.join("resourcelist.xml"))? == index {
+            assert!(generation(attempt)? >= 16, "the rebuild had begun");
+            cut = true;
+            break;
+        }
+        // The rebuild ended before the kill: the next one is tried.
+    }
+    ensure!(cut, "no rebuild was cut in four attempts");
+    let top = dir.join("resourcelist.xml");
+    let (code, out, err) = rsagg(&[
+        "validate",
+        "--strict",
+        "--json",
+        top.to_str().context("utf-8")?,
+    ])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let index = std::fs::read_to_string(&top)?;
+    let named: Vec<&str> = index
+        .split("<loc>")
+        .skip(1)
+        .filter_map(|l| l.split("</loc>").next())
+        .collect();
+    assert_eq!(named.len(), 4096, "the previous index, whole");
+    for loc in named.iter().step_by(97) {
+        let rel = loc
+            .strip_prefix(&case.base_url)
+            .context("part under the base")?;
+        let (code, out, err) = rsagg(&[
+            "validate",
+            "--strict",
+            "--json",
+            dir.join(rel).to_str().context("utf-8")?,
+        ])?;
+        assert_eq!(code, 0, "{rel}: {out}{err}");
+    }
+    // Its copies are served.
+    let server = RsaggServer::start(port, &[&case.toml], &case.store.env()?)?;
+    let copy = format!(
+        "{}/killed/r/{UP}/{}",
+        server.origin(),
+        site.url("/res/17.txt").replacen("://", "/", 1)
+    );
+    let (status, body) = http_get(&copy)?;
+    assert_eq!((status, &body[..]), (200, &b"/res/17.txt"[..]));
+
+    // The store is consistent: the next run completes the rebuild.
+    let run = case.run()?;
+    run.assert_ok();
+    ensure!(std::fs::read_to_string(&top)? != index, "rebuilt");
+    let (code, out, err) = rsagg(&[
+        "validate",
+        "--strict",
+        "--json",
+        top.to_str().context("utf-8")?,
+    ])?;
+    assert_eq!(code, 0, "{out}{err}");
+    Ok(())
+}
