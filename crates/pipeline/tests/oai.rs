@@ -70,6 +70,14 @@ struct Repo {
     broken_list_records: bool,
     /// Every request is answered `503` with `Retry-After: 3600` (maintenance).
     maintenance: bool,
+    /// Tokens name this generation; a token of another (the provider restarted since it
+    /// handed it out) is answered `badResumptionToken`.
+    generation: u32,
+    /// The Nth request carrying a token (1-based) is answered `400` with a plain body (the
+    /// harvest stops there, its window's token kept).
+    refuse_token: Option<usize>,
+    /// Added to every `completeListSize` (a provider whose list loses records).
+    overstate: usize,
     /// Requests answered, per verb.
     verbs: BTreeMap<String, usize>,
     /// `set` of every first `ListRecords` / `ListIdentifiers` request.
@@ -98,6 +106,9 @@ impl Default for Repo {
             cut_at: None,
             broken_list_records: false,
             maintenance: false,
+            generation: 0,
+            refuse_token: None,
+            overstate: 0,
             verbs: BTreeMap::new(),
             set_args: Vec::new(),
         }
@@ -285,6 +296,19 @@ async fn oai(
                     let from = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
                     let until = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
                     let set = parts.next().filter(|s| !s.is_empty()).map(str::to_owned);
+                    if parts
+                        .next()
+                        .is_some_and(|g| g != repo.generation.to_string())
+                    {
+                        return envelope(
+                            &repo,
+                            &base,
+                            "<error code=\"badResumptionToken\">unknown token</error>",
+                        );
+                    }
+                    if repo.refuse_token == Some(repo.token_requests) {
+                        return (StatusCode::BAD_REQUEST, "bad request").into_response();
+                    }
                     (offset, from, until, set)
                 }
                 None => {
@@ -351,15 +375,18 @@ async fn oai(
             let size = matching.len();
             if next < size {
                 body.push_str(&format!(
-                    "<resumptionToken expirationDate=\"2099-01-01T00:00:00Z\" completeListSize=\"{size}\" cursor=\"{offset}\">{next}|{}|{}|{}</resumptionToken>",
+                    "<resumptionToken expirationDate=\"2099-01-01T00:00:00Z\" completeListSize=\"{}\" cursor=\"{offset}\">{next}|{}|{}|{}|{}</resumptionToken>",
+                    size + repo.overstate,
                     from.unwrap_or_default(),
                     until.unwrap_or_default(),
-                    set.unwrap_or_default()
+                    set.unwrap_or_default(),
+                    repo.generation
                 ));
             } else if offset > 0 {
                 // The last page of a list in several: an empty token (section 3.5).
                 body.push_str(&format!(
-                    "<resumptionToken completeListSize=\"{size}\" cursor=\"{offset}\"/>"
+                    "<resumptionToken completeListSize=\"{}\" cursor=\"{offset}\"/>",
+                    size + repo.overstate
                 ));
             }
             body.push_str(&format!("</{verb}>"));
@@ -1208,4 +1235,112 @@ async fn a_long_retry_after_parks_the_upstream_and_the_run_goes_on() {
         "{r:?}"
     );
     assert_eq!(down.lock().unwrap().verbs.values().sum::<usize>(), 1);
+}
+
+/// Issue 44 point 1: a run stopped mid-list keeps its window's token; when the provider no
+/// longer knows it (restarted since: `badResumptionToken`), only that window is listed
+/// again from its `from`, not the whole list, and nothing is stored twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_token_the_provider_forgot_restarts_only_its_window() {
+    let repo = Arc::new(Mutex::new(Repo {
+        batch: 2,
+        refuse_token: Some(2),
+        ..Repo::default()
+    }));
+    {
+        let mut r = repo.lock().unwrap();
+        // Three years of four records: yearly windows of two pages each.
+        for (y, year) in [2021, 2022, 2023].iter().enumerate() {
+            for i in 0..4 {
+                r.put(
+                    &format!("oai:k:{y}{i}"),
+                    &format!("{year}-06-0{}T00:00:00Z", i + 1),
+                    "K",
+                );
+            }
+        }
+    }
+    let base = serve(repo.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(&base, dir.path(), "");
+    let opts = RunOptions::default();
+    // The second token request (the 2022 window's second page) is refused: the run stops
+    // there with what it stored committed.
+    let r = run_once(&p, &opts).await.unwrap();
+    assert_eq!(only(&r).verdict, Verdict::Failed, "{r:?}");
+    let first = only(&r).created;
+    let stopped = oai_windows(&p, None).await.unwrap()[0]
+        .pass
+        .clone()
+        .unwrap();
+    let resumable: Vec<_> = stopped
+        .windows
+        .iter()
+        .filter(|w| w.token.is_some())
+        .collect();
+    assert_eq!(resumable.len(), 1, "{stopped:?}");
+    let window = (resumable[0].from, resumable[0].until);
+
+    // The provider restarts: its old tokens are unknown now.
+    {
+        let mut r = repo.lock().unwrap();
+        r.generation = 1;
+        r.refuse_token = None;
+        r.froms.clear();
+    }
+    let r = run_once(&p, &opts).await.unwrap();
+    let u = only(&r);
+    assert_eq!(u.verdict, Verdict::Ok, "{r:?}");
+    assert_eq!(first + u.created, 12, "every record created once: {r:?}");
+    let froms = repo.lock().unwrap().froms.clone();
+    let from = window.0.map(|f| f.to_utc().to_string());
+    assert_eq!(
+        froms.iter().filter(|f| **f == from).count(),
+        1,
+        "the window is listed again from its from: {froms:?}"
+    );
+    assert!(
+        !froms.contains(&None),
+        "the windows done are not asked again: {froms:?}"
+    );
+    let pass = oai_windows(&p, None).await.unwrap()[0]
+        .pass
+        .clone()
+        .unwrap();
+    assert!(pass.complete && pass.resumed, "{pass:?}");
+    let again = pass
+        .windows
+        .iter()
+        .find(|w| (w.from, w.until) == window)
+        .unwrap();
+    assert_eq!(again.attempts, 2, "{again:?}");
+}
+
+/// Issue 44 point 6: a list that ends with fewer records than its `completeListSize` is
+/// reported (a warning and `incomplete_lists`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_shorter_than_its_complete_list_size_is_reported() {
+    let (_, r) = one_bounded_run(
+        Repo {
+            overstate: 3,
+            ..Repo::default()
+        },
+        "c",
+        5,
+    )
+    .await;
+    let u = only(&r);
+    assert_eq!(u.created, 5, "{r:?}");
+    assert_eq!(u.incomplete_lists, 1, "{r:?}");
+    assert!(
+        u.warnings
+            .iter()
+            .any(|w| w.contains("completeListSize 8 but its list gave 5 records")),
+        "{r:?}"
+    );
+    assert_eq!(
+        u.listing.map(|l| (l.done, l.total)),
+        Some((5, Some(8))),
+        "{r:?}"
+    );
 }
