@@ -521,6 +521,15 @@ fn blobs(store: &Path) -> Vec<String> {
     out
 }
 
+/// An audit with every check: blobs read back, records listed again.
+fn every_check() -> AuditOptions {
+    AuditOptions {
+        read_data: true,
+        fetch: true,
+        max_items: 100,
+    }
+}
+
 fn get_record(base: &str, id: &str) -> String {
     format!(
         "{base}oai?verb=GetRecord&amp;identifier={}&amp;metadataPrefix=oai_dc",
@@ -566,11 +575,7 @@ async fn baseline_then_incremental_harvests_with_from_updates_and_deletions() {
         "the copy is the metadata alone: {copy}"
     );
 
-    let audit_opts = AuditOptions {
-        read_data: true,
-        fetch: true,
-        max_items: 100,
-    };
+    let audit_opts = every_check();
     let a = audit(&p, audit_opts).await.unwrap();
     assert!(a.in_sync, "{a:?}");
 
@@ -1031,11 +1036,7 @@ async fn the_identifiers_strategy_harvests_by_get_record_when_list_records_is_br
     let r = run_once(&p, &opts).await.unwrap();
     assert_eq!(counts(&r), (0, 1, 0, 0), "{r:?}");
     assert_eq!(repo.lock().unwrap().verbs["GetRecord"], 5);
-    let audit_opts = AuditOptions {
-        read_data: true,
-        fetch: true,
-        max_items: 100,
-    };
+    let audit_opts = every_check();
     let a = audit(&p, audit_opts).await.unwrap();
     assert!(a.in_sync, "{a:?}");
 }
