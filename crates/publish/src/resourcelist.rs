@@ -165,9 +165,10 @@ impl ListOptions {
 /// ~1.5 MB.
 pub const PARTS_PER_PENDING: usize = 64;
 /// Most entries in one pending part: beyond, the snapshot is rebuilt at once (the changes
-/// since it are then a large share of the collection, and a pending part is held in memory
-/// while it is rewritten).
-pub const PENDING_PART_MAX: u64 = 50_000;
+/// since it are then a large share of the collection: 5% of 10^8 with 512 pending parts).
+/// A pending part is held in memory while it is rewritten, [`PARTS_AT_ONCE`] at a time, its
+/// old bytes and its new ones: at ~480 bytes an entry, at most ~80 MB.
+pub const PENDING_PART_MAX: u64 = 10_000;
 
 /// Publishes the Resource List as `opts` says. Patched, every run rewrites the parts its
 /// changes fall in (see the module documentation). On the interval (spec 10.1: a
