@@ -221,6 +221,9 @@ mod held {
     use axum::http::header;
     use axum::response::{IntoResponse, Response};
 
+    /// `from`, `until` and `resumptionToken` of a `ListRecords` request.
+    pub type Asked = (Option<String>, Option<String>, Option<String>);
+
     pub struct Provider {
         /// Record i's datestamp (seconds since the epoch), for i in 0..len.
         pub stamps: Vec<i64>,
@@ -230,8 +233,8 @@ mod held {
         pub tokens: AtomicUsize,
         pub held: AtomicBool,
         pub released: AtomicBool,
-        /// (`from`, `until`, `resumptionToken`) of every `ListRecords` request.
-        pub log: Mutex<Vec<(Option<String>, Option<String>, Option<String>)>>,
+        /// Every `ListRecords` request.
+        pub log: Mutex<Vec<Asked>>,
     }
 
     fn ds(secs: i64) -> String {
