@@ -801,7 +801,7 @@ impl<'de> Deserialize<'de> for ChangeListRetain {
 /// entry is one relation type, compared by [`relation_key`]: case-insensitively, and a
 /// ResourceSync relation by its short name or its URI alike (`patch` is
 /// `http://www.openarchives.org/rs/terms/patch`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LinkPolicyConfig {
     /// Relations kept unchanged.
@@ -810,6 +810,53 @@ pub struct LinkPolicyConfig {
     pub rewrite: Vec<String>,
     /// Relations dropped.
     pub drop: Vec<String>,
+    /// Republish the sets an OAI-PMH record is in (its header's `setSpec`s, OAI-PMH 2.0
+    /// section 2.5.1) as `rs:ln rel="collection"` links to each set's `ListRecords` URL
+    /// (spec 14.7: collection membership). Default true: without them a set (a DSpace
+    /// collection) disappears downstream. Links an upstream wrote itself are the policy's
+    /// (`collection` is kept by default), whatever this says.
+    pub oai_sets: bool,
+}
+
+impl Default for LinkPolicyConfig {
+    fn default() -> Self {
+        LinkPolicyConfig {
+            keep: Vec::new(),
+            rewrite: Vec::new(),
+            drop: Vec::new(),
+            oai_sets: true,
+        }
+    }
+}
+
+/// The namespace of the mark rsagg puts on the links it derives itself from what an
+/// upstream that is not a ResourceSync Source says (an OAI-PMH record's header: its
+/// `GetRecord` URL as `via`, its `setSpec`s as `collection`), kept with the record's
+/// upstream links in the state and never published ([`is_derived`]). Spec 7 lets
+/// attributes in other namespaces be added; the mark is how the publisher tells such links
+/// from those an upstream wrote (which the link policy decides on).
+pub const DERIVED_NS: &str = "https://github.com/rsagg/rsagg/ns/derived";
+
+/// `link` marked as derived by rsagg ([`DERIVED_NS`]) from `what` (`oai-pmh`).
+pub fn derived(mut link: rsagg_model::Link, what: &str) -> rsagg_model::Link {
+    link.ext.push(rsagg_model::ExtAttr {
+        namespace: DERIVED_NS.to_owned(),
+        prefix: "rsagg".to_owned(),
+        local: "derived".to_owned(),
+        value: what.to_owned(),
+    });
+    link
+}
+
+/// True when rsagg derived `link` itself ([`derived`]).
+pub fn is_derived(link: &rsagg_model::Link) -> bool {
+    link.ext.iter().any(|a| a.namespace == DERIVED_NS)
+}
+
+/// `link` without rsagg's mark ([`derived`]): as it is published.
+pub fn underived(mut link: rsagg_model::Link) -> rsagg_model::Link {
+    link.ext.retain(|a| a.namespace != DERIVED_NS);
+    link
 }
 
 /// The namespace under which ResourceSync writes its own relation types (spec 7).

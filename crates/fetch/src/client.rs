@@ -46,6 +46,9 @@ pub struct Fetched {
     /// of the compressed bytes when the body is inflated by magic number). Never trusted for
     /// the cap.
     pub content_length: Option<u64>,
+    /// `Content-Encoding` as sent, when the body was handed over undecoded
+    /// ([`Request::encoded`]; reqwest removes it from a body it decoded).
+    pub content_encoding: Option<String>,
     /// Parsed `Link` headers (RFC 8288), targets resolved against `url`.
     pub links: Vec<LinkValue>,
     /// The body (empty for 304).
@@ -159,6 +162,10 @@ struct Inner {
     guarded: reqwest::Client,
     /// Plain resolver; for upstreams with `allow_private`.
     open: reqwest::Client,
+    /// The same two without decoding `Content-Encoding` (guarded, open), for resources
+    /// described in an encoding ([`Request::encoded`]); built on first use (few Sources
+    /// describe encoded resources, and building a client loads the TLS roots).
+    undecoded: tokio::sync::OnceCell<Clients>,
     global: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Send slots per host, when `per_host_rate` is set.
@@ -180,6 +187,19 @@ impl std::fmt::Debug for Fetcher {
             .field("cfg", &self.inner.cfg)
             .finish()
     }
+}
+
+/// One client of `cfg`'s settings: `guarded` (through the address guard's resolver) or
+/// open, decoding `Content-Encoding: gzip` (reqwest's default) or handing bodies over as
+/// sent (`decode` false: no `Accept-Encoding` is added either).
+fn build_client(cfg: &FetchConfig, guarded: bool, decode: bool) -> Result<reqwest::Client, Error> {
+    let b = client_builder(!guarded)
+        .user_agent(cfg.user_agent.clone())
+        .connect_timeout(cfg.connect_timeout)
+        .read_timeout(cfg.read_timeout)
+        .pool_idle_timeout(cfg.idle_timeout);
+    let b = if decode { b } else { b.no_gzip() };
+    b.build().map_err(Error::Client)
 }
 
 /// What one attempt ended with, for the retry decision.
@@ -204,15 +224,7 @@ impl Fetcher {
     /// [`Fetcher::new`], and every request also within `shared` (the per-host limits of all
     /// the pipelines of a fleet run): its own limits still hold as well.
     pub fn sharing(cfg: FetchConfig, shared: Option<Arc<HostLimits>>) -> Result<Self, Error> {
-        let build = |guarded: bool| {
-            client_builder(!guarded)
-                .user_agent(cfg.user_agent.clone())
-                .connect_timeout(cfg.connect_timeout)
-                .read_timeout(cfg.read_timeout)
-                .pool_idle_timeout(cfg.idle_timeout)
-                .build()
-                .map_err(Error::Client)
-        };
+        let build = |guarded: bool| build_client(&cfg, guarded, true);
         let (guarded, open) = match &shared {
             Some(limits) => limits.clients(&cfg, build)?,
             None => (build(true)?, build(false)?),
@@ -221,6 +233,7 @@ impl Fetcher {
             inner: Arc::new(Inner {
                 guarded,
                 open,
+                undecoded: tokio::sync::OnceCell::new(),
                 global: Arc::new(Semaphore::new(cfg.max_connections.max(1))),
                 hosts: Mutex::new(HashMap::new()),
                 rate: HostRate::new(cfg.per_host_rate),
@@ -336,6 +349,7 @@ impl Fetcher {
         let last_modified = text(header::LAST_MODIFIED);
         let content_type = text(header::CONTENT_TYPE);
         let content_length = text(header::CONTENT_LENGTH).and_then(|s| s.parse::<u64>().ok());
+        let content_encoding = text(header::CONTENT_ENCODING);
         let links = h
             .get_all(header::LINK)
             .iter()
@@ -387,6 +401,7 @@ impl Fetcher {
             last_modified,
             content_type,
             content_length,
+            content_encoding,
             links,
             body,
         })
@@ -448,12 +463,31 @@ impl Fetcher {
             return Outcome::Fail(e);
         }
         let permits = self.permits(url).await;
-        let client = if access.allow_private {
-            &self.inner.open
-        } else {
-            &self.inner.guarded
+        let pair = match &req.encoded {
+            None => (&self.inner.guarded, &self.inner.open),
+            Some(_) => {
+                let cfg = &self.inner.cfg;
+                let built = self
+                    .inner
+                    .undecoded
+                    .get_or_try_init(|| async {
+                        Ok::<_, Error>((
+                            build_client(cfg, true, false)?,
+                            build_client(cfg, false, false)?,
+                        ))
+                    })
+                    .await;
+                match built {
+                    Ok((guarded, open)) => (guarded, open),
+                    Err(e) => return Outcome::Fail(e),
+                }
+            }
         };
+        let client = if access.allow_private { pair.1 } else { pair.0 };
         let mut rb = client.get(url.clone());
+        if let Some(coding) = &req.encoded {
+            rb = rb.header(header::ACCEPT_ENCODING, coding.as_str());
+        }
         if let Some(v) = &req.if_none_match {
             rb = rb.header(header::IF_NONE_MATCH, v);
         }

@@ -202,6 +202,12 @@ pub struct Request {
     /// for protocols whose errors are in the body whatever the status (OAI-PMH 2.0 section
     /// 3.6; InvenioRDM answers `noRecordsMatch` with 422).
     pub error_body: bool,
+    /// The content coding the resource is described in (its entry's `encoding`, spec 7,
+    /// e.g. `gzip`): asked for with `Accept-Encoding` and the body handed over as sent,
+    /// never decoded, so that it can be verified against a `hash` and `length` of the encoded
+    /// bytes ([`crate::Fetched::content_encoding`] says what the server applied). `None`: the
+    /// client's default (gzip asked for and decoded, as reqwest does).
+    pub encoded: Option<String>,
 }
 
 impl Default for Request {
@@ -213,6 +219,7 @@ impl Default for Request {
             if_modified_since: None,
             inflate_gzip: false,
             error_body: false,
+            encoded: None,
         }
     }
 }

@@ -233,6 +233,7 @@ pub(crate) fn upstream_meta(
         hash: md.and_then(|m| m.hash.clone()),
         length: md.and_then(|m| m.length),
         mime_type: md.and_then(|m| m.mime_type.clone()),
+        encoding: md.and_then(|m| m.encoding.clone()),
         links: e.links.clone(),
         etag,
         http_last_modified,

@@ -59,6 +59,7 @@ mod incremental;
 mod later;
 mod lists;
 mod oai;
+mod oai_links;
 pub mod oai_ops;
 mod packages;
 pub mod plan;

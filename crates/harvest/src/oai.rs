@@ -1328,8 +1328,12 @@ fn token_digest(token: &str) -> [u8; 16] {
 /// a record is compared with its copy by its bytes (exact, whatever its datestamp says) and
 /// a copy is verified against what was listed.
 fn record_entry(up: &UpstreamConfig, header: &rsagg_oai::Header, bytes: Option<&[u8]>) -> UrlEntry {
+    let loc = record_uri(up, &header.identifier).to_string();
+    // The record's `via` (no fixity: its URL answers the envelope) and its sets, marked as
+    // rsagg's own (`oai_links`); the fixity above stays on the entry only.
+    let links = crate::oai_links::record_links(up, header, &loc);
     UrlEntry {
-        loc: record_uri(up, &header.identifier).to_string(),
+        loc,
         lastmod: Some(header.datestamp.to_w3c()),
         md: Some(Md {
             mime_type: Some(RECORD_TYPE.to_owned()),
@@ -1342,6 +1346,7 @@ fn record_entry(up: &UpstreamConfig, header: &rsagg_oai::Header, bytes: Option<&
             }),
             ..Md::default()
         }),
+        links,
         ..UrlEntry::default()
     }
 }

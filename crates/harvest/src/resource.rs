@@ -10,6 +10,15 @@
 //! resource's or nothing) gives the copy, stored under the upstream's URI and counted
 //! `mirrored`; one serving other bytes is passed over. A 404/410 of the upstream is its
 //! word that the resource is gone, and no mirror overrides it.
+//!
+//! Encoded resources (spec 7 `encoding`: the content coding of the representation that
+//! `hash` and `length` describe, as its `Content-Encoding`): an entry announcing one (other
+//! than `identity`) is asked for in it and its body kept as sent, not decoded
+//! ([`rsagg_fetch::Request::encoded`]), so its bytes are verified as the Source describes
+//! them and stored so; a response in another coding (or none) does not match, as other
+//! bytes would not. The copy is then the encoded representation, and rsagg's own entry says
+//! so (`encoding`, hash and length of the encoded bytes) and `serve` sends it with that
+//! `Content-Encoding`.
 
 use std::pin::Pin;
 
@@ -148,6 +157,7 @@ impl Harvest {
                 inflate_gzip: false,
                 timeout: None,
                 error_body: false,
+                encoded: announced_coding(&e),
             };
             // A request (its retries and their backoff included) is cut at the pass deadline.
             let fetching = self.ctx.fetcher.get(&url, &self.access, &req);
@@ -193,6 +203,7 @@ impl Harvest {
                 fetched.last_modified.clone(),
                 fetched.content_type.clone(),
             );
+            let coding = coding_mismatch(&e, fetched.content_encoding.as_deref());
             let want_sha1 =
                 e.md.as_ref()
                     .and_then(|m| m.hash.as_ref())
@@ -221,12 +232,19 @@ impl Harvest {
                 Err(err) => return Outcome::failed(&uri, "storing failed", &err),
             };
             self.ctx.progress.bytes(info.length);
-            if let Err((expected, got)) = verify(&e, &info) {
-                let newer_version = last_modified
-                    .as_deref()
-                    .and_then(http_time)
-                    .zip(change_instant(&e))
-                    .is_some_and(|(served, listed)| served.cmp_instant(&listed).is_gt());
+            let checked = match &coding {
+                Some(m) => Err(m.clone()),
+                None => verify(&e, &info),
+            };
+            if let Err((expected, got)) = checked {
+                // Bytes in another coding than announced are never "a newer version": the
+                // copy's coding is what the entry says (see the module's documentation).
+                let newer_version = coding.is_none()
+                    && last_modified
+                        .as_deref()
+                        .and_then(http_time)
+                        .zip(change_instant(&e))
+                        .is_some_and(|(served, listed)| served.cmp_instant(&listed).is_gt());
                 if newer_version {
                     tracing::warn!(upstream = %self.up.name, %uri, %expected, %got, "bytes differ from the list, but a newer version exists: stored");
                 } else if attempt == 1 {
@@ -282,6 +300,7 @@ impl Harvest {
         // Unconditional: the validators held are the upstream's, not a mirror's.
         let req = Request {
             max_bytes: self.ctx.fetch.max_body_bytes,
+            encoded: announced_coding(e),
             ..Request::default()
         };
         let mut failures = Vec::new();
@@ -307,6 +326,7 @@ impl Harvest {
                 }
             };
             let content_type = fetched.content_type.clone();
+            let coding = coding_mismatch(e, fetched.content_encoding.as_deref());
             let info = match self
                 .ctx
                 .blobs
@@ -331,7 +351,11 @@ impl Harvest {
                 Err(err) => return Outcome::failed(uri, "storing failed", &err),
             };
             self.ctx.progress.bytes(info.length);
-            if let Err((expected, got)) = verify(e, &info) {
+            let checked = match coding {
+                Some(m) => Err(m),
+                None => verify(e, &info),
+            };
+            if let Err((expected, got)) = checked {
                 tracing::warn!(upstream = %self.up.name, %uri, %mirror, %expected, %got, "a mirror's bytes differ from what the upstream announced: not stored from it");
                 failures.push(format!(
                     "{mirror}: bytes differ from what the upstream announced (expected {expected}, got {got})"
@@ -399,6 +423,36 @@ impl Harvest {
             Err(err) => Outcome::failed(uri, "reading state", &err),
         }
     }
+}
+
+/// The content coding `e` describes its resource in (spec 7 `encoding`, the
+/// `Content-Encoding` its URI serves it with), lowercased; `None` for the identity
+/// representation (no `encoding`, or `identity`).
+pub(crate) fn announced_coding(e: &UrlEntry) -> Option<String> {
+    e.md.as_ref()
+        .and_then(|m| m.encoding.as_deref())
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty() && c != "identity")
+}
+
+/// `Some((expected, got))` when the response's `Content-Encoding` (`served`, given only for
+/// a body handed over undecoded) is not the coding `e` announces: its bytes are then not
+/// the representation `hash` and `length` describe (spec 7: `encoding` should equal the
+/// response's `Content-Encoding`).
+fn coding_mismatch(e: &UrlEntry, served: Option<&str>) -> Option<(String, String)> {
+    let announced = announced_coding(e)?;
+    let served = served
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty() && c != "identity");
+    (served.as_deref() != Some(announced.as_str())).then(|| {
+        (
+            format!("Content-Encoding {announced} (encoding, spec 7)"),
+            format!(
+                "Content-Encoding {}",
+                served.as_deref().unwrap_or("none (identity)")
+            ),
+        )
+    })
 }
 
 /// Runs one resource's work as a task of its own, so the runtime spreads the work of many

@@ -2,9 +2,12 @@
 //!
 //! An entry of rsagg's Resource List (spec 10, 14.8) says what rsagg holds: `<loc>` is
 //! rsagg's own URI for the copy, `lastmod` when rsagg's copy last changed, and `rs:md`
-//! `hash` (md5 and sha-256), `length` and `type` describe rsagg's bytes. Where the copy came
-//! from is the `via` link (the upstream URI with the upstream's `modified`, `hash`, `length`,
-//! `type`), followed by the inherited links the pipeline's policy lets through.
+//! `hash` (md5 and sha-256), `length`, `encoding` and `type` describe rsagg's bytes exactly
+//! as `serve` returns them (a copy kept encoded, as its upstream served and described it, is
+//! served with that `Content-Encoding` and described by the encoded bytes, spec 7). Where
+//! the copy came from is the `via` link (the upstream URI with the upstream's `modified`,
+//! `hash`, `length`, `encoding`, `type`), followed by the inherited links the pipeline's
+//! policy lets through.
 //!
 //! An entry describing a change (Change Lists, spec 12.1; Change Dump Manifests, 13.2) says
 //! the same of the copy that change made, with rsagg's datetime of the change.
@@ -12,7 +15,7 @@
 //! Every document made whole in memory is encoded by [`document`](rsagg_sitemap::writer::document).
 
 use rsagg_model::{Change, HashAlgorithm, HashValue, Hashes, Link, Md, UrlEntry};
-use rsagg_store::{BlobInfo, LogEntry, ResourceRecord, ResourceStatus};
+use rsagg_store::{BlobInfo, LogEntry, ResourceRecord, ResourceStatus, UpstreamMeta};
 
 use crate::links::{LinkPolicy, via_link};
 use rsagg_layout::uris::own_uri;
@@ -39,7 +42,11 @@ pub fn resource_entry(
     Some(UrlEntry {
         loc,
         lastmod: Some(record.lastmod),
-        md: Some(copy_md(copy, record.mime_type.as_deref())),
+        md: Some(copy_md(
+            copy,
+            record.mime_type.as_deref(),
+            copy_encoding(&record.upstream_meta),
+        )),
         links: entry_links(record, policy, held),
         ..UrlEntry::default()
     })
@@ -65,10 +72,19 @@ pub fn change_entry(
     policy: &LinkPolicy,
 ) -> Option<UrlEntry> {
     let loc = own_uri(base_url, &e.upstream, &e.uri)?;
+    let version = e
+        .upstream_meta
+        .as_ref()
+        .or(current.filter(|r| r.seq == e.seq).map(|r| &r.upstream_meta));
     let (mut md, lastmod) = match &e.copy {
-        Some(copy) if e.change != Change::Deleted => {
-            (copy_md(copy, e.mime_type.as_deref()), Some(e.at))
-        }
+        Some(copy) if e.change != Change::Deleted => (
+            copy_md(
+                copy,
+                e.mime_type.as_deref(),
+                version.and_then(copy_encoding),
+            ),
+            Some(e.at),
+        ),
         _ => (Md::default(), None),
     };
     md.change = Some(e.change.clone());
@@ -93,15 +109,28 @@ pub fn change_entry(
 }
 
 /// `rs:md` describing one of rsagg's copies (spec 7, 14.8): `hash` (md5 for Destinations
-/// that only check that, sha-256 as the address), `length` and `type` of rsagg's bytes,
-/// which is what a Destination checks what it fetched from `<loc>` against.
-pub fn copy_md(copy: &BlobInfo, mime_type: Option<&str>) -> Md {
+/// that only check that, sha-256 as the address), `length`, `encoding` (the content coding
+/// the stored bytes are in, [`copy_encoding`]) and `type` of rsagg's bytes, which is what a
+/// Destination checks what it fetched from `<loc>` against.
+pub fn copy_md(copy: &BlobInfo, mime_type: Option<&str>, encoding: Option<&str>) -> Md {
     Md {
         hash: Some(hashes(&copy.md5, &copy.sha256)),
         length: Some(copy.length),
+        encoding: encoding.map(str::to_owned),
         mime_type: mime_type.map(str::to_owned),
         ..Md::default()
     }
+}
+
+/// The content coding a copy's bytes are in (spec 7 `encoding`, RFC 9110 8.4): the one its
+/// upstream entry described them in, since the harvest keeps such bytes as served (still
+/// encoded) and verified them against that description; `None` for the identity
+/// representation (no `encoding`, or `identity`).
+pub fn copy_encoding(meta: &UpstreamMeta) -> Option<&str> {
+    meta.encoding
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
 }
 
 /// `rs:md hash` with both digests rsagg keeps (md5 for the spec's examples and older
@@ -137,7 +166,6 @@ mod tests {
     use rsagg_model::W3cDateTime;
     use rsagg_model::{Header, Root};
     use rsagg_sitemap::writer::document;
-    use rsagg_store::UpstreamMeta;
 
     const BASE: &str = "https://agg.example.org/maps/";
 

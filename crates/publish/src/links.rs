@@ -1,17 +1,28 @@
 //! What republished entries say about where they came from and what they link to
 //! (spec 14.8 and the inherited-link policy of the design brief).
 //!
+//! - Every link says only what is true of its target (spec 7: a link's attributes pertain
+//!   to the related resource).
 //! - Provenance: every republished entry carries one `rs:ln rel="via"` to the upstream
-//!   resource, with `modified`, `hash`, `length` and `type` of the upstream representation.
-//!   When the upstream entry already has a `via` link (the upstream is itself an
-//!   aggregator), that link is kept unchanged instead: it names the original.
+//!   resource, with `modified`, `hash`, `length`, `encoding` and `type` of the upstream
+//!   representation (what its URI answers). When the upstream entry already has a `via`
+//!   link (the upstream is itself an aggregator), that link is kept unchanged instead: it
+//!   names the original. An OAI-PMH record's `via` is the one the harvest derived from its
+//!   header ([`rsagg_config::is_derived`]): its `GetRecord` URL with the datestamp as
+//!   `modified` and no fixity, because that URL answers the whole OAI-PMH envelope (with a
+//!   fresh `responseDate`), never the metadata bytes rsagg holds.
 //! - Inherited links (the upstream entry's other `rs:ln`) pass an allowlist by relation:
 //!   `describedby`, `describes`, `alternate` are rewritten to rsagg's copy when rsagg holds
-//!   the target, else kept; `duplicate`, `memento`, `profile` are kept; everything else
-//!   (`collection`, `canonical`, `up`, `index`, `contents`, `patch`, `timegate`, `timemap`
-//!   and any relation not listed) is dropped, because it describes the upstream's own
-//!   documents or services, which rsagg does not republish. `[publish.links]` moves any
-//!   relation to another action.
+//!   the target, else kept; `duplicate`, `memento`, `profile` and `collection` (membership
+//!   stays true of the copy, and the upstream's collection is where a Destination can
+//!   dereference it; spec 14.7) are kept; everything else (`canonical`, `up`, `index`,
+//!   `contents`, `patch`, `timegate`, `timemap` and any relation not listed) is dropped,
+//!   because it describes the upstream's own documents or services, which rsagg does not
+//!   republish. `[publish.links]` moves any relation to another action.
+//! - Links rsagg derived from an OAI-PMH header other than `via`: each `setSpec` as a
+//!   `collection` link to the set's `ListRecords` URL, published when `[publish.links]
+//!   oai_sets` is on (the default), never otherwise; the policy does not apply to them
+//!   (they are rsagg's own statement, not an upstream's link).
 //! - Relation types compare case-insensitively everywhere (RFC 8288 section 2.1.1: an
 //!   upstream's `describedBy` is `describedby`, and so are `[publish.links]` keys), and are
 //!   written as their lowercase registered names ([`Link::normalised_rel`]).
@@ -28,7 +39,7 @@ use std::collections::HashMap;
 use rsagg_model::Link;
 use rsagg_store::UpstreamMeta;
 
-use rsagg_config::{LinkPolicyConfig, relation_key, relation_uri};
+use rsagg_config::{LinkPolicyConfig, is_derived, relation_key, relation_uri, underived};
 
 /// What happens to an inherited link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +59,7 @@ const DEFAULTS: &[(&str, LinkAction)] = &[
     ("duplicate", LinkAction::Keep),
     ("memento", LinkAction::Keep),
     ("profile", LinkAction::Keep),
-    ("collection", LinkAction::Drop),
+    ("collection", LinkAction::Keep),
     ("canonical", LinkAction::Drop),
     ("up", LinkAction::Drop),
     ("index", LinkAction::Drop),
@@ -62,6 +73,9 @@ const DEFAULTS: &[(&str, LinkAction)] = &[
 #[derive(Debug, Clone)]
 pub struct LinkPolicy {
     actions: HashMap<String, LinkAction>,
+    /// Publish the `collection` links derived from OAI-PMH `setSpec`s (`[publish.links]
+    /// oai_sets`).
+    oai_sets: bool,
 }
 
 impl Default for LinkPolicy {
@@ -71,6 +85,7 @@ impl Default for LinkPolicy {
                 .iter()
                 .map(|(rel, a)| ((*rel).to_owned(), *a))
                 .collect(),
+            oai_sets: LinkPolicyConfig::default().oai_sets,
         }
     }
 }
@@ -88,6 +103,7 @@ impl LinkPolicy {
                 p.actions.insert(relation_key(rel), action);
             }
         }
+        p.oai_sets = cfg.oai_sets;
         p
     }
 
@@ -97,10 +113,20 @@ impl LinkPolicy {
     pub fn fingerprint(&self) -> String {
         let mut rels: Vec<_> = self.actions.iter().collect();
         rels.sort_by(|a, b| a.0.cmp(b.0));
-        rels.iter()
+        let mut text = rels
+            .iter()
             .map(|(rel, a)| format!("{rel}={a:?}"))
             .collect::<Vec<_>>()
-            .join(",")
+            .join(",");
+        // Before the switch existed no entry had derived collection links, and the `via`
+        // of an OAI-PMH record claimed the metadata's fixity: entries rendered then are
+        // stale too.
+        text.push_str(if self.oai_sets {
+            ";oai_sets=on"
+        } else {
+            ";oai_sets=off"
+        });
+        text
     }
 
     /// The action for a `rel` value. Relation types compare by [`relation_key`]:
@@ -126,21 +152,31 @@ impl LinkPolicy {
 
     /// The inherited links to republish, in their order, as rsagg writes them
     /// ([`republished`]). `own` gives rsagg's URI for an upstream URI when rsagg holds a
-    /// copy of it. `via` links are not inherited here (see [`via_link`]).
+    /// copy of it. `via` links are not inherited here (see [`via_link`]). Links rsagg
+    /// derived itself ([`is_derived`]) are not the policy's: a `collection` one (an OAI-PMH
+    /// `setSpec`) is published when `oai_sets` is on, any other is left out.
     pub fn apply(&self, links: &[Link], own: impl Fn(&str) -> Option<String>) -> Vec<Link> {
         links
             .iter()
             .filter(|l| !l.has_rel("via"))
-            .filter_map(|l| match self.action(&l.rel) {
-                LinkAction::Drop => None,
-                LinkAction::Keep => Some(republished(l.clone())),
-                LinkAction::Rewrite => Some(republished(match own(&l.href) {
-                    // The copy is the same bitstream: hash, length and type still hold.
-                    Some(href) => Link { href, ..l.clone() },
-                    None => l.clone(),
-                })),
+            .filter_map(|l| match is_derived(l) {
+                true => (self.oai_sets && l.has_rel("collection")).then(|| republished(l.clone())),
+                false => self.inherited(l, &own),
             })
             .collect()
+    }
+
+    /// An inherited link as the policy republishes it, if it does.
+    fn inherited(&self, l: &Link, own: &impl Fn(&str) -> Option<String>) -> Option<Link> {
+        match self.action(&l.rel) {
+            LinkAction::Drop => None,
+            LinkAction::Keep => Some(republished(l.clone())),
+            LinkAction::Rewrite => Some(republished(match own(&l.href) {
+                // The copy is the same bitstream: hash, length and type still hold.
+                Some(href) => Link { href, ..l.clone() },
+                None => l.clone(),
+            })),
+        }
     }
 }
 
@@ -150,7 +186,8 @@ impl LinkPolicy {
 /// spec 7, 14.4), and `modified` in UTC with `Z` ([`rsagg_model::W3cDateTime::to_utc`],
 /// same instant and precision), so rsagg's own documents stay strictly valid whatever the
 /// upstream wrote (spec 7; RFC 8288 2.1.1).
-pub fn republished(mut link: Link) -> Link {
+pub fn republished(link: Link) -> Link {
+    let mut link = underived(link);
     link.rel = link
         .normalised_rel()
         .split(' ')
@@ -162,8 +199,10 @@ pub fn republished(mut link: Link) -> Link {
 }
 
 /// The provenance link of a republished entry (spec 14.8): the upstream's own `via` when it
-/// has one (a chain of aggregators names the original), else a new one to `upstream_uri`
-/// describing the upstream representation. Either way its `modified` is written in UTC
+/// has one (a chain of aggregators names the original) or the one the harvest derived (an
+/// OAI-PMH record's `GetRecord` URL and datestamp, no fixity: see the module's
+/// documentation), else a new one to `upstream_uri` describing the upstream representation
+/// (its `hash`, `length`, `encoding` and `type`: what that URI answers). Either way its `modified` is written in UTC
 /// with `Z` ([`republished`]): the upstream's `lastmod` is copied here, and real Sources
 /// write it without a time zone (`2018-11-06T17:41:16.901455`), which is not a W3C Datetime
 /// and would fail rsagg's own strict validation if republished verbatim.
@@ -175,6 +214,7 @@ pub fn via_link(upstream_uri: &str, meta: &UpstreamMeta) -> Link {
         modified: meta.lastmod,
         hash: meta.hash.clone(),
         length: meta.length,
+        encoding: meta.encoding.clone(),
         mime_type: meta.mime_type.clone(),
         ..Link::new("via", upstream_uri)
     })
@@ -261,7 +301,6 @@ mod tests {
     }
 
     dropped! {
-        collection_is_dropped => "collection",
         canonical_is_dropped => "canonical",
         up_is_dropped => "up",
         index_is_dropped => "index",
@@ -269,6 +308,90 @@ mod tests {
         patch_is_dropped => "patch",
         timegate_is_dropped => "timegate",
         timemap_is_dropped => "timemap",
+    }
+
+    /// Collection membership (spec 14.7) stays true of the copy: an upstream's `collection`
+    /// link is kept, pointing at the upstream's collection, unless the policy says otherwise.
+    #[test]
+    fn collection_is_kept_unless_the_policy_drops_it() {
+        let p = LinkPolicy::default();
+        let l = one(&p, "Collection", TARGET).unwrap();
+        assert_eq!((l.rel.as_str(), l.href.as_str()), ("collection", TARGET));
+        let p = LinkPolicy::new(&LinkPolicyConfig {
+            drop: vec!["collection".into()],
+            ..LinkPolicyConfig::default()
+        });
+        assert!(one(&p, "collection", TARGET).is_none());
+    }
+
+    const SET: &str = "http://repo.example/oai?verb=ListRecords&metadataPrefix=oai_dc&set=a";
+
+    /// An OAI-PMH record's links, as the harvest derives them from its header.
+    fn derived_links() -> Vec<Link> {
+        vec![
+            rsagg_config::derived(
+                Link {
+                    modified: Some(W3cDateTime::parse("2024-05-01T10:00:00Z").unwrap().value),
+                    ..Link::new("via", UP)
+                },
+                "oai-pmh",
+            ),
+            rsagg_config::derived(Link::new("collection", SET), "oai-pmh"),
+            rsagg_config::derived(Link::new("describedby", TARGET), "oai-pmh"),
+        ]
+    }
+
+    /// The links rsagg derived are not the policy's: `oai_sets` alone decides on the
+    /// `collection` ones, anything else derived is never published, and the mark never is.
+    #[test]
+    fn derived_collection_links_follow_oai_sets_not_the_policy() {
+        let links = derived_links();
+        let on = LinkPolicy::new(&LinkPolicyConfig {
+            drop: vec!["collection".into()],
+            ..LinkPolicyConfig::default()
+        });
+        let out = on.apply(&links, own);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(
+            (out[0].rel.as_str(), out[0].href.as_str()),
+            ("collection", SET)
+        );
+        assert!(out[0].ext.is_empty(), "the mark is not published");
+        let off = LinkPolicy::new(&LinkPolicyConfig {
+            oai_sets: false,
+            keep: vec!["collection".into()],
+            ..LinkPolicyConfig::default()
+        });
+        assert!(off.apply(&links, own).is_empty());
+        assert_ne!(on.fingerprint(), off.fingerprint());
+        // An inherited collection link is still the policy's with the switch off.
+        assert_eq!(one(&off, "collection", TARGET).unwrap().href, TARGET);
+    }
+
+    /// An OAI-PMH record's `via` is the derived one: its `GetRecord` URL and datestamp, no
+    /// fixity (that URL answers the envelope, not the metadata bytes), though the record's
+    /// upstream metadata keeps the metadata's SHA-256 and length for the harvest.
+    #[test]
+    fn an_oai_record_via_claims_no_fixity() {
+        let meta = UpstreamMeta {
+            lastmod: Some(W3cDateTime::parse("2024-05-01T10:00:00Z").unwrap().value),
+            hash: Some(Hashes::parse(
+                &format!("sha-256:{}", "ab".repeat(32)),
+                |_| {},
+            )),
+            length: Some(321),
+            mime_type: Some("application/xml".into()),
+            links: derived_links(),
+            ..UpstreamMeta::default()
+        };
+        let via = via_link(UP, &meta);
+        assert_eq!((via.rel.as_str(), via.href.as_str()), ("via", UP));
+        assert_eq!(via.modified, meta.lastmod);
+        assert_eq!(
+            (&via.hash, via.length, &via.mime_type, &via.encoding),
+            (&None, None, &None, &None)
+        );
+        assert!(via.ext.is_empty(), "the mark is not published");
     }
 
     #[test]
@@ -284,6 +407,7 @@ mod tests {
             keep: vec!["license".into(), "describedby".into()],
             rewrite: vec!["canonical".into()],
             drop: vec!["Duplicate".into()],
+            ..LinkPolicyConfig::default()
         });
         assert_eq!(one(&p, "license", TARGET).unwrap().href, TARGET);
         assert_eq!(one(&p, "describedby", TARGET).unwrap().href, TARGET);
@@ -326,6 +450,7 @@ mod tests {
             keep: vec!["DescribedBy".into()],
             drop: vec!["MEMENTO".into()],
             rewrite: vec!["License".into()],
+            ..LinkPolicyConfig::default()
         });
         assert_eq!(one(&p, "describedBy", TARGET).unwrap().href, TARGET);
         assert_eq!(one(&p, "describedby", TARGET).unwrap().rel, "describedby");
@@ -451,6 +576,7 @@ mod tests {
                 |_| {},
             )),
             length: Some(8876),
+            encoding: Some("gzip".into()),
             mime_type: Some("text/html".into()),
             ..UpstreamMeta::default()
         };
@@ -459,6 +585,7 @@ mod tests {
         assert_eq!(via.modified, meta.lastmod);
         assert_eq!(via.hash, meta.hash);
         assert_eq!(via.length, Some(8876));
+        assert_eq!(via.encoding.as_deref(), Some("gzip"));
         assert_eq!(via.mime_type.as_deref(), Some("text/html"));
     }
 

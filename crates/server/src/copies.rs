@@ -51,6 +51,9 @@ pub(crate) struct CopyInfo {
     pub length: Option<u64>,
     /// `rs:md type`.
     pub mime_type: Option<String>,
+    /// `rs:md encoding`: the content coding the stored bytes are in (a copy kept as its
+    /// upstream served and described it), sent as `Content-Encoding` (spec 7).
+    pub encoding: Option<String>,
     /// `lastmod`: when rsagg's copy last changed.
     pub lastmod: Option<W3cDateTime>,
 }
@@ -262,6 +265,7 @@ fn index_part(xml: &[u8], source: &str) -> Result<PartIndex, Error> {
                 sha256,
                 length: md.length,
                 mime_type: md.mime_type,
+                encoding: md.encoding,
                 lastmod: e.lastmod,
             }),
         );
@@ -273,6 +277,8 @@ fn index_part(xml: &[u8], source: &str) -> Result<PartIndex, Error> {
 /// listed type, `ETag` = its SHA-256 (the content address: equal tags, equal bytes), the
 /// listed `lastmod` as `Last-Modified`, and `link` (rel="resourcesync" to the collection's
 /// Capability List, spec 6.3.3) so a client holding only the copy finds the collection.
+/// A copy the list describes in an `encoding` is sent with it as `Content-Encoding`: the
+/// blob holds the encoded bytes, which the list's hash and length are of (spec 7).
 /// A single `Range` is answered `206` with only those bytes (`416` outside the blob).
 pub(crate) async fn serve_copy(
     objects: &Arc<dyn ObjectStore>,
@@ -297,6 +303,15 @@ pub(crate) async fn serve_copy(
         .and_then(|t| HeaderValue::from_str(t).ok())
         .unwrap_or(HeaderValue::from_static("application/octet-stream"));
     headers.insert(header::CONTENT_TYPE, content_type);
+    if let Some(coding) = info
+        .encoding
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+        .and_then(|c| HeaderValue::from_str(c).ok())
+    {
+        headers.insert(header::CONTENT_ENCODING, coding);
+    }
     v.apply(&mut headers);
     // A range is resolved against the blob's size (a HEAD), then read as a ranged GET. The
     // blob is content-addressed: its bytes cannot change between the two.

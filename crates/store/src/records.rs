@@ -33,6 +33,13 @@ pub struct UpstreamMeta {
     /// The upstream entry's `rs:md type`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+    /// The upstream entry's `rs:md encoding` (spec 7: the content coding applied to the
+    /// bytes its `hash` and `length` describe, the `Content-Encoding` its URI serves them
+    /// with). A copy of such an entry holds the bytes as served, still encoded (the harvest
+    /// verified them so), so this is also the coding of rsagg's copy: its own entry's
+    /// `encoding`, and the `Content-Encoding` `serve` sends it with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
     /// The upstream entry's `rs:ln` links, as given (an existing `via` included).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<Link>,
