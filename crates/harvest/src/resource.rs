@@ -491,12 +491,19 @@ mod tests {
 
     const RIGHT: &[u8] = b"the resource, as the upstream announced it";
     const WRONG: &[u8] = b"something else, served by a broken mirror";
+    /// RIGHT, gzip'd (served `Content-Encoding: gzip` at `/gz`).
+    const GZIPPED: &[u8] = &[
+        31, 139, 8, 0, 0, 0, 0, 0, 2, 255, 43, 201, 72, 85, 40, 74, 45, 206, 47, 45, 74, 78, 213,
+        81, 72, 44, 86, 40, 1, 10, 148, 22, 20, 151, 20, 165, 38, 230, 42, 36, 230, 229, 229, 151,
+        230, 37, 167, 166, 40, 100, 150, 0, 0, 115, 126, 159, 30, 42, 0, 0, 0,
+    ];
 
     /// Requests by path, as the fixture servers saw them.
     type Hits = Arc<Mutex<HashMap<String, usize>>>;
 
     /// An upstream and its mirrors on 127.0.0.1:0: `/primary` answers 503, `/gone` 404,
-    /// `/right*` the announced bytes, `/wrong*` other bytes.
+    /// `/right*` the announced bytes, `/wrong*` other bytes, `/gz` GZIPPED with
+    /// `Content-Encoding: gzip`.
     async fn fixture() -> (String, Hits) {
         let hits: Hits = Arc::default();
         let seen = hits.clone();
@@ -506,6 +513,14 @@ mod tests {
                 let path = uri.path().to_owned();
                 *seen.lock().unwrap().entry(path.clone()).or_default() += 1;
                 use axum::http::StatusCode;
+                use axum::response::IntoResponse;
+                if path == "/gz" {
+                    return (
+                        [(axum::http::header::CONTENT_ENCODING, "gzip")],
+                        GZIPPED.to_vec(),
+                    )
+                        .into_response();
+                }
                 if path.starts_with("/right") {
                     (StatusCode::OK, RIGHT.to_vec())
                 } else if path.starts_with("/wrong") {
@@ -515,6 +530,7 @@ mod tests {
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, Vec::new())
                 }
+                .into_response()
             }
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -701,6 +717,42 @@ mod tests {
         assert_eq!((report.failed, report.mirrored), (1, 0), "{report:?}");
         assert!(record.is_none());
         assert_eq!(hits(&seen, "/right"), 0);
+    }
+
+    /// An entry described in an encoding (spec 7) is verified against the bytes as served,
+    /// still encoded, and stored so; a response without that `Content-Encoding` is not what
+    /// the entry describes (fetched once more, then quarantined), whatever its bytes.
+    #[tokio::test]
+    async fn an_encoded_entry_is_verified_and_kept_as_the_encoded_bytes() {
+        let (base, seen) = fixture().await;
+        let h = harvest(true).await;
+        let gz = info_of(GZIPPED).await;
+        let described = |loc: String, hash: &str, length| UrlEntry {
+            loc,
+            md: Some(Md {
+                hash: Some(Hashes::parse(&format!("md5:{hash}"), |_| {})),
+                length: Some(length),
+                encoding: Some("GZIP".into()),
+                ..Md::default()
+            }),
+            ..UrlEntry::default()
+        };
+        let (report, record) = run(&h, described(format!("{base}/gz"), &gz.md5, gz.length)).await;
+        assert_eq!((report.created, report.quarantined), (1, 0), "{report:?}");
+        let record = record.expect("stored");
+        assert_eq!(record.copy.unwrap().sha256, gz.sha256, "the encoded bytes");
+        assert_eq!(record.upstream_meta.encoding.as_deref(), Some("GZIP"));
+        // Served identity although described gzip'd: not the described representation,
+        // even with the right bytes.
+        let (report, record) =
+            run(&h, described(format!("{base}/right"), &gz.md5, gz.length)).await;
+        assert_eq!((report.created, report.quarantined), (0, 1), "{report:?}");
+        assert!(record.is_none());
+        assert_eq!(
+            hits(&seen, "/right"),
+            2,
+            "fetched once more before the quarantine"
+        );
     }
 
     /// Mirrors go through the same fetcher and its address guard: an upstream without
