@@ -360,7 +360,7 @@ pub(crate) fn render(
     );
     let mut incomplete = Family::gauge(
         "rsagg_upstream_incomplete_lists",
-        "OAI-PMH lists (date windows) of the last run that ended with fewer records than the provider's completeListSize announced (OAI-PMH 2.0 section 3.5): records may be missing.",
+        "OAI-PMH lists (date windows) of the last run that ended with fewer records than the provider's completeListSize announced (OAI-PMH 2.0 section 3.5): records may be missing. OAI-PMH upstreams only.",
     );
     let mut parked = Family::gauge(
         "rsagg_upstream_parked_until_timestamp_seconds",
@@ -574,7 +574,10 @@ pub(crate) fn render(
                 up.sample(&labels, u.ok());
                 sets.sample(&labels, u.sets as u64);
                 resyncs.sample(&labels, u.resyncs.len() as u64);
-                incomplete.sample(&labels, u.incomplete_lists);
+                // OAI-PMH upstreams only (those with a pass to report on).
+                if u.listing.is_some() || u.incomplete_lists > 0 {
+                    incomplete.sample(&labels, u.incomplete_lists);
+                }
                 if let Some(t) = &u.parked_until {
                     parked.sample(&labels, seconds(t));
                 }
