@@ -572,6 +572,24 @@ async fn every_via_describedby_and_alternate_href_answers_what_the_link_states()
         Some("gzip")
     );
     assert!(!listed.iter().any(|e| e.loc.ends_with("/res/enc-bad.txt")));
+    // `audit --fetch` compares it as served, undecoded: not changed.
+    let audited = rsagg_pipeline::audit(
+        &p,
+        rsagg_pipeline::AuditOptions {
+            read_data: true,
+            fetch: true,
+            max_items: 100,
+        },
+    )
+    .await?;
+    ensure!(
+        !audited
+            .items
+            .iter()
+            .any(|i| i.uri.ends_with("/res/enc.txt")),
+        "{:#?}",
+        audited.items
+    );
 
     server.abort();
     let docs = every_document_is_strictly_valid(dir.path())?;

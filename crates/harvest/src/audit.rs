@@ -447,8 +447,11 @@ async fn check_entry(
     if opts.fetch && !changed {
         let fetched = match Url::parse(&uri) {
             Ok(url) => {
+                // An entry described encoded (`encoding`, spec 7) is compared as served,
+                // undecoded: its copy holds those bytes.
                 let req = Request {
                     max_bytes: ctx.fetch.max_body_bytes,
+                    encoded: crate::resource::announced_coding(&e),
                     ..Request::default()
                 };
                 match ctx.fetcher.get(&url, access, &req).await {
