@@ -217,6 +217,18 @@ async fn an_interval_list_is_a_snapshot_until_due_then_rebuilt_whole() {
     assert_eq!(rebuilt, now);
     let m = meta(&objects).await;
     assert!(m.pending.is_empty(), "the rebuild holds every change");
+    // The pending parts the rebuild replaced stay a minute (`rsagg serve` may have read
+    // the metadata naming them), then go with the next publish.
+    let retired: Vec<&String> = m
+        .retired
+        .iter()
+        .map(|(name, _)| name)
+        .filter(|n| n.starts_with("pending-"))
+        .collect();
+    assert!(!retired.is_empty(), "{:?}", m.retired);
+    for name in &retired {
+        get(&objects, &pending_path(name)).await;
+    }
     assert_eq!(m.replaced.map(|r| r.0), Some(t0));
     assert_eq!(m.oldest_listed_at(t1.instant().0, 3600), Some(t0));
     assert_eq!(
@@ -224,6 +236,54 @@ async fn an_interval_list_is_a_snapshot_until_due_then_rebuilt_whole() {
         Some(t1),
         "the replaced list counts until its grace ends"
     );
+    state.close().await.unwrap();
+}
+
+/// A rebuild that takes longer than the minute a replaced pending part stays (one at 10^7
+/// took 89 s) must not delete the pending parts the metadata `rsagg serve` still reads
+/// names: they are retired when the rebuild ends, not when it began.
+#[tokio::test]
+async fn a_long_rebuild_keeps_the_pending_parts_until_its_metadata_is_written() {
+    let (inner, state, clock) = fixture().await;
+    // Every write takes ten seconds of the state's clock: the rebuild's 8 parts and index
+    // take over a minute.
+    let objects: Arc<dyn ObjectStore> = Arc::new(crate::package::testing::Ticking {
+        inner: inner.clone(),
+        clock: clock.clone(),
+        step: Duration::from_secs(10),
+    });
+    for i in 0..40 {
+        set(&inner, &state, &format!("r{i}"), Change::Created, "v1").await;
+    }
+    let policy = LinkPolicy::default();
+    publish_list(&state, &objects, BASE, &policy, interval())
+        .await
+        .unwrap();
+    clock.advance(HOUR);
+    set(&inner, &state, "r1", Change::Updated, "v2").await;
+    publish_list(&state, &objects, BASE, &policy, interval())
+        .await
+        .unwrap();
+    let pending: Vec<String> = meta(&inner)
+        .await
+        .pending
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| !n.is_empty())
+        .collect();
+    assert_eq!(pending.len(), 1);
+    clock.advance(DAY);
+    let started = clock.now();
+    publish_list(&state, &objects, BASE, &policy, interval())
+        .await
+        .unwrap();
+    assert!(
+        clock.now().instant().0 - started.instant().0 > 60,
+        "a long rebuild"
+    );
+    for name in &pending {
+        get(&inner, &pending_path(name)).await;
+    }
     state.close().await.unwrap();
 }
 

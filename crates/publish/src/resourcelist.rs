@@ -267,7 +267,7 @@ pub async fn publish_list(
                 meta.part_times[k] = times;
                 rewritten.push(k);
             }
-            drop_pending(&mut meta, at, grace);
+            drop_pending(&mut meta, clock.now(), grace);
             meta.snapshot_seq = None;
         } else {
             recut = true;
@@ -283,7 +283,7 @@ pub async fn publish_list(
         for k in 0..meta.parts.len() {
             retire(&mut meta, k, String::new(), 0, at, grace);
         }
-        drop_pending(&mut meta, at, grace);
+        let pending = std::mem::take(&mut meta.pending);
         meta.parts = vec![(String::new(), 0); n];
         meta.part_times = vec![PartTimes { at, completed: at }; n];
         for (k, (name, count, xml, times)) in r.write_all_parts(n).await? {
@@ -293,6 +293,10 @@ pub async fn publish_list(
             meta.parts[k] = (name, count);
             meta.part_times[k] = times;
         }
+        // Retired now, not at `at`: the metadata naming them is replaced only at the end of
+        // this publish, and a rebuild at 10^7 takes longer than their minute of grace.
+        meta.pending = pending;
+        drop_pending(&mut meta, clock.now(), grace);
         rewritten = (0..n).collect();
         meta.rendered_with = rendered_with;
         // On the interval this is the snapshot: it lists the state at `last`, as of `at`.
@@ -356,7 +360,9 @@ fn older_or_equal(then: &W3cDateTime, now: &W3cDateTime, age: Duration) -> bool 
 }
 
 /// Retires every pending part (the list no longer needs them: rebuilt, or patched with
-/// their changes).
+/// their changes) as of `now`, which must be after the work that replaced them: the sweep
+/// later in the same publish, before the new metadata is written, must not find their
+/// minute already over.
 fn drop_pending(meta: &mut ResourceListMeta, now: W3cDateTime, grace: Duration) {
     for (name, _) in std::mem::take(&mut meta.pending) {
         if !name.is_empty() {
@@ -627,7 +633,7 @@ impl Render<'_> {
             let old = std::mem::replace(&mut meta.pending[k], written);
             if !old.0.is_empty() {
                 meta.retired
-                    .push((old.0, unnamed_retired_at(self.at, grace)));
+                    .push((old.0, unnamed_retired_at(self.clock.now(), grace)));
             }
         }
         Ok(readable.then_some(true))
