@@ -125,11 +125,16 @@ pub async fn publish(
     let max_entries = cfg.changelist_max_entries.clamp(1, MAX_DOCUMENT_ENTRIES);
     // The Resource List a Destination may still baseline from: no Change List ending after
     // its `at` is dropped (read as the Resource List step left it; one it is writing now
-    // has a later `at`, so reading the older one keeps more).
-    let listed: ResourceListMeta = get_json(store, RESOURCE_LIST_META)
-        .await?
-        .unwrap_or_default();
-    let floor = listed.oldest_listed_at(now_secs, cfg.grace.as_secs() as i64);
+    // has a later `at`, so reading the older one keeps more). Read only when a retention is
+    // set: without one nothing is dropped but beyond the index's bound, and the metadata
+    // names every part (3.4 MB at 10^7).
+    let floor = match cfg.changelist_retain {
+        Some(_) => get_json::<ResourceListMeta>(store, RESOURCE_LIST_META)
+            .await?
+            .unwrap_or_default()
+            .oldest_listed_at(now_secs, cfg.grace.as_secs() as i64),
+        None => None,
+    };
     let retain = Retention::new(cfg, floor, now);
     let (first_seq, from) = match (&meta.open, meta.closed.last()) {
         (Some(o), _) => (o.first_seq, o.from),
