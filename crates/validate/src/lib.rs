@@ -33,9 +33,12 @@
 //! - [`rules`]: [`Cross`], every cross-document rule with its stable code and severity per
 //!   mode, and the pure checks behind them (link targets, interval chains, digests, media
 //!   types), unit-tested one by one.
+//! - `source`: the walk as a whole ([`validate_source`]): the start, the queue, the sample,
+//!   the notification payloads.
 //! - `walk`: the walker: a bounded queue of documents, each read as a stream.
 //! - `package`: downloading, opening and checking one dump package.
-//! - `sample`: the deterministic reservoir of resources and their checks.
+//! - `reservoir`: the deterministic reservoir of the sample of resources.
+//! - `sample`: fetching the sample and checking each resource.
 //! - `notification`: Change Notification payload files.
 
 pub mod report;
@@ -43,14 +46,16 @@ pub mod rules;
 
 mod notification;
 mod package;
+mod reservoir;
 mod sample;
+mod source;
 mod walk;
 
 use std::path::PathBuf;
 
 pub use report::{Finding, Report, Summary};
 pub use rules::Cross;
-pub use walk::validate_source;
+pub use source::validate_source;
 
 use rsagg_model::Mode;
 

@@ -13,55 +13,12 @@ use rsagg_model::{
 use rsagg_sitemap::{DocumentReader, ReadOptions};
 use url::Url;
 
+use crate::Options;
 use crate::report::Collector;
+use crate::reservoir::Reservoir;
 use crate::rules::{
     Computed, Cross, Digests, LinkCheck, Step, channel_url, interval_step, link_target,
 };
-use crate::sample::Reservoir;
-use crate::{Error, Options, Report};
-
-/// Walks the Source at `start` (its Source Description, `/.well-known/resourcesync`, or a
-/// Capability List; any other ResourceSync document is checked with what it names) and
-/// returns every problem found. Errors only when nothing could be walked: bad options, a
-/// start URL that is not http(s), a start document that cannot be fetched, a notification
-/// file that cannot be read.
-pub async fn validate_source(start: &str, opts: &Options) -> Result<Report, Error> {
-    opts.check()?;
-    let url = Url::parse(start)
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
-        .ok_or_else(|| Error::Start {
-            url: start.to_owned(),
-        })?;
-    let fetcher = Fetcher::new(opts.fetch.clone()).map_err(Error::Client)?;
-    let access = Access {
-        allow_private: opts.allow_private,
-        ..Access::default()
-    };
-    let mut w = Walker {
-        opts,
-        fetcher,
-        access,
-        out: Collector::new(opts.mode, opts.max_problems),
-        queue: VecDeque::new(),
-        named: HashSet::new(),
-        chains: Vec::new(),
-        sample: Reservoir::new(opts.sample, opts.seed),
-        stopped: false,
-    };
-    w.named.insert(url.clone());
-    w.run(Job {
-        url,
-        referrer: None,
-        entry: None,
-        expect: Expect::Start,
-    })
-    .await?;
-    crate::sample::check(&mut w).await;
-    let out = std::mem::replace(&mut w.out, Collector::new(opts.mode, 0));
-    let out = crate::notification::check(&opts.notifications, opts, out).await?;
-    Ok(out.into_report(start))
-}
 
 /// One document to visit and what the document naming it implies.
 #[derive(Debug)]
@@ -193,38 +150,24 @@ pub(crate) enum OpenError {
 }
 
 impl<'a> Walker<'a> {
-    async fn run(&mut self, start: Job) -> Result<(), Error> {
-        // The start is fetched first: when it cannot be, there is no Source to speak of.
-        match self.open(&start.url, false).await {
-            Ok(o) => {
-                self.read(start, o).await;
-            }
-            Err(OpenError::Fetch(e)) => {
-                return Err(Error::StartFetch {
-                    url: start.url.to_string(),
-                    source: Box::new(e),
-                });
-            }
-            Err(OpenError::Unreadable(url, p)) => {
-                self.out.document(url.as_str(), vec![p], 1, 0);
-                self.out.read(DocumentKind::Other.name(), 0, 0);
-            }
+    /// A walk with nothing queued yet.
+    pub(crate) fn new(opts: &'a Options, fetcher: Fetcher, access: Access) -> Self {
+        Walker {
+            opts,
+            fetcher,
+            access,
+            out: Collector::new(opts.mode, opts.max_problems),
+            queue: VecDeque::new(),
+            named: HashSet::new(),
+            chains: Vec::new(),
+            sample: Reservoir::new(opts.sample, opts.seed),
+            stopped: false,
         }
-        while let Some(job) = self.queue.pop_front() {
-            if self.stopped {
-                break;
-            }
-            if self.remaining_bytes() == 0 {
-                self.bound("max-bytes", &job.url);
-                break;
-            }
-            if matches!(job.expect, Expect::Package { .. }) {
-                crate::package::visit(self, job).await?;
-            } else {
-                self.visit(job).await;
-            }
-        }
-        Ok(())
+    }
+
+    /// The next document queued.
+    pub(crate) fn next_job(&mut self) -> Option<Job> {
+        self.queue.pop_front()
     }
 
     /// Bytes the walk may still read.
@@ -354,7 +297,7 @@ impl<'a> Walker<'a> {
         }
     }
 
-    async fn visit(&mut self, job: Job) {
+    pub(crate) async fn visit(&mut self, job: Job) {
         match self.open(&job.url, false).await {
             Ok(o) => {
                 self.read(job, o).await;
