@@ -48,6 +48,7 @@ mod harvest;
 mod notify;
 mod oai;
 mod oai_gen;
+mod oai_records;
 mod procs;
 mod scale;
 

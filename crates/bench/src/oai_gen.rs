@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use rsagg_model::W3cDateTime;
 use serde::{Deserialize, Serialize};
 
-use crate::oai::{DC_CLOSE, DC_OPEN, GIVEN, METADATA_BYTES, SURNAMES, T0, WORDS};
+use crate::oai_records::{DC_CLOSE, DC_OPEN, GIVEN, METADATA_BYTES, SURNAMES, T0, WORDS};
 
 /// The span of the repository's datestamps: ten years from [`T0`].
 const SPAN_SECS: i64 = 10 * 365 * 86_400 + 2 * 86_400;
@@ -312,7 +312,7 @@ fn parse_bound(text: &str, until: bool) -> Option<(i64, bool)> {
 /// The metadata of record `it` (an `<oai_dc:dc>` element of at least [`METADATA_BYTES`]),
 /// appended to `out`. Nothing in it needs escaping (the words are plain ASCII).
 fn write_dc(it: &Item, out: &mut String) {
-    let mut rng = crate::oai::Rng::new(it.i);
+    let mut rng = crate::oai_records::Rng::new(it.i);
     let start = out.len();
     out.push_str(DC_OPEN);
     let el = |out: &mut String, name: &str, value: &str| {
