@@ -294,7 +294,17 @@ impl Notifier {
                 Some(_) => None,
                 None => state.resource(&e.upstream, &e.uri).await?,
             };
-            let Some(url) = change_entry(&self.base_url, &e, current.as_ref(), &self.policy) else {
+            let links = rsagg_publish::entry::change_links(&e, current.as_ref());
+            let held = rsagg_publish::entry::held_targets(
+                state,
+                &self.base_url,
+                &e.upstream,
+                links,
+                &self.policy,
+            )
+            .await?;
+            let Some(url) = change_entry(&self.base_url, &e, current.as_ref(), &self.policy, &held)
+            else {
                 tracing::warn!(uri = %e.uri, "change of a URI rsagg has no URI of its own for: not notified");
                 continue;
             };
@@ -817,8 +827,16 @@ mod tests {
         let mut expected = Vec::new();
         while let Some(e) = log.next().await.unwrap() {
             let current = f.state.resource(&e.upstream, &e.uri).await.unwrap();
-            expected
-                .push(change_entry(BASE, &e, current.as_ref(), &LinkPolicy::default()).unwrap());
+            expected.push(
+                change_entry(
+                    BASE,
+                    &e,
+                    current.as_ref(),
+                    &LinkPolicy::default(),
+                    &Default::default(),
+                )
+                .unwrap(),
+            );
         }
         assert_eq!(*entries, expected);
         assert_eq!(entries[3].links[0].rel, "via");

@@ -450,7 +450,12 @@ async fn change_item(
             })
         }
     };
-    Ok(change_entry(base_url, change, record.as_ref(), policy).map(|entry| Item { entry, body }))
+    let links = crate::entry::change_links(change, record.as_ref());
+    let held = crate::entry::held_targets(state, base_url, &change.upstream, links, policy).await?;
+    Ok(
+        change_entry(base_url, change, record.as_ref(), policy, &held)
+            .map(|entry| Item { entry, body }),
+    )
 }
 
 /// `changedump.xml` from `meta` (spec 13.1): open (no `until`, packages are added as lists
@@ -767,9 +772,11 @@ mod tests {
             assert_eq!(via.href, logged.uri);
             // Every version carries its own upstream metadata, as the log kept it.
             assert!(via.modified.is_some(), "{}", logged.seq);
+            // rsagg holds no copy of the `.meta` it names: the link keeps the upstream's
+            // href (rewritten, it would answer 404 at rsagg).
             assert_eq!(
                 e.link("describedby").unwrap().href,
-                format!("{}.meta", loc(logged.uri.rsplit('/').next().unwrap()))
+                format!("{}.meta", logged.uri)
             );
             if logged.change == Change::Deleted {
                 assert!(md.hash.is_none() && md.length.is_none() && e.lastmod.is_none());

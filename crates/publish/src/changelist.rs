@@ -198,11 +198,14 @@ pub async fn publish(
                     Some(_) => None,
                     None => state.resource(&e.upstream, &e.uri).await?,
                 };
-                Ok::<_, rsagg_store::Error>((e, current))
+                let links = crate::entry::change_links(&e, current.as_ref());
+                let held =
+                    crate::entry::held_targets(state, base_url, &e.upstream, links, policy).await?;
+                Ok::<_, rsagg_store::Error>((e, current, held))
             })
             .try_buffered(crate::resourcelist::LOOKUPS_AHEAD)
     );
-    while let Some((e, current)) = with_records.try_next().await? {
+    while let Some((e, current, held)) = with_records.try_next().await? {
         if list.last.is_none() && list.first_seq == 1 {
             // The very first list starts with the first change (its `from` was "now" while
             // the log was empty).
@@ -219,7 +222,7 @@ pub async fn publish(
             // since strict validation of the list will then fail.
             tracing::error!(seq = e.seq, at = %e.at, from = %list.from, "change before its Change List's from");
         }
-        list.push(base_url, &e, current.as_ref(), policy);
+        list.push(base_url, &e, current.as_ref(), policy, &held);
     }
     if let Some((last_seq, last_at)) = list.last
         && list.entries > 0
@@ -448,9 +451,10 @@ impl ListBody {
         e: &LogEntry,
         current: Option<&ResourceRecord>,
         policy: &LinkPolicy,
+        held: &crate::entry::Held,
     ) {
         self.last = Some((e.seq, e.at));
-        match change_entry(base_url, e, current, policy) {
+        match change_entry(base_url, e, current, policy, held) {
             Some(entry) => {
                 rsagg_sitemap::writer::encode_entry(Root::Urlset, &entry, &mut self.xml);
                 self.entries += 1;
@@ -1244,7 +1248,8 @@ pub mod tests {
         }
         assert_eq!(entries[0].links[0].href, uri("a"));
         // a@v2 is the current version: via describes the upstream, inherited links follow
-        // (describedby rewritten to rsagg's copy, up dropped).
+        // (describedby kept: rsagg holds no copy of a.xml, so its own URI would answer 404;
+        // up dropped).
         let links = &entries[1].links;
         assert_eq!(links.len(), 2, "{links:?}");
         assert_eq!(links[0].rel, "via");
@@ -1255,10 +1260,7 @@ pub mod tests {
         );
         assert_eq!(
             (links[1].rel.as_str(), links[1].href.as_str()),
-            (
-                "describedby",
-                "https://agg.example.org/maps/r/museum/http/museum.example.org/a.xml"
-            )
+            ("describedby", "http://museum.example.org/a.xml")
         );
         // The deletion: no bytes to describe.
         let d = md(3);

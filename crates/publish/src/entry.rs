@@ -24,6 +24,54 @@ use rsagg_layout::uris::own_uri;
 /// Change Lists an index names, of the packages a dump names.
 pub const MAX_DOCUMENT_ENTRIES: u64 = 50_000;
 
+/// Targets of rewritten links that rsagg holds: upstream URI → rsagg's URI ([`held_targets`]).
+pub type Held = std::collections::HashMap<String, String>;
+
+/// The targets of `links` (inherited links of a resource of `upstream`) that `policy`
+/// rewrites and that rsagg holds a present copy of, each with rsagg's URI: what the `held`
+/// of [`resource_entry`] may answer. A target rsagg does not hold keeps the upstream's
+/// href: rewritten, the link would answer 404 at rsagg, which is not true of its target
+/// (spec 7: a link's attributes describe the linked resource). One state lookup per such
+/// link; none for the entries (most) without a link to rewrite.
+pub async fn held_targets(
+    state: &rsagg_store::State,
+    base_url: &str,
+    upstream: &str,
+    links: &[Link],
+    policy: &LinkPolicy,
+) -> Result<Held, rsagg_store::Error> {
+    let mut held = Held::new();
+    for l in links {
+        if l.has_rel("via")
+            || rsagg_config::is_derived(l)
+            || policy.action(&l.rel) != crate::links::LinkAction::Rewrite
+            || held.contains_key(&l.href)
+        {
+            continue;
+        }
+        let Some(own) = own_uri(base_url, upstream, &l.href) else {
+            continue;
+        };
+        if let Some(r) = state.resource(upstream, &l.href).await?
+            && r.status == ResourceStatus::Present
+            && r.copy.is_some()
+        {
+            held.insert(l.href.clone(), own);
+        }
+    }
+    Ok(held)
+}
+
+/// The inherited links of the entry of logged change `e` (`current`: the resource's record
+/// now, for entries logged by an older rsagg without their upstream metadata).
+pub fn change_links<'a>(e: &'a LogEntry, current: Option<&'a ResourceRecord>) -> &'a [Link] {
+    match (&e.upstream_meta, current) {
+        (Some(meta), _) => &meta.links,
+        (None, Some(r)) => &r.upstream_meta.links,
+        (None, None) => &[],
+    }
+}
+
 /// The Resource List entry for `record`, or `None` when the copy is deleted (a Resource List
 /// lists what exists; deletions go to Change Lists) or has no URI of its own. `held` gives
 /// rsagg's URI for an upstream URI of the same collection it holds a copy of (for rewritten
@@ -70,6 +118,7 @@ pub fn change_entry(
     e: &LogEntry,
     current: Option<&ResourceRecord>,
     policy: &LinkPolicy,
+    held: &Held,
 ) -> Option<UrlEntry> {
     let loc = own_uri(base_url, &e.upstream, &e.uri)?;
     let version = e
@@ -89,7 +138,7 @@ pub fn change_entry(
     };
     md.change = Some(e.change.clone());
     md.datetime = Some(e.at);
-    let held = |u: &str| own_uri(base_url, &e.upstream, u);
+    let held = |u: &str| held.get(u).cloned();
     let links = match (&e.upstream_meta, current.filter(|r| r.seq == e.seq)) {
         (Some(meta), _) => {
             let mut links = vec![via_link(&e.uri, meta)];
@@ -353,7 +402,14 @@ mod tests {
                 .map(|p| p.value);
         }
         header.links.push(rsagg_layout::capability::up_link(BASE));
-        let e = change_entry(BASE, &logged, Some(&record), &LinkPolicy::default()).unwrap();
+        let e = change_entry(
+            BASE,
+            &logged,
+            Some(&record),
+            &LinkPolicy::default(),
+            &Held::new(),
+        )
+        .unwrap();
         assert_normalised(&e.links);
         // The same entry from what a log entry keeps of its version, without the record.
         let carried = LogEntry {
@@ -361,7 +417,7 @@ mod tests {
             ..logged.clone()
         };
         assert_eq!(
-            change_entry(BASE, &carried, None, &LinkPolicy::default()).as_ref(),
+            change_entry(BASE, &carried, None, &LinkPolicy::default(), &Held::new()).as_ref(),
             Some(&e)
         );
         let (_, back) = strict(&document(&header, [e.clone()]));

@@ -50,7 +50,6 @@ use rsagg_layout::capability::up_link;
 use rsagg_layout::meta::*;
 use rsagg_layout::paths::*;
 use rsagg_layout::report::*;
-use rsagg_layout::uris::own_uri;
 
 /// How [`publish`] goes about a dump.
 #[derive(Debug, Clone, Copy)]
@@ -312,7 +311,15 @@ async fn plan(
             .await?
     );
     while let Some((slot, upstream, record)) = records.try_next().await? {
-        let held = |u: &str| own_uri(base_url, &upstream, u);
+        let targets = crate::entry::held_targets(
+            state,
+            base_url,
+            &upstream,
+            &record.upstream_meta.links,
+            policy,
+        )
+        .await?;
+        let held = |u: &str| targets.get(u).cloned();
         let (Some(entry), Some(copy)) = (
             resource_entry(base_url, &record, policy, held),
             record.copy.as_ref(),
@@ -950,8 +957,9 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap();
-            let held = |u: &str| own_uri(BASE, UPSTREAM, u);
-            let mut expected = resource_entry(BASE, &record, &LinkPolicy::default(), held).unwrap();
+            // Its `.meta` is not held: the link keeps the upstream's href.
+            let mut expected =
+                resource_entry(BASE, &record, &LinkPolicy::default(), |_| None).unwrap();
             let own_path = expected.loc.strip_prefix(BASE).unwrap().to_owned();
             expected.md.as_mut().unwrap().path = Some(format!("/{own_path}"));
             assert_eq!(entry, expected);

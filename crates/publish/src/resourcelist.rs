@@ -478,20 +478,30 @@ impl Render<'_> {
 
     /// Encodes the Resource List entry of `record` into `xml`; false when it has none (a
     /// deleted copy, no URI of rsagg's own).
-    fn encode(
+    async fn encode(
         &self,
         upstream: &str,
         record: &rsagg_store::ResourceRecord,
         xml: &mut Vec<u8>,
-    ) -> bool {
-        let held = |u: &str| own_uri(self.base_url, upstream, u);
-        match resource_entry(self.base_url, record, self.policy, held) {
-            Some(entry) => {
-                rsagg_sitemap::writer::encode_entry(Root::Urlset, &entry, xml);
-                true
-            }
-            None => false,
-        }
+    ) -> Result<bool, Error> {
+        let targets = crate::entry::held_targets(
+            self.state,
+            self.base_url,
+            upstream,
+            &record.upstream_meta.links,
+            self.policy,
+        )
+        .await?;
+        let held = |u: &str| targets.get(u).cloned();
+        Ok(
+            match resource_entry(self.base_url, record, self.policy, held) {
+                Some(entry) => {
+                    rsagg_sitemap::writer::encode_entry(Root::Urlset, &entry, xml);
+                    true
+                }
+                None => false,
+            },
+        )
     }
 
     /// Stores part `k` of `parts` of this generation, its encoded `entries` (`count` of
@@ -530,7 +540,7 @@ impl Render<'_> {
         );
         let mut count = 0u64;
         while let Some((upstream, record)) = records.try_next().await? {
-            count += u64::from(self.encode(&upstream, &record, &mut xml));
+            count += u64::from(self.encode(&upstream, &record, &mut xml).await?);
         }
         self.put_part(k, parts, xml, count).await
     }
@@ -581,7 +591,7 @@ impl Render<'_> {
             let Some((upstream, record)) = next else {
                 break;
             };
-            count += u64::from(self.encode(&upstream, &record, &mut xml));
+            count += u64::from(self.encode(&upstream, &record, &mut xml).await?);
         }
         while let Some(w) = puts.try_next().await? {
             written.push(w);
@@ -683,7 +693,11 @@ impl Render<'_> {
                 continue;
             };
             let mut entry = Vec::new();
-            if !record.is_some_and(|r| self.encode(&upstream, &r, &mut entry)) {
+            let encoded = match &record {
+                Some(r) => self.encode(&upstream, r, &mut entry).await?,
+                None => false,
+            };
+            if !encoded {
                 let gone = UrlEntry {
                     loc: loc.clone(),
                     md: Some(Md {
@@ -780,7 +794,10 @@ impl Render<'_> {
                 continue;
             };
             let mut entry = Vec::new();
-            let listed = record.is_some_and(|r| self.encode(&upstream, &r, &mut entry));
+            let listed = match &record {
+                Some(r) => self.encode(&upstream, r, &mut entry).await?,
+                None => false,
+            };
             fresh.insert(loc, listed.then_some(entry));
         }
         let mut xml = Vec::with_capacity(old_xml.len());
