@@ -160,7 +160,7 @@ pub struct FixtureServer {
 /// alike and keeps answering while the caller blocks (a hub's verification GET arrives while
 /// the test is still waiting for the subscribe answer). Drop stops it and joins the thread.
 #[derive(Debug)]
-pub(crate) struct ServerThread {
+pub struct ServerThread {
     addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -168,7 +168,7 @@ pub(crate) struct ServerThread {
 
 impl ServerThread {
     /// Binds 127.0.0.1:0 and serves `app` until dropped.
-    pub(crate) fn start(name: &str, app: Router) -> Result<ServerThread> {
+    pub fn start(name: &str, app: Router) -> Result<ServerThread> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -214,7 +214,7 @@ impl ServerThread {
     }
 
     /// The socket address (127.0.0.1:PORT).
-    pub(crate) fn addr(&self) -> SocketAddr {
+    pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 }

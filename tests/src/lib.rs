@@ -48,7 +48,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 
 pub use browser::{chromium_bin, dump_dom, dump_dom_sized};
-pub use fixture::{Failure, FixtureServer, Gzip, RequestRecord};
+pub use fixture::{Failure, FixtureServer, Gzip, RequestRecord, ServerThread};
 pub use oai::{OaiOptions, OaiProvider};
 pub use proc::Watched;
 pub use resync::{ResyncOutput, resync_sync};

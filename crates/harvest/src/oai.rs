@@ -184,8 +184,8 @@ pub(crate) fn scope(
         return Scope::Full;
     };
     let (Some(done), Some(listed)) = (
-        cp.instant.as_ref().map(datestamp_of),
-        cp.baseline_at.as_ref().map(datestamp_of),
+        cp.instant.as_ref().map(windows::datestamp_of),
+        cp.baseline_at.as_ref().map(windows::datestamp_of),
     ) else {
         return Scope::Full;
     };
@@ -196,10 +196,6 @@ pub(crate) fn scope(
     } else {
         Scope::From(done.minus_unit(identify.granularity))
     }
-}
-
-fn datestamp_of(t: &W3cDateTime) -> Datestamp {
-    Datestamp::from_unix(t.instant().0)
 }
 
 /// The requests of a pass: what an OAI-PMH upstream is asked with (its access settings,
@@ -215,8 +211,7 @@ impl OaiClient<'_> {
     /// One OAI-PMH request: the page fetched whole (bounded; `503` with `Retry-After`
     /// waited for by the fetcher) and parsed.
     pub(crate) async fn page(&self, req: &Request) -> Result<(Url, Page), Error> {
-        let url = req.url(&self.up.url);
-        let page = self.page_at(&url).await?;
+        let (url, page, _) = self.page_and_body(req).await?;
         Ok((url, page))
     }
 
@@ -620,10 +615,7 @@ impl Harvest {
                         &format!("date window {} failed", windows::describe(w, g)),
                         &error,
                     );
-                    committer.checkpoint(Checkpoint {
-                        oai: Some(plan.clone()),
-                        ..cp.clone()
-                    });
+                    committer.checkpoint(with_pass(&cp, &plan));
                     committer.flush().await?;
                 }
                 Err(e) => {
@@ -745,10 +737,7 @@ impl Harvest {
                         // listed again, are recognised as unchanged.
                         restart(&mut plan.windows[i]);
                         let _report = shared.lock().await;
-                        committer.checkpoint(Checkpoint {
-                            oai: Some(plan.clone()),
-                            ..cp.clone()
-                        });
+                        committer.checkpoint(with_pass(cp, plan));
                         committer.flush().await?;
                         continue;
                     }
@@ -821,10 +810,7 @@ impl Harvest {
                     }
                 }
                 report.listing = Some(listing(plan));
-                committer.checkpoint(Checkpoint {
-                    oai: Some(plan.clone()),
-                    ..cp.clone()
-                });
+                committer.checkpoint(with_pass(cp, plan));
                 committer.flush().await?;
                 drop(guard);
                 if self.past_deadline() {
@@ -1298,6 +1284,14 @@ fn listing(pass: &OaiPass) -> rsagg_layout::report::Listing {
             .filter(|w| w.status == WindowStatus::Done)
             .count() as u64,
         windows: pass.windows.len() as u64,
+    }
+}
+
+/// The set's checkpoint `cp` with `pass` where it stands now, for committing with a page.
+fn with_pass(cp: &Checkpoint, pass: &OaiPass) -> Checkpoint {
+    Checkpoint {
+        oai: Some(pass.clone()),
+        ..cp.clone()
     }
 }
 

@@ -425,14 +425,9 @@ impl Harvest {
     }
 }
 
-/// The content coding `e` describes its resource in (spec 7 `encoding`, the
-/// `Content-Encoding` its URI serves it with), lowercased; `None` for the identity
-/// representation (no `encoding`, or `identity`).
+/// The content coding `e` describes its resource in ([`rsagg_model::Md::content_coding`]).
 pub(crate) fn announced_coding(e: &UrlEntry) -> Option<String> {
-    e.md.as_ref()
-        .and_then(|m| m.encoding.as_deref())
-        .map(|c| c.trim().to_ascii_lowercase())
-        .filter(|c| !c.is_empty() && c != "identity")
+    e.md.as_ref().and_then(rsagg_model::Md::content_coding)
 }
 
 /// `Some((expected, got))` when the response's `Content-Encoding` (`served`, given only for

@@ -391,6 +391,18 @@ pub struct Md {
     pub ext: Vec<ExtAttr>,
 }
 
+impl Md {
+    /// The content coding the entry describes its resource in (spec 7 `encoding`: the
+    /// `Content-Encoding` its URI serves it with, to which `hash` and `length` apply),
+    /// lowercased; `None` for the identity representation (no `encoding`, or `identity`).
+    pub fn content_coding(&self) -> Option<String> {
+        self.encoding
+            .as_deref()
+            .map(|c| c.trim().to_ascii_lowercase())
+            .filter(|c| !c.is_empty() && c != "identity")
+    }
+}
+
 /// `<rs:ln>`: a link from the document or from an entry (spec sections 7 and 14).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(default)]

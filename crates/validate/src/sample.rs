@@ -28,11 +28,7 @@ pub(crate) async fn check(w: &mut Walker<'_>) {
 async fn one(w: &mut Walker<'_>, s: Sampled) {
     // An entry described encoded (`encoding`, spec 7) states the hash and length of the
     // bytes as served: fetched undecoded, so those are what is checked.
-    let encoded =
-        s.md.as_ref()
-            .and_then(|m| m.encoding.as_deref())
-            .map(|c| c.trim().to_ascii_lowercase())
-            .filter(|c| !c.is_empty() && c != "identity");
+    let encoded = s.md.as_ref().and_then(rsagg_model::Md::content_coding);
     let req = Request {
         max_bytes: w.remaining_bytes(),
         encoded,

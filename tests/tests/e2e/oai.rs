@@ -329,26 +329,15 @@ mod held {
         }
     }
 
-    /// Serves `p` on 127.0.0.1:0 from a runtime of its own; returns the base URL.
-    pub fn serve(p: Arc<Provider>) -> anyhow::Result<String> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let url = format!("http://{}/oai", listener.local_addr()?);
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                let app = axum::Router::new()
-                    .route("/oai", axum::routing::get(oai))
-                    .with_state(p);
-                let _ = axum::serve(listener, app).await;
-            });
-        });
-        Ok(url)
+    /// Serves `p` on 127.0.0.1:0 from a thread of its own (stopped when the returned server
+    /// is dropped); returns it with the base URL.
+    pub fn serve(p: Arc<Provider>) -> anyhow::Result<(rsagg_e2e::ServerThread, String)> {
+        let app = axum::Router::new()
+            .route("/oai", axum::routing::get(oai))
+            .with_state(p);
+        let server = rsagg_e2e::ServerThread::start("held-oai", app)?;
+        let url = format!("http://{}/oai", server.addr());
+        Ok((server, url))
     }
 }
 
@@ -378,7 +367,7 @@ fn a_harvest_killed_mid_list_resumes_within_one_page_and_loses_and_doubles_nothi
         released: Default::default(),
         log: Default::default(),
     });
-    let url = held::serve(provider.clone())?;
+    let (_server, url) = held::serve(provider.clone())?;
     let case = Case::new(Store::file("oai-killed")?, &url, "kind = \"oai-pmh\"")?;
 
     let running = case.spawn_run(&[] as &[(&str, String)])?;
