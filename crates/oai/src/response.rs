@@ -647,10 +647,31 @@ impl<'a> Parser<'a> {
         if !s.empty {
             while let Some(c) = self.next_child()? {
                 match c.local.as_slice() {
-                    b"record" | b"header" => match self.record(&c, scope)? {
+                    b"record" => match self.record(&c, scope)? {
                         Ok(r) => records.push(r),
                         Err(p) => problems.push(p),
                     },
+                    // A `<header>` is a record only in `ListIdentifiers` (section 4.3). In
+                    // `ListRecords` or `GetRecord` (sections 4.5, 4.1) one outside a
+                    // `<record>` is a malformed record, not a record without metadata
+                    // (found by fuzzing: it passed as a live record with no metadata).
+                    b"header" if s.local == b"ListIdentifiers" => {
+                        match self.record(&c, scope)? {
+                            Ok(r) => records.push(r),
+                            Err(p) => problems.push(p),
+                        }
+                    }
+                    b"header" => {
+                        let (identifier, ..) = self.header(&c)?;
+                        problems.push(RecordProblem {
+                            identifier: identifier.filter(|i| !i.is_empty()).map(|i| excerpt(&i)),
+                            message: format!(
+                                "a <header> outside any <record> in {} (OAI-PMH 2.0 section 2.5): \
+                                 the record is left out",
+                                String::from_utf8_lossy(&s.local)
+                            ),
+                        });
+                    }
                     b"resumptionToken" => token = Some(self.token(&c)?),
                     _ => self.skip(&c)?,
                 }
@@ -1003,6 +1024,33 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_header_outside_a_record_in_list_records_is_a_problem_not_a_record() {
+        // Found by fuzzing (fuzz/regressions/oai_response/crash-4af7cea7…): a stray
+        // `<header>` in `ListRecords` passed as a live record with no metadata.
+        let page = oai(&format!(
+            r#"<ListRecords><record/><header><identifier>oai:r:9</identifier><datestamp>2024-01-01</datestamp></header>{}</ListRecords>"#,
+            rec("oai:r:1", "A")
+        ));
+        let p = parse(URL, page.as_bytes()).unwrap();
+        assert_eq!(
+            ids(&p.response),
+            (
+                vec!["oai:r:1".to_owned()],
+                vec![None, Some("oai:r:9".to_owned())],
+                None
+            )
+        );
+        let Response::Records { problems, .. } = &p.response else {
+            unreachable!()
+        };
+        assert!(
+            problems[1].message.contains("outside any <record> in ListRecords"),
+            "{}",
+            problems[1].message
+        );
     }
 
     #[test]
