@@ -655,12 +655,10 @@ impl<'a> Parser<'a> {
                     // `ListRecords` or `GetRecord` (sections 4.5, 4.1) one outside a
                     // `<record>` is a malformed record, not a record without metadata
                     // (found by fuzzing: it passed as a live record with no metadata).
-                    b"header" if s.local == b"ListIdentifiers" => {
-                        match self.record(&c, scope)? {
-                            Ok(r) => records.push(r),
-                            Err(p) => problems.push(p),
-                        }
-                    }
+                    b"header" if s.local == b"ListIdentifiers" => match self.record(&c, scope)? {
+                        Ok(r) => records.push(r),
+                        Err(p) => problems.push(p),
+                    },
                     b"header" => {
                         let (identifier, ..) = self.header(&c)?;
                         problems.push(RecordProblem {
@@ -1047,7 +1045,9 @@ mod tests {
             unreachable!()
         };
         assert!(
-            problems[1].message.contains("outside any <record> in ListRecords"),
+            problems[1]
+                .message
+                .contains("outside any <record> in ListRecords"),
             "{}",
             problems[1].message
         );
