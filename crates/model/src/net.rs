@@ -69,9 +69,36 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
 }
 
 /// Whether `host` is a name that means this machine whatever DNS says: `localhost` and the
-/// names under it (RFC 6761 section 6.3 reserves them for loopback), with or without the
-/// trailing dot.
+/// names under it (RFC 6761 section 6.3 reserves them for loopback), with or without
+/// trailing dots: `x.localhost..` is such a name too, whatever a resolver makes of its empty
+/// label (found by the `websub_form` fuzz target).
 pub fn is_localhost_name(host: &str) -> bool {
-    let h = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    let h = host.trim_end_matches('.').to_ascii_lowercase();
     h == "localhost" || h.ends_with(".localhost")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_localhost_name;
+
+    #[test]
+    fn localhost_names_with_any_trailing_dots_are_localhost() {
+        for h in [
+            "localhost",
+            "LocalHost.",
+            "a.localhost",
+            "aa00000.localhost...",
+            "x.localhost..",
+        ] {
+            assert!(is_localhost_name(h), "{h}");
+        }
+        for h in [
+            "example.com",
+            "localhost.example",
+            "notlocalhost",
+            "example.com.",
+        ] {
+            assert!(!is_localhost_name(h), "{h}");
+        }
+    }
 }
