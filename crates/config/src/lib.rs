@@ -149,11 +149,20 @@ pub struct StoreConfig {
     /// `file:///abs/dir` (the embedded default) or `s3://bucket/prefix` (endpoint and
     /// credentials from the `AWS_*` environment variables).
     pub url: Url,
+    /// Memory, in bytes, that the store's caches and buffers below share: each of them left
+    /// unset takes its share of it ([`StoreConfig::MEMORY_SHARES`], in twentieths: the
+    /// recent blobs, the block cache, the unflushed writes and the compactions 4 each, the
+    /// meta cache 2, the listed URIs and their filter 1 each), so that one number bounds a
+    /// run's memory beyond its fixed buffers. Default 160 MiB; at least 20 MiB. (Compaction
+    /// tables are at least 1 MiB each: below 30 MiB with three or more compactions, their
+    /// share is exceeded.)
+    #[serde(default = "StoreConfig::default_memory_bytes")]
+    pub memory_bytes: u64,
     /// Memory, in bytes, for the bodies of small blobs (up to 256 KiB each) a run stored, so
     /// that the dumps it builds next read them from memory instead of back from the store (on
-    /// S3, one GET each). Default 64 MiB; 0 keeps none.
-    #[serde(default = "StoreConfig::default_recent_blob_bytes")]
-    pub recent_blob_bytes: u64,
+    /// S3, one GET each). Default: 4/20 of `memory_bytes` (32 MiB); 0 keeps none.
+    #[serde(default)]
+    pub recent_blob_bytes: Option<u64>,
     /// Local disk, in bytes, for the bodies a run stores (each up to 8 MiB, plus 36 bytes of
     /// header), so that the Resource Dump built after a baseline reads them from there rather
     /// than back from the store (on S3 one GET each; on `file://` one small file each, which
@@ -166,41 +175,43 @@ pub struct StoreConfig {
     /// directory (`TMPDIR`, else `/tmp`).
     #[serde(default)]
     pub spool_dir: Option<PathBuf>,
-    /// Memory, in bytes, for the state database's cache of SST data blocks. Default 64 MiB;
-    /// 0 keeps none (every lookup past the memtable reads the store).
-    #[serde(default = "StoreConfig::default_state_block_cache_bytes")]
-    pub state_block_cache_bytes: u64,
-    /// Memory, in bytes, for the state database's cache of SST indexes and filters. Default
-    /// 32 MiB; 0 keeps none.
-    #[serde(default = "StoreConfig::default_state_meta_cache_bytes")]
-    pub state_meta_cache_bytes: u64,
+    /// Memory, in bytes, for the state database's cache of SST data blocks. Default: 4/20 of
+    /// `memory_bytes` (32 MiB); 0 keeps none (every lookup past the memtable reads the store).
+    #[serde(default)]
+    pub state_block_cache_bytes: Option<u64>,
+    /// Memory, in bytes, for the state database's cache of SST indexes and filters. Default:
+    /// 2/20 of `memory_bytes` (16 MiB); 0 keeps none.
+    #[serde(default)]
+    pub state_meta_cache_bytes: Option<u64>,
     /// Writes the state database holds in memory before flushing them, at most, in bytes.
-    /// Default 64 MiB, at least 1 MiB (the state's tables are cut at half of it, 64 MiB at most).
-    #[serde(default = "StoreConfig::default_state_max_unflushed_bytes")]
-    pub state_max_unflushed_bytes: u64,
+    /// Default: 4/20 of `memory_bytes` (32 MiB); at least 1 MiB (the state's tables are cut at
+    /// half of it, 64 MiB at most).
+    #[serde(default)]
+    pub state_max_unflushed_bytes: Option<u64>,
     /// Size, in bytes, of the tables the state database's compaction writes, at most; each
-    /// compaction holds up to two of them in memory. Default 32 MiB (at least 1 MiB is used).
+    /// compaction holds up to two of them in memory. Default: the compactions' 4/20 of
+    /// `memory_bytes` over twice `state_compactions` (8 MiB; at least 1 MiB is used).
     /// Smaller tables make a fresh run's lookups read smaller indexes and filters, but from
     /// more tables: at 10^7 resources, 8 MiB tables cut an incremental run's state reads from
     /// 19.5 to 11.6 MB and raised its GETs by a third (on S3 the requests are what costs).
-    #[serde(default = "StoreConfig::default_state_compaction_sst_bytes")]
-    pub state_compaction_sst_bytes: u64,
+    #[serde(default)]
+    pub state_compaction_sst_bytes: Option<u64>,
     /// Compactions of the state database run at once. Default 2 (at least 1 is used).
     #[serde(default = "StoreConfig::default_state_compactions")]
     pub state_compactions: u32,
     /// Memory, in bytes, for the URIs a baseline or re-sync has seen listed (to store a URI
     /// listed twice once, and to delete after the list what it no longer names): beyond it
     /// they go to sorted runs of 16 bytes a URI on local disk (`TMPDIR`), so the memory
-    /// does not grow with the collection. About 40 bytes a URI; default 16 MiB (~400,000
-    /// URIs), at least ~40 KiB is used.
-    #[serde(default = "StoreConfig::default_listed_memory_bytes")]
-    pub listed_memory_bytes: u64,
+    /// does not grow with the collection. About 40 bytes a URI; default: 1/20 of
+    /// `memory_bytes` (8 MiB, ~200,000 URIs); at least ~40 KiB is used.
+    #[serde(default)]
+    pub listed_memory_bytes: Option<u64>,
     /// Memory, in bytes, for the Bloom filter over the listed URIs on local disk: a URI not
     /// seen before is told apart in memory, except for the filter's false positives (each a
-    /// binary search of the runs on disk). Default 16 MiB (under 1% false positives up to
-    /// ~10^7 URIs; raise it for larger upstreams).
-    #[serde(default = "StoreConfig::default_listed_filter_bytes")]
-    pub listed_filter_bytes: u64,
+    /// binary search of the runs on disk). Default: 1/20 of `memory_bytes` (8 MiB: under 1%
+    /// false positives up to ~5·10^6 URIs; raise it for larger upstreams).
+    #[serde(default)]
+    pub listed_filter_bytes: Option<u64>,
     /// Retries of one S3 request (timeouts, connection errors, 5xx) before it counts as
     /// failed. Default 3.
     #[serde(default = "StoreConfig::default_retries")]
@@ -230,18 +241,27 @@ impl StoreConfig {
     // store's options from these fields (`rsagg_pipeline::store_options`), and a test there
     // checks that these defaults are the store's own (`StoreOptions::default()`).
 
-    /// `[store] recent_blob_bytes` unless set: 64 MiB.
-    pub const DEFAULT_RECENT_BLOB_BYTES: u64 = 64 * 1024 * 1024;
+    /// `[store] memory_bytes` unless set: 160 MiB, which with a run's fixed buffers (~70
+    /// MiB: the program, HTTP, 64 resources in flight, dump packages) keeps a run under 256
+    /// MiB however large the collection.
+    pub const DEFAULT_MEMORY: u64 = 160 << 20;
+    /// The least `[store] memory_bytes`: each share then still meets its own minimum (1 MiB
+    /// of unflushed writes, 1 MiB compaction tables).
+    pub const MIN_MEMORY: u64 = 20 << 20;
+    /// The shares of `[store] memory_bytes`, in twentieths, that the budgets left unset take:
+    /// recent blobs, block cache, meta cache, unflushed writes, compactions (all of them:
+    /// `state_compactions` × 2 tables), listed URIs, their filter. They add up to 20.
+    pub const MEMORY_SHARES: MemoryShares = MemoryShares {
+        recent_blob: 4,
+        block_cache: 4,
+        meta_cache: 2,
+        unflushed: 4,
+        compactions: 4,
+        listed: 1,
+        listed_filter: 1,
+    };
     /// `[store] spool_bytes` unless set: 1 GiB.
     pub const DEFAULT_SPOOL_BYTES: u64 = 1 << 30;
-    /// `[store] state_block_cache_bytes` unless set: 64 MiB.
-    pub const DEFAULT_STATE_BLOCK_CACHE: u64 = 64 << 20;
-    /// `[store] state_meta_cache_bytes` unless set: 32 MiB.
-    pub const DEFAULT_STATE_META_CACHE: u64 = 32 << 20;
-    /// `[store] state_max_unflushed_bytes` unless set: 64 MiB.
-    pub const DEFAULT_STATE_MAX_UNFLUSHED: u64 = 64 << 20;
-    /// `[store] state_compaction_sst_bytes` unless set: 32 MiB.
-    pub const DEFAULT_STATE_COMPACTION_SST: u64 = 32 << 20;
     /// `[store] state_compactions` unless set: 2.
     pub const DEFAULT_STATE_COMPACTIONS: u32 = 2;
     /// `[store] retries` unless set: a run ends promptly on a dead store rather than fail
@@ -252,8 +272,38 @@ impl StoreConfig {
     /// `[store] max_failures` unless set: 3.
     pub const DEFAULT_MAX_FAILURES: u32 = 3;
 
-    fn default_recent_blob_bytes() -> u64 {
-        Self::DEFAULT_RECENT_BLOB_BYTES
+    fn default_memory_bytes() -> u64 {
+        Self::DEFAULT_MEMORY
+    }
+
+    /// The budgets of a `[store]` that sets none of them: the shares of
+    /// [`StoreConfig::DEFAULT_MEMORY`].
+    pub fn default_budgets() -> MemoryBudgets {
+        MemoryBudgets::shares_of(Self::DEFAULT_MEMORY, Self::DEFAULT_STATE_COMPACTIONS)
+    }
+
+    /// The memory budgets of a run: each set one as it is, the others their share of
+    /// `memory_bytes` ([`StoreConfig::MEMORY_SHARES`]).
+    pub fn budgets(&self) -> MemoryBudgets {
+        let d = MemoryBudgets::shares_of(self.memory_bytes, self.state_compactions);
+        MemoryBudgets {
+            recent_blob_bytes: self.recent_blob_bytes.unwrap_or(d.recent_blob_bytes),
+            state_block_cache_bytes: self
+                .state_block_cache_bytes
+                .unwrap_or(d.state_block_cache_bytes),
+            state_meta_cache_bytes: self
+                .state_meta_cache_bytes
+                .unwrap_or(d.state_meta_cache_bytes),
+            state_max_unflushed_bytes: self
+                .state_max_unflushed_bytes
+                .unwrap_or(d.state_max_unflushed_bytes),
+            state_compaction_sst_bytes: self
+                .state_compaction_sst_bytes
+                .map_or(d.state_compaction_sst_bytes, |b| b.max(1 << 20)),
+            state_compactions: d.state_compactions,
+            listed_memory_bytes: self.listed_memory_bytes.unwrap_or(d.listed_memory_bytes),
+            listed_filter_bytes: self.listed_filter_bytes.unwrap_or(d.listed_filter_bytes),
+        }
     }
 
     fn default_spool_bytes() -> u64 {
@@ -265,37 +315,8 @@ impl StoreConfig {
         self.spool_dir.clone().unwrap_or_else(std::env::temp_dir)
     }
 
-    fn default_state_block_cache_bytes() -> u64 {
-        Self::DEFAULT_STATE_BLOCK_CACHE
-    }
-
-    fn default_state_meta_cache_bytes() -> u64 {
-        Self::DEFAULT_STATE_META_CACHE
-    }
-
-    fn default_state_max_unflushed_bytes() -> u64 {
-        Self::DEFAULT_STATE_MAX_UNFLUSHED
-    }
-
-    fn default_state_compaction_sst_bytes() -> u64 {
-        Self::DEFAULT_STATE_COMPACTION_SST
-    }
-
     fn default_state_compactions() -> u32 {
         Self::DEFAULT_STATE_COMPACTIONS
-    }
-
-    /// `[store] listed_memory_bytes` unless set.
-    pub const DEFAULT_LISTED_MEMORY: u64 = 16 * 1024 * 1024;
-    /// `[store] listed_filter_bytes` unless set.
-    pub const DEFAULT_LISTED_FILTER: u64 = 16 * 1024 * 1024;
-
-    fn default_listed_memory_bytes() -> u64 {
-        Self::DEFAULT_LISTED_MEMORY
-    }
-
-    fn default_listed_filter_bytes() -> u64 {
-        Self::DEFAULT_LISTED_FILTER
     }
 
     fn default_retries() -> u32 {
@@ -312,6 +333,92 @@ impl StoreConfig {
 
     fn default_open_timeout() -> Duration {
         Duration::from_secs(120)
+    }
+}
+
+/// The shares of `[store] memory_bytes`, in twentieths ([`StoreConfig::MEMORY_SHARES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryShares {
+    /// `recent_blob_bytes`.
+    pub recent_blob: u64,
+    /// `state_block_cache_bytes`.
+    pub block_cache: u64,
+    /// `state_meta_cache_bytes`.
+    pub meta_cache: u64,
+    /// `state_max_unflushed_bytes`.
+    pub unflushed: u64,
+    /// `state_compactions` × 2 × `state_compaction_sst_bytes`.
+    pub compactions: u64,
+    /// `listed_memory_bytes`.
+    pub listed: u64,
+    /// `listed_filter_bytes`.
+    pub listed_filter: u64,
+}
+
+impl MemoryShares {
+    /// The twentieths handed out: 20.
+    pub const fn sum(&self) -> u64 {
+        self.recent_blob
+            + self.block_cache
+            + self.meta_cache
+            + self.unflushed
+            + self.compactions
+            + self.listed
+            + self.listed_filter
+    }
+}
+
+/// A run's memory budgets as `[store]` resolves them ([`StoreConfig::budgets`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryBudgets {
+    /// Bodies of small blobs the run stored, for its dumps.
+    pub recent_blob_bytes: u64,
+    /// The state's SST data blocks.
+    pub state_block_cache_bytes: u64,
+    /// The state's SST indexes and filters.
+    pub state_meta_cache_bytes: u64,
+    /// The state's unflushed writes.
+    pub state_max_unflushed_bytes: u64,
+    /// One compaction output table (each compaction holds up to two).
+    pub state_compaction_sst_bytes: u64,
+    /// Compactions at once (at least 1).
+    pub state_compactions: u32,
+    /// The URIs seen listed, in memory.
+    pub listed_memory_bytes: u64,
+    /// The Bloom filter over the listed URIs on disk.
+    pub listed_filter_bytes: u64,
+}
+
+impl MemoryBudgets {
+    /// Every budget its share of `memory` ([`StoreConfig::MEMORY_SHARES`]), the
+    /// compactions' share split over `compactions` × 2 tables (each at least 1 MiB).
+    pub fn shares_of(memory: u64, compactions: u32) -> MemoryBudgets {
+        let sh = StoreConfig::MEMORY_SHARES;
+        let share = |n: u64| memory / sh.sum() * n;
+        let compactions = compactions.max(1);
+        MemoryBudgets {
+            recent_blob_bytes: share(sh.recent_blob),
+            state_block_cache_bytes: share(sh.block_cache),
+            state_meta_cache_bytes: share(sh.meta_cache),
+            state_max_unflushed_bytes: share(sh.unflushed),
+            state_compaction_sst_bytes: (share(sh.compactions) / (2 * u64::from(compactions)))
+                .max(1 << 20),
+            state_compactions: compactions,
+            listed_memory_bytes: share(sh.listed),
+            listed_filter_bytes: share(sh.listed_filter),
+        }
+    }
+
+    /// What the budgets add up to: with none set on its own, `[store] memory_bytes` (but
+    /// for rounding down to whole bytes per share).
+    pub fn total(&self) -> u64 {
+        self.recent_blob_bytes
+            + self.state_block_cache_bytes
+            + self.state_meta_cache_bytes
+            + self.state_max_unflushed_bytes
+            + u64::from(self.state_compactions) * 2 * self.state_compaction_sst_bytes
+            + self.listed_memory_bytes
+            + self.listed_filter_bytes
     }
 }
 
@@ -1393,7 +1500,16 @@ impl StoreConfig {
         if self.open_timeout.is_zero() {
             err("store.open_timeout", "must be longer than 0s".into());
         }
-        if self.state_max_unflushed_bytes < 1 << 20 {
+        if self.memory_bytes < Self::MIN_MEMORY {
+            err(
+                "store.memory_bytes",
+                format!(
+                    "must be at least {} (20 MiB): each budget left unset takes a twentieth or more of it",
+                    Self::MIN_MEMORY
+                ),
+            );
+        }
+        if self.budgets().state_max_unflushed_bytes < 1 << 20 {
             err(
                 "store.state_max_unflushed_bytes",
                 "must be at least 1048576 (1 MiB): the state's tables are cut at half of it".into(),
@@ -1828,13 +1944,13 @@ poll_interval = "5m"
     #[test]
     fn recent_blob_bytes_defaults_and_parses() {
         let p = Pipeline::parse(Path::new("p.toml"), GOOD).unwrap();
-        assert_eq!(p.config.store.recent_blob_bytes, 64 * 1024 * 1024);
+        assert_eq!(p.config.store.budgets().recent_blob_bytes, 32 * 1024 * 1024);
         let text = GOOD.replace(
             "url = \"file:///tmp/rsagg-test-maps\"",
             "url = \"file:///tmp/rsagg-test-maps\"\nrecent_blob_bytes = 0",
         );
         let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
-        assert_eq!(p.config.store.recent_blob_bytes, 0);
+        assert_eq!(p.config.store.budgets().recent_blob_bytes, 0);
         assert_eq!(p.config.store.spool_bytes, 1 << 30);
         assert_eq!(p.config.store.spool_parent(), std::env::temp_dir());
         let text = GOOD.replace(
@@ -1852,53 +1968,90 @@ poll_interval = "5m"
     }
 
     #[test]
-    fn every_memory_bound_of_the_store_is_a_setting_with_a_default() {
-        // That these defaults are the store's own is checked where both are linked
+    fn every_memory_bound_of_the_store_is_a_share_of_one_setting() {
+        // That the store's own defaults agree is checked where both are linked
         // (`rsagg_pipeline`'s `store_options` test).
+        assert_eq!(StoreConfig::MEMORY_SHARES.sum(), 20);
         let s = Pipeline::parse(Path::new("p.toml"), GOOD)
             .unwrap()
             .config
             .store;
+        assert_eq!(s.memory_bytes, StoreConfig::DEFAULT_MEMORY);
+        let b = s.budgets();
         assert_eq!(
-            (
-                s.recent_blob_bytes,
-                s.spool_bytes,
-                s.state_block_cache_bytes,
-                s.state_meta_cache_bytes,
-                s.state_max_unflushed_bytes,
-                s.state_compaction_sst_bytes,
-                s.state_compactions
-            ),
-            (
-                StoreConfig::DEFAULT_RECENT_BLOB_BYTES,
-                StoreConfig::DEFAULT_SPOOL_BYTES,
-                StoreConfig::DEFAULT_STATE_BLOCK_CACHE,
-                StoreConfig::DEFAULT_STATE_META_CACHE,
-                StoreConfig::DEFAULT_STATE_MAX_UNFLUSHED,
-                StoreConfig::DEFAULT_STATE_COMPACTION_SST,
-                StoreConfig::DEFAULT_STATE_COMPACTIONS
-            )
+            b,
+            MemoryBudgets {
+                recent_blob_bytes: 32 << 20,
+                state_block_cache_bytes: 32 << 20,
+                state_meta_cache_bytes: 16 << 20,
+                state_max_unflushed_bytes: 32 << 20,
+                state_compaction_sst_bytes: 8 << 20,
+                state_compactions: 2,
+                listed_memory_bytes: 8 << 20,
+                listed_filter_bytes: 8 << 20,
+            }
         );
+        // With none set on its own, the budgets add up to the one setting, whatever it is
+        // (but for rounding each share down to whole bytes) where the compaction tables'
+        // least size (1 MiB) does not bind.
+        for memory in [30u64 << 20, 160 << 20, 1 << 30, (1 << 30) + 12_345] {
+            for compactions in [1u32, 2, 3] {
+                let text = GOOD.replace(
+                    "url = \"file:///tmp/rsagg-test-maps\"",
+                    &format!(
+                        "url = \"file:///tmp/rsagg-test-maps\"\nmemory_bytes = {memory}\nstate_compactions = {compactions}"
+                    ),
+                );
+                let b = Pipeline::parse(Path::new("p.toml"), &text)
+                    .unwrap()
+                    .config
+                    .store
+                    .budgets();
+                assert!(b.total() <= memory, "{memory} {compactions}: {b:?}");
+                assert!(b.total() + 64 >= memory, "{memory} {compactions}: {b:?}");
+            }
+        }
+        assert_eq!((s.spool_bytes, s.state_compactions), (1 << 30, 2));
         assert_eq!(
             (s.retries, s.retry_timeout, s.max_failures),
             (3, Duration::from_secs(30), 3)
         );
+        // A budget set on its own is that, the others keep their shares.
         let text = GOOD.replace(
             "url = \"file:///tmp/rsagg-test-maps\"",
-            "url = \"file:///tmp/rsagg-test-maps\"\nstate_block_cache_bytes = 0\nstate_meta_cache_bytes = 1024\nstate_max_unflushed_bytes = 1048576",
+            "url = \"file:///tmp/rsagg-test-maps\"\nmemory_bytes = 41943040\nstate_block_cache_bytes = 0\nstate_meta_cache_bytes = 1024\nstate_max_unflushed_bytes = 1048576",
         );
         let o = Pipeline::parse(Path::new("p.toml"), &text)
             .unwrap()
             .config
-            .store;
+            .store
+            .budgets();
         assert_eq!(
             (
                 o.state_block_cache_bytes,
                 o.state_meta_cache_bytes,
-                o.state_max_unflushed_bytes
+                o.state_max_unflushed_bytes,
+                o.recent_blob_bytes,
+                o.listed_filter_bytes
             ),
-            (0, 1024, 1 << 20)
+            (0, 1024, 1 << 20, 8 << 20, 2 << 20)
         );
+        for (bad, key) in [
+            ("memory_bytes = 20971519", "store.memory_bytes"),
+            (
+                "state_max_unflushed_bytes = 1048575",
+                "store.state_max_unflushed_bytes",
+            ),
+        ] {
+            let text = GOOD.replace(
+                "url = \"file:///tmp/rsagg-test-maps\"",
+                &format!("url = \"file:///tmp/rsagg-test-maps\"\n{bad}"),
+            );
+            let e = Pipeline::parse(Path::new("p.toml"), &text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //!   [`MAX_RUNS`] (one sequential read and write of what was listed so far);
 //! - a Bloom filter of `[store] listed_filter_bytes` over the keys on disk: a URI not seen
 //!   before is answered from memory, except for the filter's false positives (under 1% up
-//!   to about 10^7 URIs with the default 16 MiB; 3 probes), which cost a binary search of
+//!   to about 5·10^6 URIs with the default 8 MiB, 5% at 10^7; 3 probes), which cost a binary search of
 //!   each run (`pread`s of 16 bytes, from the page cache).
 //!
 //! The key of a resource ([`key`]) begins with its hash slot (`rsagg_store::slot_of`), so the
@@ -56,10 +56,12 @@ pub struct SeenLimits {
 }
 
 impl Default for SeenLimits {
+    /// Those of a `[store]` that sets none of its memory bounds.
     fn default() -> Self {
+        let b = StoreConfig::default_budgets();
         SeenLimits {
-            memory_bytes: StoreConfig::DEFAULT_LISTED_MEMORY,
-            filter_bytes: StoreConfig::DEFAULT_LISTED_FILTER,
+            memory_bytes: b.listed_memory_bytes,
+            filter_bytes: b.listed_filter_bytes,
         }
     }
 }
@@ -67,9 +69,10 @@ impl Default for SeenLimits {
 impl SeenLimits {
     /// The bounds a pipeline's `[store]` sets.
     pub fn of(store: &StoreConfig) -> SeenLimits {
+        let b = store.budgets();
         SeenLimits {
-            memory_bytes: store.listed_memory_bytes,
-            filter_bytes: store.listed_filter_bytes,
+            memory_bytes: b.listed_memory_bytes,
+            filter_bytes: b.listed_filter_bytes,
         }
     }
 

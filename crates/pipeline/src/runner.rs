@@ -67,13 +67,14 @@ impl UpstreamSlots {
 /// state, as the store opens them. Built here, not in `rsagg-config`, so that the config
 /// does not link the state engine (the defaults live in [`rsagg_config::StoreConfig`]).
 pub fn store_options(cfg: &rsagg_config::StoreConfig) -> rsagg_store::StoreOptions {
+    let b = cfg.budgets();
     rsagg_store::StoreOptions {
-        recent_blob_bytes: cfg.recent_blob_bytes,
-        state_block_cache_bytes: cfg.state_block_cache_bytes,
-        state_meta_cache_bytes: cfg.state_meta_cache_bytes,
-        state_max_unflushed_bytes: cfg.state_max_unflushed_bytes,
-        state_compaction_sst_bytes: cfg.state_compaction_sst_bytes,
-        state_compactions: cfg.state_compactions,
+        recent_blob_bytes: b.recent_blob_bytes,
+        state_block_cache_bytes: b.state_block_cache_bytes,
+        state_meta_cache_bytes: b.state_meta_cache_bytes,
+        state_max_unflushed_bytes: b.state_max_unflushed_bytes,
+        state_compaction_sst_bytes: b.state_compaction_sst_bytes,
+        state_compactions: b.state_compactions,
         retries: cfg.retries,
         retry_timeout: cfg.retry_timeout,
         max_failures: cfg.max_failures,
@@ -682,7 +683,7 @@ url = "https://museum.example.org/.well-known/resourcesync"
             rsagg_store::Spool::DEFAULT_CAPACITY
         );
         assert_eq!(
-            rsagg_config::StoreConfig::DEFAULT_RECENT_BLOB_BYTES,
+            rsagg_config::StoreConfig::default_budgets().recent_blob_bytes,
             rsagg_store::RecentBlobs::DEFAULT_CAPACITY
         );
     }
