@@ -56,8 +56,8 @@ impl std::fmt::Debug for RecentBlobs {
 
 impl RecentBlobs {
     /// The capacity a pipeline gets unless its `[store] recent_blob_bytes` says otherwise:
-    /// 32 MiB (its share of the default `[store] memory_bytes`), some 25,000 bodies of 1 KiB.
-    pub const DEFAULT_CAPACITY: u64 = 32 * 1024 * 1024;
+    /// 24 MiB (its share of the default `[store] memory_bytes`), some 19,000 bodies of 1 KiB.
+    pub const DEFAULT_CAPACITY: u64 = 24 * 1024 * 1024;
 
     /// Keeps nothing.
     pub fn none() -> Self {
