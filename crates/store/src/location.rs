@@ -97,9 +97,9 @@ impl StoreOptions {
     };
     /// Default of [`StoreOptions::state_block_cache_bytes`]: 24 MiB. This default and the
     /// three below are their shares of the pipeline's default `[store] memory_bytes`
-    /// (160 MiB, `rsagg_config::StoreConfig::MEMORY_SHARES`), which keeps a run of any size
-    /// under 256 MiB. 64 MiB before, with 32 MiB of meta cache, 64 MiB unflushed and tables of
-    /// 32 MiB: ~400 MiB in all, and a 10^6-record OAI-PMH harvest peaked at 494 MiB.
+    /// (160 MiB, `rsagg_config::StoreConfig::MEMORY_SHARES`). 64 MiB before, with 32 MiB of
+    /// meta cache, 64 MiB unflushed and tables of 32 MiB: ~400 MiB in all, and a
+    /// 10^6-record OAI-PMH run peaked at 494 MiB (349–361 MiB now).
     pub const DEFAULT_STATE_BLOCK_CACHE: u64 = 24 << 20;
     /// Default of [`StoreOptions::state_meta_cache_bytes`]: 16 MiB.
     pub const DEFAULT_STATE_META_CACHE: u64 = 16 << 20;
