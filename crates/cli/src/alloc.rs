@@ -8,6 +8,9 @@
 //! process starts, and setting one from Rust takes `unsafe` (which the workspace forbids), so
 //! rsagg re-executes itself once with `MIMALLOC_PURGE_DELAY=0` (purge at free) unless the
 //! variable is set: an operator's own value wins, and the process keeps its PID.
+//!
+//! Profilers that wrap the process (heaptrack, valgrind) follow only the first one, which
+//! ends in that `exec`: set `MIMALLOC_PURGE_DELAY=0` in their environment so there is none.
 
 /// The variable mimalloc reads its purge delay (milliseconds) from.
 const PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
