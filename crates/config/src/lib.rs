@@ -152,8 +152,8 @@ pub struct StoreConfig {
     /// Memory, in bytes, that the store's caches and buffers below share: each of them left
     /// unset takes its share of it ([`StoreConfig::MEMORY_SHARES`], in twentieths: the
     /// unflushed writes 8, the recent blobs and the block cache 3 each, the meta cache and
-    /// the compactions 2 each, the listed URIs and their filter 1 each), so that one number bounds a
-    /// run's memory beyond its fixed buffers. Default 160 MiB; at least 20 MiB. (Compaction
+    /// the compactions 2 each, the listed URIs and their filter 1 each), so that one number
+    /// bounds a run's memory beyond its fixed buffers. Default 160 MiB; at least 20 MiB. (Compaction
     /// tables are at least 1 MiB each: below 20 MiB per compaction their share is
     /// exceeded.)
     #[serde(default = "StoreConfig::default_memory_bytes")]
@@ -247,8 +247,8 @@ impl StoreConfig {
     /// compactions (a 10^6-record OAI-PMH run peaked at 349–361 MiB with it, 494 MiB
     /// before), but none of it grows with the collection.
     pub const DEFAULT_MEMORY: u64 = 160 << 20;
-    /// The least `[store] memory_bytes`: each share then still meets its own minimum (1 MiB
-    /// of unflushed writes, 1 MiB compaction tables).
+    /// The least `[store] memory_bytes`: the unflushed writes' share then still meets their
+    /// minimum, 1 MiB (compaction tables stay at least 1 MiB whatever their share).
     pub const MIN_MEMORY: u64 = 20 << 20;
     /// The shares of `[store] memory_bytes`, in twentieths, that the budgets left unset take:
     /// recent blobs, block cache, meta cache, unflushed writes, compactions (all of them:
@@ -301,7 +301,7 @@ impl StoreConfig {
                 .unwrap_or(d.state_max_unflushed_bytes),
             state_compaction_sst_bytes: self
                 .state_compaction_sst_bytes
-                .map_or(d.state_compaction_sst_bytes, |b| b.max(1 << 20)),
+                .unwrap_or(d.state_compaction_sst_bytes),
             state_compactions: d.state_compactions,
             listed_memory_bytes: self.listed_memory_bytes.unwrap_or(d.listed_memory_bytes),
             listed_filter_bytes: self.listed_filter_bytes.unwrap_or(d.listed_filter_bytes),
@@ -393,7 +393,8 @@ pub struct MemoryBudgets {
 
 impl MemoryBudgets {
     /// Every budget its share of `memory` ([`StoreConfig::MEMORY_SHARES`]), the
-    /// compactions' share split over `compactions` × 2 tables (each at least 1 MiB).
+    /// compactions' share split over `compactions` × 2 tables (the state opens tables of at
+    /// least 1 MiB whatever this says, `rsagg_store::State::open_fenced`).
     pub fn shares_of(memory: u64, compactions: u32) -> MemoryBudgets {
         let sh = StoreConfig::MEMORY_SHARES;
         let share = |n: u64| memory / sh.sum() * n;
@@ -403,8 +404,7 @@ impl MemoryBudgets {
             state_block_cache_bytes: share(sh.block_cache),
             state_meta_cache_bytes: share(sh.meta_cache),
             state_max_unflushed_bytes: share(sh.unflushed),
-            state_compaction_sst_bytes: (share(sh.compactions) / (2 * u64::from(compactions)))
-                .max(1 << 20),
+            state_compaction_sst_bytes: share(sh.compactions) / (2 * u64::from(compactions)),
             state_compactions: compactions,
             listed_memory_bytes: share(sh.listed),
             listed_filter_bytes: share(sh.listed_filter),

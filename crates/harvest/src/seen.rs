@@ -13,8 +13,8 @@
 //!   [`MAX_RUNS`] (one sequential read and write of what was listed so far);
 //! - a Bloom filter of `[store] listed_filter_bytes` over the keys on disk: a URI not seen
 //!   before is answered from memory, except for the filter's false positives (under 1% up
-//!   to about 5·10^6 URIs with the default 8 MiB, 5% at 10^7; 3 probes), which cost a binary search of
-//!   each run (`pread`s of 16 bytes, from the page cache).
+//!   to about 5·10^6 URIs with the default 8 MiB, 5% at 10^7; 3 probes), which cost a
+//!   binary search of each run (`pread`s of 16 bytes, from the page cache).
 //!
 //! The key of a resource ([`key`]) begins with its hash slot (`rsagg_store::slot_of`), so the
 //! keys come out of [`Seen::into_sorted`] in the order of the state's slot index
